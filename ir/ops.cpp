@@ -1,0 +1,50 @@
+// Expands ir/ops.def into the metadata table and the name lookup.
+#include "ir/ops.h"
+
+#include <array>
+
+namespace fsdpc {
+
+namespace {
+#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite) +1
+constexpr int kCount = 0
+#include "ir/ops.def"
+    ;
+#undef FSDPC_OP
+
+constexpr std::array<OpInfo, kCount> kOps = {{
+#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite) \
+  {OpId::e, name, OpCategory::cat, min_in, max_in, outs, composite},
+#include "ir/ops.def"
+#undef FSDPC_OP
+}};
+
+constexpr bool table_is_ordered() {
+  for (int i = 0; i < kCount; ++i)
+    if (static_cast<int>(kOps[i].id) != i) return false;
+  return true;
+}
+static_assert(kCount == 47, "ops.def changed: update this count and the op tests");
+static_assert(table_is_ordered(), "op table rows must follow the enum order");
+}  // namespace
+
+const int kNumOps = kCount;
+
+const OpInfo& op_info(OpId op) { return kOps[static_cast<size_t>(op)]; }
+
+std::string_view op_name(OpId op) { return op_info(op).name; }
+
+std::string_view category_name(OpCategory c) {
+  constexpr std::array<std::string_view, 9> kNames = {
+      "elementwise", "reduction", "shape",      "indexing", "matmul",
+      "creation",    "nn",        "collective", "buffer"};
+  return kNames[static_cast<size_t>(c)];
+}
+
+std::optional<OpId> find_op(std::string_view name) {
+  for (const OpInfo& info : kOps)
+    if (info.name == name) return info.id;
+  return std::nullopt;
+}
+
+}  // namespace fsdpc

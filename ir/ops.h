@@ -1,0 +1,45 @@
+// The op enum and its metadata, expanded from the one table in ir/ops.def.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace fsdpc {
+
+enum class OpCategory : uint8_t {
+  elementwise,
+  reduction,
+  shape,
+  indexing,
+  matmul,
+  creation,
+  nn,
+  collective,
+  buffer
+};
+
+enum class OpId : uint16_t {
+#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite) e,
+#include "ir/ops.def"
+#undef FSDPC_OP
+};
+
+struct OpInfo {
+  OpId id;
+  std::string_view name;
+  OpCategory category;
+  int min_inputs;
+  int max_inputs;  // -1: variadic
+  int outputs;     // -1: decided by attributes
+  bool composite;
+};
+
+extern const int kNumOps;
+
+const OpInfo& op_info(OpId op);
+std::string_view op_name(OpId op);
+std::string_view category_name(OpCategory c);
+std::optional<OpId> find_op(std::string_view name);
+
+}  // namespace fsdpc

@@ -1,0 +1,83 @@
+// Small behaviour of the IR data types: naming and return trees.
+#include "ir/trace.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "ir/error.h"
+
+namespace fsdpc {
+
+bool Operand::operator==(const Operand& o) const {
+  if (name != o.name || scalar.has_value() != o.scalar.has_value()) return false;
+  if (!scalar) return true;
+  // NaN literals compare equal to themselves so round trips can be checked.
+  if (std::isnan(*scalar) && std::isnan(*o.scalar)) return true;
+  return *scalar == *o.scalar;
+}
+
+const Proxy& BoundSymbol::output() const {
+  FSDPC_CHECK(outputs.size() == 1) << op_name(op) << " has " << outputs.size() << " outputs";
+  return outputs[0];
+}
+
+ReturnTree ReturnTree::leaf(std::string n) {
+  ReturnTree r;
+  r.name = std::move(n);
+  return r;
+}
+
+ReturnTree ReturnTree::tuple(std::vector<ReturnTree> items) {
+  ReturnTree r;
+  r.items = std::move(items);
+  r.is_tuple = true;
+  return r;
+}
+
+void ReturnTree::collect_names(std::vector<std::string>& out) const {
+  if (!is_tuple) {
+    out.push_back(name);
+    return;
+  }
+  for (const ReturnTree& item : items) item.collect_names(out);
+}
+
+std::string Trace::fresh_name(bool future) {
+  return (future ? "ft" : "t") + std::to_string(next_id++);
+}
+
+namespace {
+// The N of "t<N>" or "ft<N>", or -1.
+int64_t counter_of(const std::string& name) {
+  size_t pos = 0;
+  if (name.rfind("ft", 0) == 0)
+    pos = 2;
+  else if (name.rfind('t', 0) == 0)
+    pos = 1;
+  else
+    return -1;
+  if (pos >= name.size()) return -1;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(name.data() + pos, name.data() + name.size(), v);
+  if (ec != std::errc() || p != name.data() + name.size()) return -1;
+  return v;
+}
+}  // namespace
+
+void Trace::resync_counter() {
+  int64_t max_id = -1;
+  auto see = [&](const std::string& n) { max_id = std::max(max_id, counter_of(n)); };
+  for (const Proxy& a : args) see(a.name);
+  for_each_bsym(bsyms, [&](const BoundSymbol& b) {
+    for (const Proxy& o : b.outputs) see(o.name);
+  });
+  next_id = max_id + 1;
+}
+
+std::string param_proxy_name(const std::string& path) {
+  std::string out = "t_";
+  for (char c : path) out += (c == '.') ? '_' : c;
+  return out;
+}
+
+}  // namespace fsdpc
