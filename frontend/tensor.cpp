@@ -1,1 +1,0 @@
-#include "ir/trace.h"
