@@ -1,8 +1,214 @@
-// STUB: replaced by the decomposition work.
+// Decompositions of the composite ops into prims (docs/ir.md "Composites").
+// Executors that do not claim a composite run these; they follow PyTorch's
+// definitions exactly so the reference executor and gradient checks agree.
 #include "ir/decompositions.h"
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <string>
+#include <utility>
+#include <variant>
+
 #include "ir/error.h"
+
 namespace fsdpc {
-Proxy decompose(TraceBuilder&, const BoundSymbol& c) {
-  fail(op_name(c.op), ": decomposition not implemented");
+
+namespace {
+
+Operand op(const Proxy& p) { return Operand::of(p.name); }
+
+Proxy input(const TraceBuilder& b, const BoundSymbol& c, size_t i) {
+  FSDPC_CHECK(i < c.inputs.size() && !c.inputs[i].is_scalar())
+      << op_name(c.op) << ": tensor input " << i << " missing";
+  Proxy p;
+  p.name = c.inputs[i].name;
+  p.type = b.type_of(p.name);
+  return p;
 }
+
+int64_t rank(const Proxy& p) { return static_cast<int64_t>(p.type.shape.size()); }
+
+Proxy unary(TraceBuilder& b, OpId id, const Proxy& x) { return b.emit1(id, {op(x)}); }
+
+Proxy binary(TraceBuilder& b, OpId id, const Proxy& x, const Proxy& y) {
+  return b.emit1(id, {op(x), op(y)});
+}
+
+// Scalar literals take the tensor operand's dtype, so these constants work
+// unchanged for f16/bf16/f32/f64 inputs.
+Proxy binary(TraceBuilder& b, OpId id, const Proxy& x, double y) {
+  return b.emit1(id, {op(x), Operand::lit(y)});
+}
+
+Proxy reduce(TraceBuilder& b, OpId id, const Proxy& x, IntList dims) {
+  return b.emit1(id, {op(x)}, Attrs{{"dims", std::move(dims)}});
+}
+
+Proxy broadcast(TraceBuilder& b, const Proxy& x, const Shape& shape, IntList broadcast_dims) {
+  return b.emit1(OpId::BroadcastInDim, {op(x)},
+                 Attrs{{"shape", IntList(shape)}, {"broadcast_dims", std::move(broadcast_dims)}});
+}
+
+Proxy reshape(TraceBuilder& b, const Proxy& x, const Shape& shape) {
+  return b.emit1(OpId::Reshape, {op(x)}, Attrs{{"shape", IntList(shape)}});
+}
+
+Proxy permute(TraceBuilder& b, const Proxy& x, IntList dims) {
+  return b.emit1(OpId::Permute, {op(x)}, Attrs{{"dims", std::move(dims)}});
+}
+
+// Elementwise ops never broadcast implicitly, so a value reduced over `dim`
+// has to be broadcast back to the full shape before it meets the input.
+Proxy broadcast_back(TraceBuilder& b, const Proxy& reduced, const Shape& full, int64_t dim) {
+  IntList keep;
+  for (int64_t i = 0; i < static_cast<int64_t>(full.size()); ++i)
+    if (i != dim) keep.push_back(i);
+  return broadcast(b, reduced, full, std::move(keep));
+}
+
+// x - max(x) over `dim`: the shift that keeps exp() from overflowing.
+Proxy shifted(TraceBuilder& b, const Proxy& x, int64_t dim) {
+  Proxy m = reduce(b, OpId::Amax, x, {dim});
+  return binary(b, OpId::Sub, x, broadcast_back(b, m, x.type.shape, dim));
+}
+
+// Stable softmax over `dim`, shared by softmax and attention.
+Proxy softmax_prims(TraceBuilder& b, const Proxy& x, int64_t dim) {
+  Proxy e = unary(b, OpId::Exp, shifted(b, x, dim));
+  Proxy s = reduce(b, OpId::Sum, e, {dim});
+  return binary(b, OpId::Div, e, broadcast_back(b, s, x.type.shape, dim));
+}
+
+// log_softmax = z - log(sum(exp(z))) with z = x - max(x): never exponentiates
+// anything positive, so it is exact where log(softmax(x)) would underflow.
+Proxy log_softmax_prims(TraceBuilder& b, const Proxy& x, int64_t dim) {
+  Proxy z = shifted(b, x, dim);
+  Proxy lse = unary(b, OpId::Log, reduce(b, OpId::Sum, unary(b, OpId::Exp, z), {dim}));
+  return binary(b, OpId::Sub, z, broadcast_back(b, lse, x.type.shape, dim));
+}
+
+Proxy decompose_linear(TraceBuilder& b, const BoundSymbol& c) {
+  Proxy x = input(b, c, 0);
+  Proxy w = input(b, c, 1);
+  // matmul wants a matrix on the left; a 1-D x is a single row.
+  bool vector_x = rank(x) == 1;
+  if (vector_x) x = reshape(b, x, {1, x.type.shape[0]});
+  Proxy y = binary(b, OpId::Matmul, x, permute(b, w, {1, 0}));
+  if (c.inputs.size() == 3) {
+    Proxy bias = broadcast(b, input(b, c, 2), y.type.shape, {rank(y) - 1});
+    y = binary(b, OpId::Add, y, bias);
+  }
+  if (vector_x) y = reshape(b, y, {y.type.shape[1]});
+  return y;
+}
+
+// PyTorch's gelu(approximate='tanh').
+Proxy decompose_gelu(TraceBuilder& b, const BoundSymbol& c) {
+  if (const AttrValue* a = c.attrs.find("approximate");
+      a && !(std::holds_alternative<std::string>(*a) && std::get<std::string>(*a) == "tanh"))
+    fail("gelu: only approximate=tanh has a decomposition");
+  const double k_beta = std::sqrt(2.0 / std::numbers::pi);
+  constexpr double kKappa = 0.044715;
+  Proxy x = input(b, c, 0);
+  Proxy x3 = binary(b, OpId::Mul, binary(b, OpId::Mul, x, x), x);
+  Proxy inner = binary(b, OpId::Add, x, binary(b, OpId::Mul, x3, kKappa));
+  Proxy t = unary(b, OpId::Tanh, binary(b, OpId::Mul, inner, k_beta));
+  Proxy half_x = binary(b, OpId::Mul, x, 0.5);
+  return binary(b, OpId::Mul, half_x, binary(b, OpId::Add, t, 1.0));
+}
+
+Proxy decompose_softmax(TraceBuilder& b, const BoundSymbol& c) {
+  return softmax_prims(b, input(b, c, 0), c.attrs.get_int("dim"));
+}
+
+// Biased variance and eps inside the rsqrt, as torch.nn.functional.layer_norm.
+Proxy decompose_layer_norm(TraceBuilder& b, const BoundSymbol& c) {
+  Proxy x = input(b, c, 0);
+  const Shape& shape = x.type.shape;
+  const int64_t last = rank(x) - 1;
+  const double n = static_cast<double>(shape[last]);
+  Proxy mean = binary(b, OpId::Div, reduce(b, OpId::Sum, x, {last}), n);
+  Proxy xc = binary(b, OpId::Sub, x, broadcast_back(b, mean, shape, last));
+  Proxy var = binary(b, OpId::Div, reduce(b, OpId::Sum, binary(b, OpId::Mul, xc, xc), {last}), n);
+  // rsqrt on the reduced shape: one per row instead of one per element.
+  Proxy rstd = unary(b, OpId::Rsqrt, binary(b, OpId::Add, var, c.attrs.get_double("eps")));
+  Proxy y = binary(b, OpId::Mul, xc, broadcast_back(b, rstd, shape, last));
+  y = binary(b, OpId::Mul, y, broadcast(b, input(b, c, 1), shape, {last}));
+  return binary(b, OpId::Add, y, broadcast(b, input(b, c, 2), shape, {last}));
+}
+
+// Top-left aligned causal mask (PyTorch's ones(Tq, Tk).tril()): key j is
+// visible to query i when j <= i. Masked scores become -inf before softmax.
+Proxy causal_mask(TraceBuilder& b, const Proxy& scores, const Device& device) {
+  const Shape& s = scores.type.shape;
+  const int64_t r = static_cast<int64_t>(s.size());
+  const int64_t tq = s[r - 2], tk = s[r - 1];
+  auto iota = [&](int64_t n) {
+    return b.emit1(OpId::Iota, {},
+                   Attrs{{"length", n}, {"dtype", std::string(dtype_name(DType::i64))},
+                         {"device", device_name(device)}});
+  };
+  Proxy row = broadcast(b, iota(tq), {tq, tk}, {0});
+  Proxy col = broadcast(b, iota(tk), {tq, tk}, {1});
+  Proxy keep = broadcast(b, binary(b, OpId::Ge, row, col), s, {r - 2, r - 1});
+  return b.emit1(OpId::Where, {op(keep), op(scores),
+                               Operand::lit(-std::numeric_limits<double>::infinity())});
+}
+
+Proxy decompose_sdpa(TraceBuilder& b, const BoundSymbol& c) {
+  Proxy q = input(b, c, 0);
+  Proxy k = input(b, c, 1);
+  Proxy v = input(b, c, 2);
+  IntList swap_last;
+  for (int64_t i = 0; i < rank(k); ++i) swap_last.push_back(i);
+  std::swap(swap_last[rank(k) - 2], swap_last[rank(k) - 1]);
+  Proxy s = binary(b, OpId::Matmul, q, permute(b, k, std::move(swap_last)));
+  // PyTorch's default scale is 1/sqrt(D) when none is given.
+  const double d = static_cast<double>(q.type.shape.back());
+  s = binary(b, OpId::Mul, s, c.attrs.get_double_or("scale", 1.0 / std::sqrt(d)));
+  if (c.attrs.get_bool_or("is_causal", false)) s = causal_mask(b, s, q.type.device);
+  Proxy p = softmax_prims(b, s, rank(s) - 1);
+  return binary(b, OpId::Matmul, p, v);
+}
+
+// Mean over all positions of -log_softmax(logits)[target]; the target's entry
+// is picked with a one-hot product, which keeps the graph prims-only and
+// differentiable with the elementwise rules.
+Proxy decompose_cross_entropy(TraceBuilder& b, const BoundSymbol& c) {
+  Proxy logits = input(b, c, 0);
+  Proxy targets = input(b, c, 1);
+  const int64_t v = logits.type.shape.back();
+  const int64_t n = numel(logits.type.shape) / v;
+  if (rank(logits) != 2) logits = reshape(b, logits, {n, v});
+  if (rank(targets) != 1) targets = reshape(b, targets, {n});
+  Proxy logp = log_softmax_prims(b, logits, 1);
+  Proxy classes = b.emit1(OpId::Iota, {},
+                          Attrs{{"length", v},
+                                {"dtype", std::string(dtype_name(targets.type.dtype))},
+                                {"device", device_name(logits.type.device)}});
+  Proxy hit = binary(b, OpId::Eq, broadcast(b, classes, {n, v}, {1}),
+                     broadcast(b, targets, {n, v}, {0}));
+  Proxy onehot = b.emit1(OpId::ConvertElementType, {op(hit)},
+                         Attrs{{"dtype", std::string(dtype_name(logits.type.dtype))}});
+  Proxy picked = reduce(b, OpId::Sum, binary(b, OpId::Mul, logp, onehot), {0, 1});
+  return binary(b, OpId::Div, unary(b, OpId::Neg, picked), static_cast<double>(n));
+}
+
+}  // namespace
+
+Proxy decompose(TraceBuilder& b, const BoundSymbol& composite) {
+  switch (composite.op) {
+    case OpId::Linear: return decompose_linear(b, composite);
+    case OpId::Gelu: return decompose_gelu(b, composite);
+    case OpId::Softmax: return decompose_softmax(b, composite);
+    case OpId::LayerNorm: return decompose_layer_norm(b, composite);
+    case OpId::ScaledDotProductAttention: return decompose_sdpa(b, composite);
+    case OpId::CrossEntropy: return decompose_cross_entropy(b, composite);
+    default: break;
+  }
+  FSDPC_CHECK(false) << op_name(composite.op) << " is not a composite with a decomposition";
+  __builtin_unreachable();
+}
+
 }  // namespace fsdpc

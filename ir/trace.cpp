@@ -42,6 +42,11 @@ void ReturnTree::collect_names(std::vector<std::string>& out) const {
   for (const ReturnTree& item : items) item.collect_names(out);
 }
 
+bool Trace::operator==(const Trace& o) const {
+  return name == o.name && provenance == o.provenance && args == o.args && bsyms == o.bsyms &&
+         returns == o.returns;
+}
+
 std::string Trace::fresh_name(bool future) {
   return (future ? "ft" : "t") + std::to_string(next_id++);
 }

@@ -74,7 +74,9 @@ struct Trace {
   std::string fresh_name(bool future = false);
   // Sets next_id past every t<N>/ft<N> name in use (after parsing).
   void resync_counter();
-  bool operator==(const Trace&) const = default;
+  // Compares what a trace means and prints; next_id is bookkeeping (a parsed
+  // trace resyncs it) and is left out.
+  bool operator==(const Trace& o) const;
 };
 
 // Parameter path -> proxy name: "h.3.attn.c_attn.weight" -> "t_h_3_attn_c_attn_weight".

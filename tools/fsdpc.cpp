@@ -138,6 +138,11 @@ int run(int argc, char** argv) {
   CLI::App* models = app.add_subcommand("models", "List the built-in models");
 
   try {
+    // CLI11 reports an unknown first word as a missing subcommand; name it.
+    const std::string first = argc > 1 ? argv[1] : "";
+    if (!first.empty() && first[0] != '-' && first != "trace" && first != "print" && first != "models")
+      throw CLI::ExtrasError("unknown command '" + first + "' (expected trace, print or models)",
+                             CLI::ExitCodes::ExtrasError);
     app.parse(argc, argv);
     if (trace->parsed() && ta.model.empty() && ta.config.empty())
       throw CLI::RequiredError("trace: one of --model or --config");

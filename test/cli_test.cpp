@@ -1,0 +1,149 @@
+// The fsdpc command line, run as a user runs it: outputs, and the error
+// paths (a one-line message and exit code 2, never a crash or a partial file).
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "test/golden.h"
+
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) { return fsdpc::testing::read_file(p.string()); }
+
+fs::path scratch(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / "fsdpc-cli-test";
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+// Runs `fsdpc <args>` through the shell (args are trusted test strings).
+Run fsdpc_run(const std::string& args, const std::string& stdin_file = "") {
+  fs::path out = scratch("stdout"), err = scratch("stderr");
+  std::string cmd = std::string("'") + FSDPC_BIN + "' " + args + " >'" + out.string() + "' 2>'" +
+                    err.string() + "'" + (stdin_file.empty() ? " </dev/null" : " <'" + stdin_file + "'");
+  int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+fs::path write_scratch(const std::string& name, const std::string& content) {
+  fs::path p = scratch(name);
+  std::ofstream(p, std::ios::binary) << content;
+  return p;
+}
+
+int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+}  // namespace
+
+TEST_CASE("fsdpc trace --model mlp prints the tutorial trace", "[cli]") {
+  Run r = fsdpc_run("trace --model mlp");
+  REQUIRE(r.code == 0);
+  CHECK(r.out == fsdpc::testing::read_file(fsdpc::testing::golden_path("mlp.trace")));
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("gpt2 JSON printed back reproduces the text form exactly", "[cli]") {
+  Run text = fsdpc_run("trace --model gpt2");
+  REQUIRE(text.code == 0);
+  fs::path json = scratch("gpt2.json");
+  REQUIRE(fsdpc_run("trace --model gpt2 --format json -o '" + json.string() + "'").code == 0);
+  Run back = fsdpc_run("print '" + json.string() + "'");
+  REQUIRE(back.code == 0);
+  CHECK(back.out == text.out);
+  Run piped = fsdpc_run("print -", json.string());
+  REQUIRE(piped.code == 0);
+  CHECK(piped.out == text.out);
+}
+
+TEST_CASE("fsdpc print converts between text, JSON and dot", "[cli]") {
+  fs::path golden = fsdpc::testing::golden_path("gpt2-tiny.trace");
+  Run json = fsdpc_run("print '" + golden.string() + "' --format json");
+  REQUIRE(json.code == 0);
+  CHECK(json.out.rfind("{", 0) == 0);
+  Run dot = fsdpc_run("print '" + golden.string() + "' --format dot");
+  REQUIRE(dot.code == 0);
+  CHECK(dot.out.rfind("digraph", 0) == 0);
+  Run text = fsdpc_run("print '" + golden.string() + "'");
+  CHECK(text.out == slurp(golden));
+}
+
+TEST_CASE("help is complete and exits 0", "[cli]") {
+  Run r = fsdpc_run("--help");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Contains("trace") && Contains("print") && Contains("models"));
+  Run t = fsdpc_run("trace --help");
+  CHECK(t.code == 0);
+  CHECK_THAT(t.out, Contains("--model") && Contains("--config") && Contains("--batch") &&
+                        Contains("--seq") && Contains("--format") && Contains("--output"));
+  Run m = fsdpc_run("models");
+  CHECK(m.code == 0);
+  CHECK_THAT(m.out, Contains("gpt2-xl") && Contains("mlp"));
+}
+
+TEST_CASE("user errors print one line and exit 2", "[cli]") {
+  struct Case {
+    std::string args, expect;
+  };
+  fs::path malformed = write_scratch("malformed.trace",
+                                     "def computation(x):\n  # x: \"cpu f32[2]\"\n  t0 = neg(x\n  return t0\n");
+  fs::path unknown_op = write_scratch("unknown-op.trace",
+                                      "def computation(x):\n  # x: \"cpu f32[2]\"\n"
+                                      "  t0 = frobnicate(x)  # t0: \"cpu f32[2]\"\n  return t0\n");
+  fs::path shape_lie = write_scratch("shape-lie.trace",
+                                     "def computation(x):\n  # x: \"cpu f32[2]\"\n"
+                                     "  t0 = neg(x)  # t0: \"cpu f32[3]\"\n  return t0\n");
+  fs::path bad_json = write_scratch("bad.json", "{\"name\": ");
+  std::vector<Case> cases = {
+      {"print /nonexistent/model.trace", "/nonexistent/model.trace: cannot open"},
+      {"print '" + malformed.string() + "'", malformed.string() + ":3:"},
+      {"print '" + unknown_op.string() + "'", "unknown op 'frobnicate'"},
+      {"print '" + shape_lie.string() + "'", "invalid trace"},
+      {"print '" + bad_json.string() + "'", bad_json.string()},
+      {"print " + fs::temp_directory_path().string(), "is a directory"},
+      {"trace --model nope", "unknown model 'nope'"},
+      {"trace", "--model or --config"},
+      {"trace --model mlp --format yaml", "yaml"},
+      {"trace --model mlp --batch 0", "--batch"},
+      {"trace --model mlp --batch x", "--batch"},
+      {"trace --model mlp --config /etc/hostname", "excludes"},
+      {"trace --model gpt2-tiny --seq 65", "outside [1, 64]"},
+      {"trace --model mlp --seq 4", "no sequence dimension"},
+      {"trace --model mlp --bogus", "--bogus"},
+      {"frobnicate", "frobnicate"},
+      {"", "subcommand"},
+  };
+  for (const Case& c : cases) {
+    INFO("fsdpc " << c.args);
+    Run r = fsdpc_run(c.args);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Contains(c.expect));
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("a failed write leaves no partial file", "[cli]") {
+  Run r = fsdpc_run("trace --model mlp -o /nonexistent-dir/out.trace");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("/nonexistent-dir/out.trace"));
+  CHECK(!fs::exists("/nonexistent-dir/out.trace"));
+
+  fs::path target = write_scratch("keep.trace", "previous content\n");
+  Run bad = fsdpc_run("trace --model nope -o '" + target.string() + "'");
+  CHECK(bad.code == 2);
+  CHECK(slurp(target) == "previous content\n");
+  CHECK(!fs::exists(target.string() + ".tmp"));
+}
