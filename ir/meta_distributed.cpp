@@ -1,0 +1,150 @@
+// Meta functions of the distributed ops and flat buffers (docs/ir.md
+// "Distributed"). These are the only ops whose outputs are replicated,
+// fully_sharded or futures; sharding pads dim 0 to ceil(d0/size) rows.
+#include "ir/meta_rules.h"
+
+namespace fsdpc::meta {
+
+namespace {
+
+// Checks `group` and returns `size`, the number of ranks in it.
+int64_t group_size(const MetaArgs& a) {
+  if (a.get_str("group").empty()) a.fail("group is empty; expected a process-group name");
+  const int64_t size = a.get_int("size");
+  if (size < 1) a.fail("size ", size, " must be >= 1");
+  return size;
+}
+
+void require_sum(const MetaArgs& a) {
+  const std::string& op = a.get_str("op");
+  if (op != "sum") a.fail("op '", op, "' is not supported (expected sum)");
+}
+
+TensorType collective_out(const TensorType& x, Shape shape, DistType dist, bool future) {
+  TensorType t = x;
+  t.shape = std::move(shape);
+  t.dist = dist;
+  t.future = future;
+  return t;
+}
+
+std::string lists_str(const IntLists& ls) {
+  std::string out = "[";
+  for (size_t i = 0; i < ls.size(); ++i) out += (i ? ", " : "") + list_str(ls[i]);
+  return out + "]";
+}
+
+// The full shape a sharded x stands for; x holds ceil(shape[0]/size) rows.
+Shape sharded_full_shape(const MetaArgs& a, const TensorType& x, int64_t size) {
+  if (!a.has("shape"))
+    a.fail("input ", desc(x), " is fully_sharded; the full shape attribute 'shape' is missing");
+  Shape shape = shape_attr(a, "shape");
+  bool fits = !shape.empty() && shape.size() == x.shape.size();
+  for (size_t i = 1; fits && i < shape.size(); ++i) fits = shape[i] == x.shape[i];
+  if (fits) {
+    const int64_t rows = (shape[0] + size - 1) / size;
+    if (x.shape[0] != rows)
+      a.fail("sharded input ", desc(x), " does not fit shape ", shape_str(shape), " over size ",
+             size, ": expected ", rows, " rows per rank (ceil(", shape[0], "/", size, "))");
+  } else {
+    a.fail("sharded input ", desc(x), " does not fit shape ", shape_str(shape),
+           ": expected the same rank and equal dims after dim 0");
+  }
+  return shape;
+}
+
+}  // namespace
+
+TensorType meta_synchronize(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  const int64_t size = group_size(a);
+  if (x.dist == DistType::none)
+    a.fail("input ", desc(x), " has distribution none; expected fully_sharded or replicated");
+  if (x.dist == DistType::fully_sharded)
+    return collective_out(x, sharded_full_shape(a, x, size), DistType::replicated, false);
+  if (a.has("shape") && shape_attr(a, "shape") != x.shape)
+    a.fail("shape ", shape_str(a.get_ints("shape")), " differs from replicated input ", desc(x));
+  return collective_out(x, x.shape, DistType::replicated, false);
+}
+
+TensorType meta_all_gather(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  const int64_t size = group_size(a);
+  const int64_t dim = dim_attr(a, "dim", x.shape.size());
+  Shape out = x.shape;
+  out[dim] *= size;
+  return collective_out(x, std::move(out), DistType::replicated, true);
+}
+
+TensorType meta_reduce_scatter(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  const int64_t size = group_size(a);
+  const int64_t dim = dim_attr(a, "dim", x.shape.size());
+  require_sum(a);
+  if (x.shape[dim] % size != 0)
+    a.fail("x is ", desc(x), ": dim ", dim, " (size ", x.shape[dim],
+           ") is not divisible by group size ", size);
+  Shape out = x.shape;
+  out[dim] /= size;
+  return collective_out(x, std::move(out), DistType::fully_sharded, true);
+}
+
+TensorType meta_all_reduce(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  group_size(a);
+  require_sum(a);
+  return collective_out(x, x.shape, DistType::replicated, true);
+}
+
+TensorType meta_broadcast(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  const int64_t size = group_size(a);
+  const int64_t root = a.get_int("root");
+  if (root < 0 || root >= size) a.fail("root ", root, " out of range for group size ", size);
+  return collective_out(x, x.shape, DistType::replicated, true);
+}
+
+TensorType meta_wait(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  if (!x.future)
+    a.fail("input 0 is ", type_str(x), ", not a future; wait consumes the result of an async "
+           "collective");
+  TensorType t = x;
+  t.future = false;
+  return t;
+}
+
+TensorType meta_pack(const MetaArgs& a) {
+  const TensorType& first = a.tensor(0);
+  int64_t total = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const TensorType& t = a.tensor(i);
+    require_same_dtype(a, first, "input 0", t, "input " + std::to_string(i));
+    if (t.dist != first.dist)
+      a.fail("input ", i, " is ", dist_name(t.dist), ", input 0 is ", dist_name(first.dist),
+             "; all inputs must share one distribution");
+    total += numel(t.shape);
+  }
+  return collective_out(first, {total}, first.dist, false);
+}
+
+Types meta_unpack(const MetaArgs& a) {
+  const TensorType& buf = a.tensor(0);
+  if (buf.shape.size() != 1) a.fail("buf is ", desc(buf), "; expected a 1-D buffer");
+  const IntLists& shapes = a.get_int_lists("shapes");
+  if (shapes.empty()) a.fail("shapes is empty; expected at least one shape");
+  int64_t total = 0;
+  for (const IntList& s : shapes) {
+    for (int64_t d : s)
+      if (d < 0) a.fail("shapes ", lists_str(shapes), " has a negative size");
+    total += numel(s);
+  }
+  if (total != buf.shape[0])
+    a.fail("shapes ", lists_str(shapes), " have ", total, " elements, buf ", desc(buf), " has ",
+           buf.shape[0]);
+  Types out;
+  for (const IntList& s : shapes) out.push_back(collective_out(buf, s, buf.dist, false));
+  return out;
+}
+
+}  // namespace fsdpc::meta

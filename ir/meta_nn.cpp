@@ -1,0 +1,154 @@
+// Meta functions of matmul, the creation ops and the composites (docs/ir.md
+// "Matmul", "Creation", "Composites"). A composite's type rule is checked
+// here once, so its decomposition never sees inputs it cannot handle.
+#include "ir/meta_rules.h"
+
+namespace fsdpc::meta {
+
+namespace {
+
+void require_rank_at_least(const MetaArgs& a, const TensorType& t, std::string_view what,
+                           size_t rank, std::string_view layout) {
+  if (t.shape.size() < rank)
+    a.fail(what, " is ", desc(t), "; expected rank >= ", rank, " (", layout, ")");
+}
+
+// The vector a layer_norm weight or linear bias must be: [n], x's dtype.
+void require_vector(const MetaArgs& a, const TensorType& t, std::string_view what, int64_t n,
+                    std::string_view why, const TensorType& x) {
+  if (t.shape != Shape{n})
+    a.fail(what, " is ", desc(t), "; expected [", n, "] (", why, ")");
+  require_same_dtype(a, x, "x", t, what);
+}
+
+Device device_attr(const MetaArgs& a) {
+  const std::string& s = a.get_str("device");
+  auto d = parse_device(s);
+  if (!d) a.fail("device '", s, "' is not a device (expected cpu or cuda:N)");
+  return *d;
+}
+
+// Leading dims of t without its last `keep` dims.
+Shape batch_of(const TensorType& t, size_t keep) {
+  return Shape(t.shape.begin(), t.shape.end() - static_cast<std::ptrdiff_t>(keep));
+}
+
+}  // namespace
+
+TensorType meta_matmul(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  const TensorType& y = a.tensor(1);
+  require_float(a, x, "a");
+  require_float(a, y, "b");
+  require_same_dtype(a, x, "a", y, "b");
+  require_rank_at_least(a, x, "a", 2, "[..., M, K]");
+  require_rank_at_least(a, y, "b", 2, "[..., K, N] or [K, N]");
+  const size_t rx = x.shape.size(), ry = y.shape.size();
+  if (x.shape[rx - 1] != y.shape[ry - 2])
+    a.fail("inner dimensions differ: a is ", desc(x), ", b is ", desc(y),
+           " (a.shape[-1] must equal b.shape[-2])");
+  if (ry != 2 && batch_of(x, 2) != batch_of(y, 2))
+    a.fail("batch dimensions differ: a is ", desc(x), ", b is ", desc(y),
+           " (b must be [K, N] or have a's batch dimensions)");
+  Shape out = batch_of(x, 1);
+  out.push_back(y.shape[ry - 1]);
+  return compute_out(x, std::move(out), x.dtype);
+}
+
+TensorType meta_full(const MetaArgs& a) {
+  TensorType t;
+  t.shape = shape_attr(a, "shape");
+  a.get_double("value");  // required, though it does not change the type
+  t.dtype = a.get_dtype("dtype");
+  t.device = device_attr(a);
+  return t;
+}
+
+TensorType meta_iota(const MetaArgs& a) {
+  TensorType t;
+  t.shape = {nonneg_attr(a, "length")};
+  t.dtype = a.get_dtype("dtype");
+  t.device = device_attr(a);
+  return t;
+}
+
+TensorType meta_linear(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  const TensorType& w = a.tensor(1);
+  require_float(a, x, "x");
+  require_same_dtype(a, x, "x", w, "w");
+  require_rank_at_least(a, x, "x", 1, "[..., in]");
+  if (w.shape.size() != 2) a.fail("w is ", desc(w), "; expected rank 2 ([out, in])");
+  if (x.shape.back() != w.shape[1])
+    a.fail("in features differ: x is ", desc(x), ", w is ", desc(w),
+           " (x.shape[-1] must equal w.shape[1])");
+  if (a.size() == 3) require_vector(a, a.tensor(2), "b", w.shape[0], "w's out features", x);
+  Shape out = batch_of(x, 1);
+  out.push_back(w.shape[0]);
+  return compute_out(x, std::move(out), x.dtype);
+}
+
+TensorType meta_gelu(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  require_float(a, x, "x");
+  const std::string& approx = a.get_str("approximate");
+  if (approx != "tanh") a.fail("approximate '", approx, "' is not supported (expected tanh)");
+  return compute_out(x, x.shape, x.dtype);
+}
+
+TensorType meta_softmax(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  require_float(a, x, "x");
+  dim_attr(a, "dim", x.shape.size());
+  return compute_out(x, x.shape, x.dtype);
+}
+
+TensorType meta_layer_norm(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  require_float(a, x, "x");
+  require_rank_at_least(a, x, "x", 1, "[..., C]");
+  require_vector(a, a.tensor(1), "w", x.shape.back(), "x's last dim", x);
+  require_vector(a, a.tensor(2), "b", x.shape.back(), "x's last dim", x);
+  a.get_double("eps");
+  return compute_out(x, x.shape, x.dtype);
+}
+
+TensorType meta_sdpa(const MetaArgs& a) {
+  const TensorType& q = a.tensor(0);
+  const TensorType& k = a.tensor(1);
+  const TensorType& v = a.tensor(2);
+  require_float(a, q, "q");
+  require_same_dtype(a, q, "q", k, "k");
+  require_same_dtype(a, q, "q", v, "v");
+  require_rank_at_least(a, q, "q", 2, "[..., Tq, D]");
+  const size_t r = q.shape.size();
+  if (k.shape.size() != r || v.shape.size() != r || batch_of(k, 2) != batch_of(q, 2) ||
+      batch_of(v, 2) != batch_of(q, 2))
+    a.fail("batch dimensions differ: q is ", desc(q), ", k is ", desc(k), ", v is ", desc(v),
+           " (expected [..., Tq, D], [..., Tk, D], [..., Tk, Dv] with equal [...])");
+  if (q.shape[r - 1] != k.shape[r - 1])
+    a.fail("head sizes differ: q is ", desc(q), ", k is ", desc(k),
+           " (q.shape[-1] must equal k.shape[-1])");
+  if (k.shape[r - 2] != v.shape[r - 2])
+    a.fail("key lengths differ: k is ", desc(k), ", v is ", desc(v),
+           " (k.shape[-2] must equal v.shape[-2])");
+  a.get_bool("is_causal");
+  a.get_double("scale");
+  Shape out = batch_of(q, 1);
+  out.push_back(v.shape[r - 1]);
+  return compute_out(q, std::move(out), q.dtype);
+}
+
+TensorType meta_cross_entropy(const MetaArgs& a) {
+  const TensorType& logits = a.tensor(0);
+  const TensorType& targets = a.tensor(1);
+  require_float(a, logits, "logits");
+  require_rank_at_least(a, logits, "logits", 1, "[..., V]");
+  require_index(a, targets, "targets");
+  if (targets.shape != batch_of(logits, 1))
+    a.fail("targets is ", desc(targets), ", logits is ", desc(logits), "; expected targets ",
+           shape_str(batch_of(logits, 1)), " (logits.shape[:-1])");
+  return compute_out(logits, {}, logits.dtype);
+}
+
+}  // namespace fsdpc::meta
