@@ -1,6 +1,8 @@
 // Attribute storage and its typed, error-reporting getters.
 #include "ir/attr.h"
 
+#include <cmath>
+
 #include "ir/error.h"
 
 namespace fsdpc {
@@ -17,6 +19,20 @@ const T& get_typed(const Attrs& attrs, const std::string& key, std::string_view 
 
 Attrs::Attrs(std::initializer_list<std::pair<std::string, AttrValue>> init) {
   for (const auto& [k, v] : init) set(k, v);
+}
+
+bool Attrs::operator==(const Attrs& o) const {
+  if (items_.size() != o.items_.size()) return false;
+  for (size_t i = 0; i < items_.size(); ++i) {
+    const auto& [ka, va] = items_[i];
+    const auto& [kb, vb] = o.items_[i];
+    if (ka != kb) return false;
+    const double* da = std::get_if<double>(&va);
+    const double* db = std::get_if<double>(&vb);
+    if (da && db && std::isnan(*da) && std::isnan(*db)) continue;
+    if (va != vb) return false;
+  }
+  return true;
 }
 
 bool Attrs::has(const std::string& key) const { return find(key) != nullptr; }

@@ -46,7 +46,8 @@ class Attrs {
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
-  bool operator==(const Attrs&) const = default;
+  // NaN equals NaN here, so a trace holding a NaN attribute equals its round trip.
+  bool operator==(const Attrs& o) const;
 
  private:
   std::vector<std::pair<std::string, AttrValue>> items_;
