@@ -1,6 +1,7 @@
 // The fsdpc command line, run as a user runs it: outputs, and the error
 // paths (a one-line message and exit code 2, never a crash or a partial file).
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -21,7 +22,8 @@ struct Run {
 std::string slurp(const fs::path& p) { return fsdpc::testing::read_file(p.string()); }
 
 fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / "fsdpc-cli-test";
+  // One folder per process: CTest runs the cases of this file in parallel.
+  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-cli-test-" + std::to_string(getpid()));
   fs::create_directories(dir);
   return dir / name;
 }
