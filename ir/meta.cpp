@@ -165,6 +165,7 @@ Types dispatch(const MetaArgs& a) {
     case OpId::Wait: return {meta_wait(a)};
     case OpId::Pack: return {meta_pack(a)};
     case OpId::Unpack: return meta_unpack(a);
+    case OpId::Del: return {};  // frees its inputs; defines nothing
   }
   FSDPC_CHECK(false) << "op id " << static_cast<int>(a.op()) << " outside ops.def";
   return {};

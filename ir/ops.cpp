@@ -24,7 +24,7 @@ constexpr bool table_is_ordered() {
     if (static_cast<int>(kOps[i].id) != i) return false;
   return true;
 }
-static_assert(kCount == 47, "ops.def changed: update this count and the op tests");
+static_assert(kCount == 48, "ops.def changed: update this count and the op tests");
 static_assert(table_is_ordered(), "op table rows must follow the enum order");
 }  // namespace
 
@@ -35,9 +35,9 @@ const OpInfo& op_info(OpId op) { return kOps[static_cast<size_t>(op)]; }
 std::string_view op_name(OpId op) { return op_info(op).name; }
 
 std::string_view category_name(OpCategory c) {
-  constexpr std::array<std::string_view, 9> kNames = {
+  constexpr std::array<std::string_view, 10> kNames = {
       "elementwise", "reduction", "shape",      "indexing", "matmul",
-      "creation",    "nn",        "collective", "buffer"};
+      "creation",    "nn",        "collective", "buffer",   "memory"};
   return kNames[static_cast<size_t>(c)];
 }
 

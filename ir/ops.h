@@ -16,7 +16,8 @@ enum class OpCategory : uint8_t {
   creation,
   nn,
   collective,
-  buffer
+  buffer,
+  memory
 };
 
 enum class OpId : uint16_t {

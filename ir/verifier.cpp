@@ -27,7 +27,7 @@ bool accepts_sharded(OpId op) {
   switch (op) {
     case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
     case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait:
-    case OpId::Pack: case OpId::Unpack:
+    case OpId::Pack: case OpId::Unpack: case OpId::Del:
       return true;
     default:
       return false;
