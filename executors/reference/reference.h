@@ -1,0 +1,35 @@
+// The reference executor: a float64 interpreter of any trace, the oracle for
+// gradient checks and for every fast executor. Simple and slow on purpose.
+// Collectives are simulated: run_spmd() steps every rank of a mesh through
+// the same trace in lockstep and combines values across each process group.
+#pragma once
+
+#include <vector>
+
+#include "ir/mesh.h"
+#include "ir/trace.h"
+
+namespace fsdpc::reference {
+
+// A tensor value. Data is float64 for every dtype (integers and bools are
+// held exactly); `type` is the proxy's type (futures included).
+struct Value {
+  TensorType type;
+  std::vector<double> data;  // row-major, numel(type.shape) elements
+};
+
+Value make_value(TensorType type, std::vector<double> data);  // checks the size
+
+// Runs `trace` on every rank of `mesh`; args[r] are rank r's arguments, in
+// trace.args order, and must match their proxies' shapes. Returns each rank's
+// returned values, the return tree flattened left to right. A composite runs
+// its decomposition (its sub-symbols) when it has one. Throws fsdpc::Error on
+// a bad argument count or shape, or on a collective whose `size` attribute
+// does not match its group on the mesh.
+std::vector<std::vector<Value>> run_spmd(const Trace& trace, const Mesh& mesh,
+                                         const std::vector<std::vector<Value>>& args);
+
+// A world of one.
+std::vector<Value> run(const Trace& trace, const std::vector<Value>& args);
+
+}  // namespace fsdpc::reference

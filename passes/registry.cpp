@@ -1,0 +1,27 @@
+// Every pass in pipeline order, with a one-line description.
+#include "passes/registry.h"
+
+namespace fsdpc {
+
+const std::vector<PassInfo>& pass_registry() {
+  static const std::vector<PassInfo> kPasses = {
+      {"trace", "the captured trace of the model (no pass run)"},
+      {"fsdp", "shard parameters (zero3/zero2/hybrid) or replicate them (no_shard); synchronize before first use"},
+      {"grad", "joint forward+backward trace; lowers synchronize to all_gather/wait and div/reduce_scatter/wait"},
+      {"split", "cut the joint trace into forward and backward; zero3 re-gathers parameters in the backward"},
+      {"bucketing", "pack each FSDP unit's shards into one flat buffer per collective; DDP gradient buckets"},
+      {"schedule", "prefetch all_gathers K units ahead with at most M in flight; reduce_scatter early, wait late"},
+      {"dce", "remove statements whose results are never used"},
+      {"cse", "reuse the result of an identical earlier statement"},
+      {"del", "free each value after its last use (del t5, t7)"},
+  };
+  return kPasses;
+}
+
+bool is_pass_name(const std::string& name) {
+  for (const PassInfo& p : pass_registry())
+    if (p.name == name) return true;
+  return false;
+}
+
+}  // namespace fsdpc
