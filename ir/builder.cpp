@@ -87,6 +87,11 @@ std::vector<Proxy> TraceBuilder::emit(OpId op, std::vector<Operand> inputs, Attr
   return sink_->back().outputs;
 }
 
+void TraceBuilder::append(BoundSymbol b) {
+  for (const Proxy& o : b.outputs) types_[o.name] = o.type;
+  sink_->push_back(std::move(b));
+}
+
 Proxy TraceBuilder::emit1(OpId op, std::vector<Operand> inputs, Attrs attrs) {
   std::vector<Proxy> outs = emit(op, std::move(inputs), std::move(attrs));
   FSDPC_CHECK(outs.size() == 1) << op_name(op) << " has " << outs.size() << " outputs";

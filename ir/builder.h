@@ -31,6 +31,10 @@ class TraceBuilder {
   // Same, for ops with exactly one output.
   Proxy emit1(OpId op, std::vector<Operand> inputs, Attrs attrs = {});
 
+  // Appends an already-built symbol as it is (a pass copying statements);
+  // its recorded types are trusted here and checked by the verifier.
+  void append(BoundSymbol b);
+
   const TensorType& type_of(const std::string& name) const;
   Trace& trace() { return trace_; }
 

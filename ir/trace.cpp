@@ -79,6 +79,15 @@ void Trace::resync_counter() {
   next_id = max_id + 1;
 }
 
+void rename_uses(BoundSymbol& b, const std::unordered_map<std::string, std::string>& names) {
+  for (Operand& in : b.inputs) {
+    if (in.is_scalar()) continue;
+    auto it = names.find(in.name);
+    if (it != names.end()) in.name = it->second;
+  }
+  for (BoundSymbol& sub : b.subsymbols) rename_uses(sub, names);
+}
+
 std::string param_proxy_name(const std::string& path) {
   std::string out = "t_";
   for (char c : path) out += (c == '.') ? '_' : c;

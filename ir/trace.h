@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/attr.h"
@@ -81,6 +82,9 @@ struct Trace {
 
 // Parameter path -> proxy name: "h.3.attn.c_attn.weight" -> "t_h_3_attn_c_attn_weight".
 std::string param_proxy_name(const std::string& path);
+
+// Renames the inputs of `b` (and of its sub-symbols) found in `names`.
+void rename_uses(BoundSymbol& b, const std::unordered_map<std::string, std::string>& names);
 
 // Calls f(bsym) for every bound symbol, sub-symbols after their parent.
 template <class F>
