@@ -115,9 +115,10 @@ SplitResult split(const Trace& joint, const SplitOptions& options) {
   // Saved: what the backward reads from the forward side, minus what it can
   // recompute; recomputed chains read parameters, which are then saved.
   NameSet saved_set, recompute;
+  auto forward_arg = [&](const std::string& n) { return used_fwd.count(n) || !used_bwd.count(n); };
   std::function<void(const std::string&)> need = [&](const std::string& n) {
     if (j.arg.count(n)) {
-      saved_set.insert(n);
+      if (forward_arg(n)) saved_set.insert(n);  // else a backward-only input (cotangent, acc_*)
       return;
     }
     if (!forward_defined(n)) return;  // defined by the backward itself
@@ -146,7 +147,7 @@ SplitResult split(const Trace& joint, const SplitOptions& options) {
   f.name = "forward";
   f.provenance = "split";
   for (const Proxy& a : joint.args)
-    if (used_fwd.count(a.name) || !used_bwd.count(a.name)) f.args.push_back(a);
+    if (forward_arg(a.name)) f.args.push_back(a);
   for (size_t i = 0; i < bsyms.size(); ++i)
     if (fwd[i]) f.bsyms.push_back(bsyms[i]);
   std::vector<ReturnTree> saved_leaves;
@@ -161,7 +162,7 @@ SplitResult split(const Trace& joint, const SplitOptions& options) {
   bw.provenance = "split";
   for (const Proxy* p : saved_proxies) bw.args.push_back(*p);
   for (const Proxy& a : joint.args)
-    if (!saved_set.count(a.name) && used_bwd.count(a.name) && !used_fwd.count(a.name)) bw.args.push_back(a);
+    if (!forward_arg(a.name)) bw.args.push_back(a);
   NameSet emitted;
   std::function<void(const std::string&)> materialise = [&](const std::string& n) {
     if (!recompute.count(n) || emitted.count(n)) return;

@@ -1,0 +1,30 @@
+// The autodiff pass: one joint forward+backward trace, with synchronize
+// lowered to its collectives (DESIGN.md "Data flow").
+#pragma once
+
+#include "ir/trace.h"
+
+namespace fsdpc {
+
+struct GradOptions {
+  // false: PyTorch's `no_sync` — stop at the synchronize and return the
+  // unsharded local gradients (not divided, not reduced).
+  bool sync_grads = true;
+  // true: one extra argument per synchronized parameter, `acc_<param proxy
+  // name>` (unsharded, full shape), added to its local gradient before
+  // synchronisation (the last micro-batch after no_sync ones).
+  bool accumulate_grads = false;
+};
+
+// Pre: the trace's first return is a float tensor, normally the scalar
+// loss; every op has a VJP rule (passes/vjp_rules.h).
+// Post: the joint trace ("# Constructed by grad"): args = the input trace's
+// args, then any acc_* args, then `cotangent` (the first return's type);
+// the forward statements first, in order and with their names (synchronize
+// lowered, del dropped), then the backward; returns (original return
+// items..., (gradient of each parameter with requires_grad, in argument
+// order)). Throws fsdpc::Error when the first return is not a float tensor
+// or an op has no VJP.
+Trace grad(const Trace& trace, const GradOptions& options = {});
+
+}  // namespace fsdpc

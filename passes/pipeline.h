@@ -1,0 +1,39 @@
+// The default compilation pipeline, from a captured trace to the forward and
+// backward traces every rank runs; each stage is kept for inspection
+// (`fsdpc dump --stage NAME`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/mesh.h"
+#include "ir/trace.h"
+#include "passes/strategy.h"
+
+namespace fsdpc {
+
+struct PipelineOptions {
+  Strategy strategy = Strategy::zero3;
+  Mesh mesh;                   // flat for zero3/zero2/no_shard; R x S for hybrid*
+  std::string wrap = "block";  // FSDP units: block | size:N | none
+  bool bucketing = false;      // --bucketing unit
+  int prefetch = 1;            // all_gathers issued this many units ahead
+  int max_inflight = 2;        // at most this many all_gathers outstanding
+  double bucket_mb = 25.0;     // DDP gradient bucket size
+  bool sync_grads = true;      // false: no_sync (gradient accumulation micro-batch)
+  bool accumulate_grads = false;
+};
+
+struct Stage {
+  std::string name;           // a pass name (passes/registry.h)
+  std::vector<Trace> traces;  // one, or forward and backward after split
+};
+
+// Runs every pass, verifying after each; throws fsdpc::Error on bad options.
+std::vector<Stage> compile(const Trace& captured, const PipelineOptions& options);
+
+// The stage names compile() produces, in order; "forward" and "backward"
+// name the two traces of the split stage.
+std::vector<std::string> stage_names();
+
+}  // namespace fsdpc

@@ -1,0 +1,175 @@
+// VJP rules of the composites, each its own closed form rather than the
+// backward of its decomposition: fewer, larger statements (softmax backward
+// is y * (g - sum(g * y))), and no use of decomposition intermediates, which
+// are not visible outside the composite. What a rule needs from the forward
+// (layer_norm's rstd, attention's probabilities) it recomputes from the
+// composite's inputs.
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "ir/error.h"
+#include "passes/vjp_rules_util.h"
+
+namespace fsdpc::vjp_detail {
+
+namespace {
+
+// Mean over `dim` of x, kept reduced.
+Proxy mean(TraceBuilder& b, const Proxy& x, int64_t dim) {
+  return binary(b, OpId::Div, sum(b, x, {dim}), static_cast<double>(x.type.shape[dim]));
+}
+
+// softmax backward from the probabilities p: p * (g - sum(g * p)).
+Proxy softmax_backward(TraceBuilder& b, const Proxy& g, const Proxy& p, int64_t dim) {
+  Proxy gp = binary(b, OpId::Mul, g, p);
+  Proxy s = broadcast_back(b, sum(b, gp, {dim}), p.type.shape, {dim});
+  return binary(b, OpId::Sub, gp, binary(b, OpId::Mul, p, s));
+}
+
+Proxy softmax(TraceBuilder& b, const Proxy& x, int64_t dim) {
+  return b.emit1(OpId::Softmax, {op(x)}, Attrs{{"dim", dim}});
+}
+
+// x [..., in], w [out, in], b [out]: gx = g w, gw = gᵀ x over all rows, gb = sum g.
+Cotangents linear_grad(const VjpCall& c) {
+  TraceBuilder& b = c.b;
+  const Proxy x = c.in(0), w = c.in(1);
+  const Proxy& g = c.g();
+  const int64_t in = w.type.shape[1], out = w.type.shape[0];
+  const int64_t rows = numel(x.type.shape) / in;
+  Cotangents r = c.none();
+  if (c.need(0)) {
+    Proxy g2 = rank(x) == 1 ? reshape(b, g, {1, out}) : g;
+    r[0] = reshape(b, matmul(b, g2, w), x.type.shape);
+  }
+  if (c.need(1)) {
+    Proxy gt = permute(b, reshape(b, g, {rows, out}), {1, 0});
+    r[1] = matmul(b, gt, reshape(b, x, {rows, in}));
+  }
+  if (c.arity() == 3 && c.need(2)) r[2] = sum(b, g, range(rank(g) - 1));
+  return r;
+}
+
+// gelu(approximate=tanh) = x/2 (1 + t), t = tanh(k (x + a x^3)):
+// d/dx = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 a x^2).
+Proxy gelu_grad(const VjpCall& c) {
+  TraceBuilder& b = c.b;
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  constexpr double kA = 0.044715;
+  const Proxy x = c.in(0);
+  Proxy x2 = binary(b, OpId::Mul, x, x);
+  Proxy x3 = binary(b, OpId::Mul, x2, x);
+  Proxy inner = binary(b, OpId::Add, x, binary(b, OpId::Mul, x3, kA));
+  Proxy t = unary(b, OpId::Tanh, binary(b, OpId::Mul, inner, k));
+  Proxy left = binary(b, OpId::Mul, binary(b, OpId::Add, t, 1.0), 0.5);
+  Proxy sech2 = binary(b, OpId::Sub, 1.0, binary(b, OpId::Mul, t, t));
+  Proxy dinner = binary(b, OpId::Mul, binary(b, OpId::Add, binary(b, OpId::Mul, x2, 3 * kA), 1.0), k);
+  Proxy right = binary(b, OpId::Mul, binary(b, OpId::Mul, binary(b, OpId::Mul, x, 0.5), sech2), dinner);
+  return binary(b, OpId::Mul, c.g(), binary(b, OpId::Add, left, right));
+}
+
+Proxy softmax_grad(const VjpCall& c) {
+  return softmax_backward(c.b, c.g(), c.out(), c.bsym.attrs.get_int("dim"));
+}
+
+// With xhat = (x - mean) * rstd: gb = sum g, gw = sum g xhat over the rows,
+// gx = rstd (gxhat - mean(gxhat) - xhat mean(gxhat xhat)) with gxhat = g w.
+Cotangents layer_norm_grad(const VjpCall& c) {
+  TraceBuilder& b = c.b;
+  const Proxy x = c.in(0);
+  const Proxy& g = c.g();
+  const Shape& shape = x.type.shape;
+  const int64_t last = rank(x) - 1;
+  auto back = [&](const Proxy& reduced) { return broadcast_back(b, reduced, shape, {last}); };
+  Cotangents r = c.none();
+  if (c.need(2)) r[2] = sum(b, g, range(last));
+  if (!c.need(0) && !c.need(1)) return r;
+  Proxy xc = binary(b, OpId::Sub, x, back(mean(b, x, last)));
+  Proxy var = mean(b, binary(b, OpId::Mul, xc, xc), last);
+  Proxy rstd = back(unary(b, OpId::Rsqrt, binary(b, OpId::Add, var, c.bsym.attrs.get_double("eps"))));
+  Proxy xhat = binary(b, OpId::Mul, xc, rstd);
+  if (c.need(1)) r[1] = sum(b, binary(b, OpId::Mul, g, xhat), range(last));
+  if (!c.need(0)) return r;
+  Proxy gxhat = binary(b, OpId::Mul, g, broadcast(b, c.in(1), shape, {last}));
+  Proxy m1 = back(mean(b, gxhat, last));
+  Proxy m2 = back(mean(b, binary(b, OpId::Mul, gxhat, xhat), last));
+  Proxy centred = binary(b, OpId::Sub, binary(b, OpId::Sub, gxhat, m1), binary(b, OpId::Mul, xhat, m2));
+  r[0] = binary(b, OpId::Mul, centred, rstd);
+  return r;
+}
+
+// The decomposition's causal mask: key j > query i gets -inf.
+Proxy causal_mask(TraceBuilder& b, const Proxy& scores) {
+  const Shape& s = scores.type.shape;
+  const int64_t r = rank(scores), tq = s[r - 2], tk = s[r - 1];
+  auto iota = [&](int64_t n) {
+    return b.emit1(OpId::Iota, {},
+                   Attrs{{"length", n}, {"dtype", std::string(dtype_name(DType::i64))},
+                         {"device", device_name(scores.type.device)}});
+  };
+  Proxy row = broadcast(b, iota(tq), {tq, tk}, {0});
+  Proxy col = broadcast(b, iota(tk), {tq, tk}, {1});
+  Proxy keep = broadcast(b, binary(b, OpId::Ge, row, col), s, {r - 2, r - 1});
+  return where(b, keep, op(scores), Operand::lit(-std::numeric_limits<double>::infinity()));
+}
+
+// Recomputes the probabilities p = softmax(mask(q kᵀ scale)); then
+// gv = pᵀ g, gs = scale * softmax_backward(g vᵀ), gq = gs k, gk = gsᵀ q.
+Cotangents sdpa_grad(const VjpCall& c) {
+  TraceBuilder& b = c.b;
+  const Proxy q = c.in(0), k = c.in(1), v = c.in(2);
+  const Proxy& g = c.g();
+  const int64_t last = rank(q) - 1;
+  const IntList t = swap_last_two(rank(q));
+  const double scale = c.bsym.attrs.get_double("scale");
+  Proxy s = binary(b, OpId::Mul, matmul(b, q, permute(b, k, t)), scale);
+  if (c.bsym.attrs.get_bool_or("is_causal", false)) s = causal_mask(b, s);
+  Proxy p = softmax(b, s, last);
+  Cotangents r = c.none();
+  if (c.need(2)) r[2] = matmul(b, permute(b, p, t), g);
+  if (!c.need(0) && !c.need(1)) return r;
+  Proxy gp = matmul(b, g, permute(b, v, t));
+  Proxy gs = binary(b, OpId::Mul, softmax_backward(b, gp, p, last), scale);
+  if (c.need(0)) r[0] = matmul(b, gs, k);
+  if (c.need(1)) r[1] = matmul(b, permute(b, gs, t), q);
+  return r;
+}
+
+// mean over n rows of -log_softmax(logits)[target]: (softmax - onehot) * g / n.
+Proxy cross_entropy_grad(const VjpCall& c) {
+  TraceBuilder& b = c.b;
+  const Proxy logits = c.in(0), targets = c.in(1);
+  const int64_t v = logits.type.shape.back();
+  const int64_t n = numel(logits.type.shape) / v;
+  Proxy p = softmax(b, reshape(b, logits, {n, v}), 1);
+  Proxy classes = b.emit1(OpId::Iota, {},
+                          Attrs{{"length", v},
+                                {"dtype", std::string(dtype_name(targets.type.dtype))},
+                                {"device", device_name(logits.type.device)}});
+  Proxy hit = binary(b, OpId::Eq, broadcast(b, classes, {n, v}, {1}),
+                     broadcast(b, reshape(b, targets, {n}), {n, v}, {0}));
+  Proxy diff = binary(b, OpId::Sub, p, convert(b, hit, logits.type.dtype));
+  Proxy scale = broadcast(b, binary(b, OpId::Div, c.g(), static_cast<double>(n)), {n, v}, {});
+  return reshape(b, binary(b, OpId::Mul, diff, scale), logits.type.shape);
+}
+
+}  // namespace
+
+Cotangents vjp_nn(const VjpCall& c) {
+  switch (c.bsym.op) {
+    case OpId::Linear: return linear_grad(c);
+    case OpId::Gelu: return {gelu_grad(c)};
+    case OpId::Softmax: return {softmax_grad(c)};
+    case OpId::LayerNorm: return layer_norm_grad(c);
+    case OpId::ScaledDotProductAttention: return sdpa_grad(c);
+    case OpId::CrossEntropy:
+      if (!c.need(0)) return c.none();
+      return {cross_entropy_grad(c), std::nullopt};
+    default: break;
+  }
+  FSDPC_CHECK(false) << op_name(c.bsym.op) << " is a composite without a VJP rule";
+  return c.none();
+}
+
+}  // namespace fsdpc::vjp_detail

@@ -1,0 +1,93 @@
+// Trace files in and out for the CLI.
+#include "tools/cli_io.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "ir/dot.h"
+#include "ir/error.h"
+#include "ir/json.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+namespace fsdpc::cli {
+
+std::string read_input(const std::string& path) {
+  std::ostringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, ": is a directory, expected a trace file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open (", std::strerror(errno), ")");
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+namespace {
+bool looks_like_json(const std::string& text) {
+  for (char c : text) {
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') continue;
+    return c == '{';
+  }
+  return false;
+}
+}  // namespace
+
+Trace load_trace(const std::string& path) {
+  std::string text = read_input(path);
+  std::string name = path == "-" ? "<stdin>" : path;
+  Trace trace = looks_like_json(text) ? trace_from_json(text, name) : parse_trace(text, name);
+  try {
+    verify(trace);
+  } catch (const Error& e) {
+    fail(name, ": invalid trace: ", e.what());
+  }
+  return trace;
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text << std::flush;
+    if (!std::cout) fail("cannot write to standard output");
+    return;
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(path, ": cannot open for writing (", std::strerror(errno), ")");
+    out << text;
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      fail(path, ": write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    fail(path, ": cannot replace (", ec.message(), ")");
+  }
+}
+
+const std::vector<std::string>& formats() {
+  static const std::vector<std::string> kFormats = {"text", "json", "dot"};
+  return kFormats;
+}
+
+std::string render(const Trace& trace, const std::string& format) {
+  if (format == "json") return trace_to_json(trace) + "\n";
+  if (format == "dot") return trace_to_dot(trace);
+  return print_trace(trace);
+}
+
+}  // namespace fsdpc::cli

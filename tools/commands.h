@@ -1,0 +1,37 @@
+// The fsdpc sub-commands. Each adds itself to the CLI11 app and returns what
+// runs when it was given; user errors throw fsdpc::Error (exit code 2).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ir/trace.h"
+
+namespace fsdpc::cli {
+
+struct Command {
+  CLI::App* app;
+  std::function<void()> run;
+  // Checks that CLI11 cannot express (one of --model/--config/...).
+  std::function<void()> validate = [] {};
+};
+
+Command add_trace_command(CLI::App& app);
+Command add_print_command(CLI::App& app);
+Command add_dump_command(CLI::App& app);
+Command add_models_command(CLI::App& app);
+Command add_passes_command(CLI::App& app);
+
+// Where a command's trace comes from: a built-in model, a config.json, or
+// (dump only) a trace file.
+struct ModelSource {
+  std::string model, config, trace_file;
+  int64_t batch = 0, seq = 0;
+};
+void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file);
+void check_model_source(const ModelSource& src, bool allow_trace_file);
+Trace load_source_trace(const ModelSource& src);
+
+}  // namespace fsdpc::cli
