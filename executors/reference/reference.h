@@ -23,7 +23,8 @@ Value make_value(TensorType type, std::vector<double> data);  // checks the size
 // Runs `trace` on every rank of `mesh`; args[r] are rank r's arguments, in
 // trace.args order, and must match their proxies' shapes. Returns each rank's
 // returned values, the return tree flattened left to right. A composite runs
-// its decomposition (its sub-symbols) when it has one. Throws fsdpc::Error on
+// its decomposition (its sub-symbols) when it has one and is computed
+// directly when it has none. Throws fsdpc::Error on
 // a bad argument count or shape, or on a collective whose `size` attribute
 // does not match its group on the mesh.
 std::vector<std::vector<Value>> run_spmd(const Trace& trace, const Mesh& mesh,

@@ -1,0 +1,158 @@
+// Direct float64 implementations of the composites, for traces that carry a
+// composite without its decomposition (parsed from JSON, or built with
+// record_decompositions off). Each follows ir/decompositions.cpp step by step
+// so the two agree to rounding.
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "executors/reference/reference_internal.h"
+
+namespace fsdpc::reference {
+
+namespace {
+
+int64_t rows_of(const Shape& s) {
+  int64_t r = 1;
+  for (size_t i = 0; i + 1 < s.size(); ++i) r *= s[i];
+  return r;
+}
+
+Data linear(const std::vector<Input>& in, const TensorType& out) {
+  const Value& x = *in[0].value;
+  const Value& w = *in[1].value;
+  const int64_t n_in = w.type.shape[1], n_out = w.type.shape[0];
+  const int64_t rows = rows_of(x.type.shape);
+  Data d(numel(out.shape));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < n_out; ++o) {
+      double acc = 0.0;
+      for (int64_t i = 0; i < n_in; ++i) acc += x.data[r * n_in + i] * w.data[o * n_in + i];
+      d[r * n_out + o] = in.size() == 3 ? acc + in[2].value->data[o] : acc;
+    }
+  return d;
+}
+
+// PyTorch's gelu(approximate='tanh').
+Data gelu(const Value& x) {
+  const double beta = std::sqrt(2.0 / std::numbers::pi);
+  constexpr double kKappa = 0.044715;
+  Data d(x.data.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    const double v = x.data[i];
+    d[i] = 0.5 * v * (1.0 + std::tanh(beta * (v + kKappa * v * v * v)));
+  }
+  return d;
+}
+
+// Stable softmax of n elements spaced `stride` apart, in place.
+void softmax_line(double* p, int64_t n, int64_t stride) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, p[j * stride]);
+  double s = 0.0;
+  for (int64_t j = 0; j < n; ++j) s += (p[j * stride] = std::exp(p[j * stride] - m));
+  for (int64_t j = 0; j < n; ++j) p[j * stride] /= s;
+}
+
+Data softmax(const BoundSymbol& b, const Value& x) {
+  const int64_t dim = b.attrs.get_int("dim");
+  const Shape& s = x.type.shape;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < dim; ++i) outer *= s[i];
+  for (size_t i = dim + 1; i < s.size(); ++i) inner *= s[i];
+  Data d = x.data;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) softmax_line(d.data() + o * s[dim] * inner + i, s[dim], inner);
+  return d;
+}
+
+// Mean and biased variance over the last dim; eps inside the rsqrt.
+Data layer_norm(const BoundSymbol& b, const std::vector<Input>& in) {
+  const Value& x = *in[0].value;
+  const Data& w = in[1].value->data;
+  const Data& bias = in[2].value->data;
+  const double eps = b.attrs.get_double("eps");
+  const int64_t c = x.type.shape.back(), rows = rows_of(x.type.shape);
+  Data d(x.data.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.data.data() + r * c;
+    double mean = 0.0, var = 0.0;
+    for (int64_t j = 0; j < c; ++j) mean += xr[j];
+    mean /= static_cast<double>(c);
+    for (int64_t j = 0; j < c; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+    var /= static_cast<double>(c);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < c; ++j) d[r * c + j] = (xr[j] - mean) * rstd * w[j] + bias[j];
+  }
+  return d;
+}
+
+// softmax(q·kᵀ·scale, masked causally) · v, one [Tq, Tk] score matrix per batch.
+Data sdpa(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out) {
+  const Value& q = *in[0].value;
+  const Value& k = *in[1].value;
+  const Value& v = *in[2].value;
+  const size_t r = q.type.shape.size();
+  const int64_t tq = q.type.shape[r - 2], dh = q.type.shape[r - 1];
+  const int64_t tk = k.type.shape[r - 2], dv = v.type.shape[r - 1];
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) batch *= q.type.shape[i];
+  const double scale = b.attrs.get_double_or("scale", 1.0 / std::sqrt(static_cast<double>(dh)));
+  const bool causal = b.attrs.get_bool_or("is_causal", false);
+  Data d(numel(out.shape), 0.0);
+  Data scores(tk);
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < tq; ++i) {
+      const double* qi = q.data.data() + (p * tq + i) * dh;
+      for (int64_t j = 0; j < tk; ++j) {
+        const double* kj = k.data.data() + (p * tk + j) * dh;
+        double acc = 0.0;
+        for (int64_t e = 0; e < dh; ++e) acc += qi[e] * kj[e];
+        // Top-left aligned, as PyTorch's tril mask: key j is visible when j <= i.
+        scores[j] = causal && j > i ? -std::numeric_limits<double>::infinity() : acc * scale;
+      }
+      softmax_line(scores.data(), tk, 1);
+      double* oi = d.data() + (p * tq + i) * dv;
+      for (int64_t j = 0; j < tk; ++j)
+        for (int64_t e = 0; e < dv; ++e) oi[e] += scores[j] * v.data[(p * tk + j) * dv + e];
+    }
+  return d;
+}
+
+// Mean over all positions of -log_softmax(logits)[target].
+Data cross_entropy(const std::vector<Input>& in) {
+  const Value& logits = *in[0].value;
+  const Value& targets = *in[1].value;
+  const int64_t v = logits.type.shape.back(), n = rows_of(logits.type.shape);
+  double picked = 0.0;
+  for (int64_t r = 0; r < n; ++r) {
+    const double* z = logits.data.data() + r * v;
+    const auto t = static_cast<int64_t>(targets.data[r]);
+    if (t < 0 || t >= v)
+      fail("cross_entropy: target ", t, " at position ", r, " is out of range for ", v, " classes");
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < v; ++j) m = std::max(m, z[j]);
+    double s = 0.0;
+    for (int64_t j = 0; j < v; ++j) s += std::exp(z[j] - m);
+    picked += (z[t] - m) - std::log(s);
+  }
+  return Data{-picked / static_cast<double>(n)};
+}
+
+}  // namespace
+
+Data run_composite(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out) {
+  switch (b.op) {
+    case OpId::Linear: return linear(in, out);
+    case OpId::Gelu: return gelu(*in[0].value);
+    case OpId::Softmax: return softmax(b, *in[0].value);
+    case OpId::LayerNorm: return layer_norm(b, in);
+    case OpId::ScaledDotProductAttention: return sdpa(b, in, out);
+    case OpId::CrossEntropy: return cross_entropy(in);
+    default: break;
+  }
+  FSDPC_CHECK(false) << op_name(b.op) << " is not a composite the reference executor knows";
+  return {};
+}
+
+}  // namespace fsdpc::reference
