@@ -161,10 +161,26 @@ void check_arity(TextCursor& cur, const BoundSymbol& b) {
               ", got ", outs);
 }
 
-// `[outs =] op(args)  [# types]`, the text of a statement or sub-symbol.
+// The names of `del t5, t7` after the word `del`; no type comment follows.
+BoundSymbol parse_del_names(TextCursor& cur) {
+  BoundSymbol b;
+  b.op = OpId::Del;
+  do {
+    b.inputs.push_back(Operand::of(cur.ident("a name to delete")));
+  } while (cur.accept(','));
+  if (!cur.at_end())
+    cur.error("unexpected ", cur.describe_next(),
+              " in the del statement (expected ',' or the end of the line)");
+  return b;
+}
+
+// `[outs =] op(args)  [# types]` or `del a, b`, the text of a statement or
+// sub-symbol.
 BoundSymbol parse_statement(TextCursor& cur) {
   std::vector<std::string> outs;
   std::string word = cur.ident("a statement");
+  if (word == "del" && cur.next_is_ident()) return parse_del_names(cur);
+  if (word == "del" && cur.at_end()) cur.error("del names no value (expected 'del <name>, ...')");
   if (cur.peek() == ',' || cur.peek() == '=') {
     outs.push_back(word);
     while (cur.accept(',')) outs.push_back(cur.ident("an output name"));

@@ -102,9 +102,25 @@ std::string type_comment_entry(const Proxy& p) {
   return out;
 }
 
+// `del t5, t7` reads like Python's del; a del that the short form cannot
+// carry (attributes, literals, outputs, no names) falls back to the call form,
+// which the parser also reads, so printing stays lossless.
+bool prints_as_del_statement(const BoundSymbol& b) {
+  if (b.op != OpId::Del || b.inputs.empty() || !b.outputs.empty() || !b.attrs.empty())
+    return false;
+  for (const Operand& in : b.inputs)
+    if (in.is_scalar()) return false;
+  return true;
+}
+
 // `<outs> = <op>(<inputs>, <attrs>)  # <types>`, without indent.
 std::string statement_str(const BoundSymbol& b) {
   std::string out;
+  if (prints_as_del_statement(b)) {
+    out = "del ";
+    for (size_t i = 0; i < b.inputs.size(); ++i) out += (i ? ", " : "") + b.inputs[i].name;
+    return out;
+  }
   for (size_t i = 0; i < b.outputs.size(); ++i) {
     if (i) out += ", ";
     out += b.outputs[i].name;

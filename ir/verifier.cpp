@@ -1,6 +1,6 @@
 // The verifier (ir/verifier.h): one walk over the statements, sub-symbols
-// included, that keeps the names in scope and the futures in flight, and
-// re-runs every meta function on the recorded input types.
+// included, that keeps the names in scope, the futures in flight and the
+// names freed by `del`, and re-runs every meta function on the input types.
 #include "ir/verifier.h"
 
 #include <unordered_map>
@@ -53,6 +53,8 @@ struct Scope {
   // top level.
   const std::unordered_set<std::string>* redefinable = nullptr;
   std::string composite;  // label of the composite, empty at top level
+  // Names a `del` in this block freed -> "statement N" of that del.
+  std::unordered_map<std::string, std::string> deleted;
 };
 
 struct FutureState {
@@ -73,6 +75,8 @@ class Verifier {
                      const std::vector<TensorType>& inferred);
   void verify_decomposition(const BoundSymbol& b, const std::string& label, const Scope& outer);
   void define(const Proxy& p, const std::string& label, Scope& scope);
+  void check_del(const BoundSymbol& b, const std::string& label, const Scope& scope) const;
+  void forget_deleted(const BoundSymbol& b, const std::string& label, Scope& scope);
   void check_returns(const Trace& trace, const Scope& top);
 
   // Every name defined so far at any depth, and where; a composite's outputs
@@ -80,10 +84,14 @@ class Verifier {
   std::unordered_map<std::string, std::string> defined_;
   std::vector<std::string> future_order_;
   std::unordered_map<std::string, FutureState> futures_;
+  std::unordered_set<std::string> returned_;
 };
 
 void Verifier::run(const Trace& trace) {
   Scope top;
+  std::vector<std::string> returned;
+  trace.returns.collect_names(returned);
+  returned_.insert(returned.begin(), returned.end());
   for (size_t i = 0; i < trace.args.size(); ++i)
     define(trace.args[i], "argument " + std::to_string(i + 1), top);
   verify_block(trace.bsyms, top);
@@ -107,6 +115,7 @@ void Verifier::verify_block(const std::vector<BoundSymbol>& bsyms, Scope& scope)
 }
 
 void Verifier::verify_bsym(const BoundSymbol& b, const std::string& label, Scope& scope) {
+  if (b.op == OpId::Del) check_del(b, label, scope);
   const std::vector<OperandType> in_types = input_types(b, label, scope);
   std::vector<TensorType> inferred;
   try {
@@ -124,6 +133,7 @@ void Verifier::verify_bsym(const BoundSymbol& b, const std::string& label, Scope
   }
   if (!b.subsymbols.empty()) verify_decomposition(b, label, scope);
   for (const Proxy& out : b.outputs) define(out, label, scope);
+  if (b.op == OpId::Del) forget_deleted(b, label, scope);
 }
 
 std::vector<OperandType> Verifier::input_types(const BoundSymbol& b, const std::string& label,
@@ -137,6 +147,9 @@ std::vector<OperandType> Verifier::input_types(const BoundSymbol& b, const std::
     }
     auto it = scope.visible.find(in.name);
     if (it == scope.visible.end()) {
+      auto del = scope.deleted.find(in.name);
+      if (del != scope.deleted.end())
+        fail(label, ": uses ", in.name, ", which was deleted by ", del->second);
       if (!scope.composite.empty() && defined_.count(in.name))
         fail(label, ": uses ", in.name, ", which is neither an input of ", scope.composite,
              " nor defined earlier in its decomposition");
@@ -205,6 +218,36 @@ void Verifier::define(const Proxy& p, const std::string& label, Scope& scope) {
   if (p.type.future && !futures_.count(p.name)) {
     future_order_.push_back(p.name);
     futures_[p.name] = FutureState{label, ""};
+  }
+}
+
+// What a `del` may name, checked before its inputs are typed so the message
+// speaks of deleting. Arguments may be deleted: the runtime decides whether
+// it owns their buffers. Returned values may not: the caller receives them.
+void Verifier::check_del(const BoundSymbol& b, const std::string& label,
+                         const Scope& scope) const {
+  if (!b.attrs.empty()) fail(label, ": del takes no attributes");
+  std::unordered_set<std::string> seen;
+  for (const Operand& in : b.inputs) {
+    if (in.is_scalar()) continue;  // the meta check names it
+    if (!seen.insert(in.name).second) fail(label, ": deletes ", in.name, " twice");
+    auto del = scope.deleted.find(in.name);
+    if (del != scope.deleted.end())
+      fail(label, ": deletes ", in.name, ", which was already deleted by ", del->second);
+    if (!scope.visible.count(in.name))
+      fail(label, ": deletes ", in.name, ", which is not defined before this statement");
+    if (scope.composite.empty() && returned_.count(in.name))
+      fail(label, ": deletes ", in.name, ", which the trace returns");
+  }
+}
+
+// After a del, its names are out of scope; later uses name the del.
+void Verifier::forget_deleted(const BoundSymbol& b, const std::string& label, Scope& scope) {
+  // "statement 5 (del)" -> "statement 5"
+  const std::string where = label.substr(0, label.size() - std::string(" (del)").size());
+  for (const Operand& in : b.inputs) {
+    scope.visible.erase(in.name);
+    scope.deleted[in.name] = where;
   }
 }
 

@@ -11,6 +11,8 @@ namespace fsdpc {
 //  - arity of each op, and attributes its meta function needs;
 //  - meta re-check: recorded output types equal what the meta function infers;
 //  - futures: consumed only by `wait`, and waited exactly once;
+//  - `del`: names a value defined and not yet deleted, never a returned one
+//    (arguments may be deleted); no statement uses a value after its del;
 //  - a fully_sharded tensor is used only by ops that accept one (synchronize,
 //    collectives, pack, ...), never where an unsharded value is needed;
 //  - sub-symbols: defined from the composite's inputs and defining its outputs;

@@ -333,3 +333,46 @@ TEST_CASE("mutated text never crashes the parser") {
   CHECK(parsed > 50);  // the mutations must not all be fatal, or the fuzz tests little
   CHECK(rejected > 1000);
 }
+
+TEST_CASE("del prints as a Python del statement and parses back") {
+  Trace t = small_trace();
+  t.bsyms.push_back(bsym(OpId::Del, {in("t0"), in("x")}, {}, {}));
+  t.bsyms.push_back(bsym(OpId::Del, {in("t4")}, {}, {}));
+  const std::string text = print_trace(t);
+  CHECK(text.find("\n  del t0, x\n  del t4\n  return t2\n") != std::string::npos);
+  CHECK(parse_trace(text) == t);
+  CHECK(print_trace(parse_trace(text)) == text);
+  // The call form reads too, and prints back in the short form.
+  Trace call = parse_trace(with_line(kSmallText, 12, "  del(t0, x)\n  return t2"));
+  REQUIRE(call.bsyms.back().op == OpId::Del);
+  CHECK(call.bsyms.back().inputs == std::vector<Operand>{in("t0"), in("x")});
+  CHECK(print_trace(call).find("\n  del t0, x\n") != std::string::npos);
+  // A name may be `del` itself; only `del <name>` starts a del statement.
+  Trace named = parse_trace(
+      "def f(a):\n  # a: \"cpu f32[2]\"\n  del = neg(a)  # del: \"cpu f32[2]\"\n"
+      "  del del\n  return a\n");
+  CHECK(named.bsyms[0].outputs[0].name == "del");
+  CHECK(named.bsyms[1].inputs == std::vector<Operand>{in("del")});
+}
+
+TEST_CASE("a del the short form cannot carry prints in the call form") {
+  Trace t = small_trace();
+  t.bsyms.push_back(bsym(OpId::Del, {in("t0")}, {{"why", std::string("odd")}}, {}));
+  const std::string text = print_trace(t);
+  CHECK(text.find("\n  del(t0, why=odd)\n") != std::string::npos);
+  CHECK(parse_trace(text) == t);
+}
+
+TEST_CASE("malformed del statements name the line") {
+  const std::string s = kSmallText;
+  expect_error(with_line(s, 12, "  del\n  return t2"), 12, {"del names no value"});
+  expect_error(with_line(s, 12, "  del t0,\n  return t2"), 12, {"expected a name to delete"});
+  expect_error(with_line(s, 12, "  del t0 t2\n  return t2"), 12,
+               {"unexpected 't2' in the del statement"});
+  expect_error(with_line(s, 12, "  del t0  # t0: \"cpu f32[64, 64]\"\n  return t2"), 12,
+               {"unexpected '#' in the del statement"});
+  expect_error(with_line(s, 12, "  t7 = del(t0)  # t7: \"cpu f32[1]\"\n  return t2"), 12,
+               {"op 'del' has 0 outputs, got 1"});
+  expect_error(with_line(s, 12, "  del()\n  return t2"), 12,
+               {"op 'del' takes at least 1 inputs, got 0"});
+}

@@ -235,3 +235,69 @@ TEST_CASE("every returned name is defined at top level", "[verifier]") {
   nested.returns = ReturnTree::tuple({ReturnTree::tuple({ReturnTree::leaf("x")}), ReturnTree::leaf("x")});
   CHECK_THAT(error_of(nested), Equals("<no error>"));
 }
+
+namespace {
+// x -> t0 = neg(x) -> t1 = exp(t0) -> returns t1, with `extra` statements
+// inserted after statement `at` (0-based position in the list).
+Trace with_dels(std::vector<BoundSymbol> extra, size_t at) {
+  std::vector<BoundSymbol> body = {bs(OpId::Neg, {op("x")}, {px("t0", {4})}),
+                                   bs(OpId::Exp, {op("t0")}, {px("t1", {4})})};
+  body.insert(body.begin() + static_cast<std::ptrdiff_t>(at), extra.begin(), extra.end());
+  return trace_of({px("x", {4})}, std::move(body), {"t1"});
+}
+BoundSymbol del_of(std::vector<std::string> names) {
+  std::vector<Operand> ins;
+  for (std::string& n : names) ins.push_back(op(std::move(n)));
+  return bs(OpId::Del, std::move(ins), {});
+}
+}  // namespace
+
+TEST_CASE("del: frees after the last use; arguments may be freed", "[verifier]") {
+  CHECK_THAT(error_of(with_dels({del_of({"t0", "x"})}, 2)), Equals("<no error>"));
+  Trace two = with_dels({del_of({"x"})}, 1);
+  two.bsyms.push_back(del_of({"t0"}));
+  CHECK_THAT(error_of(two), Equals("<no error>"));
+  // A parameter argument too: whether the buffer is owned is the runtime's call.
+  Proxy w = px("t_w", {4});
+  w.param_path = "w";
+  Trace param = trace_of({w}, {bs(OpId::Neg, {op("t_w")}, {px("t0", {4})}), del_of({"t_w"})},
+                         {"t0"});
+  CHECK_THAT(error_of(param), Equals("<no error>"));
+  // A fully_sharded value may be freed as it is.
+  Trace sharded = trace_of({px("s", {2, 4}, kSharded)}, {del_of({"s"})}, {});
+  CHECK_THAT(error_of(sharded), Equals("<no error>"));
+}
+
+TEST_CASE("del: no use after free, no double free, no free of a return", "[verifier]") {
+  CHECK_THAT(error_of(with_dels({del_of({"t0"})}, 1)),
+             Equals("statement 3 (exp): uses t0, which was deleted by statement 2"));
+  CHECK_THAT(error_of(with_dels({del_of({"t0"}), del_of({"t0"})}, 2)),
+             Equals("statement 4 (del): deletes t0, which was already deleted by statement 3"));
+  CHECK_THAT(error_of(with_dels({del_of({"t0", "t0"})}, 2)),
+             Equals("statement 3 (del): deletes t0 twice"));
+  CHECK_THAT(error_of(with_dels({del_of({"t9"})}, 2)),
+             Equals("statement 3 (del): deletes t9, which is not defined before this statement"));
+  CHECK_THAT(error_of(with_dels({del_of({"t1"})}, 1)),
+             Equals("statement 2 (del): deletes t1, which is not defined before this statement"));
+  CHECK_THAT(error_of(with_dels({del_of({"t1"})}, 2)),
+             Equals("statement 3 (del): deletes t1, which the trace returns"));
+  // A freed name stays taken: SSA still holds.
+  CHECK_THAT(error_of(with_dels({del_of({"t0"}), bs(OpId::Neg, {op("x")}, {px("t0", {4})})}, 2)),
+             Contains("statement 4 (neg): t0 is defined twice"));
+  // A freed value cannot be returned either.
+  Trace ret = trace_of({px("x", {4})}, {del_of({"x"})}, {"x"});
+  CHECK_THAT(error_of(ret), Equals("statement 1 (del): deletes x, which the trace returns"));
+}
+
+TEST_CASE("del: futures are freed through their wait; no attributes", "[verifier]") {
+  const Proxy w = px("w", {2, 4}, kSharded);
+  BoundSymbol gather = bs(OpId::AllGather, {op("w")}, {px("ft0", {4, 4}, kRepl, true)}, kGather);
+  Trace fut = trace_of(
+      {w}, {gather, del_of({"ft0"}), bs(OpId::Wait, {op("ft0")}, {px("t1", {4, 4}, kRepl)})},
+      {"t1"});
+  CHECK_THAT(error_of(fut),
+             Equals("statement 2 (del): input 0 (ft0) is a future; only wait may consume it"));
+  BoundSymbol odd = del_of({"t0"});
+  odd.attrs.set("now", true);
+  CHECK_THAT(error_of(with_dels({odd}, 2)), Equals("statement 3 (del): del takes no attributes"));
+}

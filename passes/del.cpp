@@ -1,0 +1,81 @@
+// insert_dels(): one forward scan finds each value's last use; a second
+// copies the statements and places the frees after them.
+#include "passes/del.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace fsdpc {
+
+namespace {
+
+// A value the pass may free and where: after statement `after` (-1: before
+// the first statement, for unused arguments).
+struct Freeable {
+  const Proxy* proxy;
+  int64_t after;
+};
+
+// Every freeable value in definition order, with the index of the statement
+// (in `bsyms`, which holds no del) after which it dies.
+std::vector<Freeable> freeable_values(const Trace& trace, const std::vector<BoundSymbol>& bsyms) {
+  std::vector<std::string> returned_names;
+  trace.returns.collect_names(returned_names);
+  const std::unordered_set<std::string> returned(returned_names.begin(), returned_names.end());
+  std::unordered_map<std::string, int64_t> last_use;
+  for (size_t i = 0; i < bsyms.size(); ++i)
+    for (const Operand& in : bsyms[i].inputs)
+      if (!in.is_scalar()) last_use[in.name] = static_cast<int64_t>(i);
+
+  std::vector<Freeable> out;
+  auto consider = [&](const Proxy& p, int64_t defined_at) {
+    if (p.is_param() || p.type.future || returned.count(p.name)) return;
+    auto it = last_use.find(p.name);
+    out.push_back({&p, it == last_use.end() ? defined_at : it->second});
+  };
+  for (const Proxy& a : trace.args) consider(a, -1);
+  for (size_t i = 0; i < bsyms.size(); ++i)
+    for (const Proxy& o : bsyms[i].outputs) consider(o, static_cast<int64_t>(i));
+  return out;
+}
+
+// Appends the dels of `dying` (definition order kept), one per device in
+// order of first appearance.
+void emit_dels(const std::vector<const Proxy*>& dying, std::vector<BoundSymbol>& out) {
+  std::vector<Device> devices;
+  for (const Proxy* p : dying)
+    if (std::find(devices.begin(), devices.end(), p->type.device) == devices.end())
+      devices.push_back(p->type.device);
+  for (const Device& device : devices) {
+    BoundSymbol del;
+    del.op = OpId::Del;
+    for (const Proxy* p : dying)
+      if (p->type.device == device) del.inputs.push_back(Operand::of(p->name));
+    out.push_back(std::move(del));
+  }
+}
+
+}  // namespace
+
+Trace insert_dels(const Trace& trace) {
+  Trace out = trace;
+  out.provenance = "del";
+  std::erase_if(out.bsyms, [](const BoundSymbol& b) { return b.op == OpId::Del; });
+  const std::vector<BoundSymbol> bsyms = std::move(out.bsyms);
+  out.bsyms.clear();
+
+  const std::vector<Freeable> values = freeable_values(out, bsyms);
+  // after + 1 indexes the gap the free goes in: 0 before the first statement.
+  std::vector<std::vector<const Proxy*>> dying(bsyms.size() + 1);
+  for (const Freeable& v : values) dying[static_cast<size_t>(v.after + 1)].push_back(v.proxy);
+
+  emit_dels(dying[0], out.bsyms);
+  for (size_t i = 0; i < bsyms.size(); ++i) {
+    out.bsyms.push_back(bsyms[i]);
+    emit_dels(dying[i + 1], out.bsyms);
+  }
+  return out;
+}
+
+}  // namespace fsdpc
