@@ -93,7 +93,10 @@ TensorType meta_all_reduce(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   group_size(a);
   require_sum(a);
-  return collective_out(x, x.shape, DistType::replicated, true);
+  // A shard all-reduced across replicas (hybrid) is still a shard: the same
+  // rows on every replica, different rows within the shard group.
+  DistType dist = x.dist == DistType::fully_sharded ? DistType::fully_sharded : DistType::replicated;
+  return collective_out(x, x.shape, dist, true);
 }
 
 TensorType meta_broadcast(const MetaArgs& a) {

@@ -87,11 +87,18 @@ TensorType meta_pad(const MetaArgs& a) {
   const IntList& lo = per_dim_attr(a, "lo", x);
   const IntList& hi = per_dim_attr(a, "hi", x);
   a.get_double("value");  // required, though it does not change the type
+  // Optional interior padding (`value` between neighbours, as XLA's pad): the
+  // VJP of a strided slice.
+  const IntList no_interior(x.shape.size(), 0);
+  const IntList& interior = a.has("interior") ? per_dim_attr(a, "interior", x) : no_interior;
   Shape out;
   for (size_t i = 0; i < x.shape.size(); ++i) {
     if (lo[i] < 0 || hi[i] < 0)
       a.fail("lo ", list_str(lo), ", hi ", list_str(hi), ": padding at dim ", i, " is negative");
-    out.push_back(lo[i] + x.shape[i] + hi[i]);
+    if (interior[i] < 0)
+      a.fail("interior ", list_str(interior), ": padding at dim ", i, " is negative");
+    const int64_t gaps = x.shape[i] > 0 ? x.shape[i] - 1 : 0;
+    out.push_back(lo[i] + x.shape[i] + gaps * interior[i] + hi[i]);
   }
   return compute_out(x, std::move(out), x.dtype);
 }

@@ -22,6 +22,9 @@ struct PipelineOptions {
   double bucket_mb = 25.0;     // DDP gradient bucket size
   bool sync_grads = true;      // false: no_sync (gradient accumulation micro-batch)
   bool accumulate_grads = false;
+  // Run the verifier after every pass (tests, `fsdpc dump`); the pipeline
+  // benchmark measures the passes alone.
+  bool verify = true;
 };
 
 struct Stage {

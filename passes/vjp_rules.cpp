@@ -112,11 +112,9 @@ Proxy unbroadcast(TraceBuilder& b, const Proxy& g, const Shape& x_shape, const I
 
 int64_t rank(const Proxy& p) { return static_cast<int64_t>(p.type.shape.size()); }
 
-IntList range(int64_t n) { return range(0, n); }
-
-IntList range(int64_t from, int64_t to) {
+IntList range(int64_t n) {
   IntList r;
-  for (int64_t i = from; i < to; ++i) r.push_back(i);
+  for (int64_t i = 0; i < n; ++i) r.push_back(i);
   return r;
 }
 

@@ -63,7 +63,6 @@ Cotangents unpack_grad(const VjpCall& c) {
 }  // namespace
 
 Cotangents vjp_distributed(const VjpCall& c) {
-  if (!c.need(0) && c.bsym.op != OpId::Pack) return c.none();
   switch (c.bsym.op) {
     case OpId::Synchronize: return {reduce_synchronized_grad(c.b, c.bsym, c.g())};
     case OpId::AllGather:

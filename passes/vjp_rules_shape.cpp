@@ -140,9 +140,8 @@ Cotangents matmul_grad(const VjpCall& c) {
 }  // namespace
 
 Cotangents vjp_shape(const VjpCall& c) {
-  if (!c.need(0) && !(c.bsym.op == OpId::Cat || c.bsym.op == OpId::IndexAdd ||
-                      c.bsym.op == OpId::Matmul))
-    return c.none();
+  // vjp() calls a rule only when some input needs a cotangent, so the
+  // one-input rules below need not ask.
   switch (c.bsym.op) {
     case OpId::Sum: return {sum_grad(c)};
     case OpId::Amax: return {amax_grad(c)};
@@ -154,7 +153,8 @@ Cotangents vjp_shape(const VjpCall& c) {
     case OpId::Slice: return {slice_grad(c)};
     case OpId::Pad: return {pad_grad(c)};
     case OpId::Cat: return cat_grad(c);
-    case OpId::Take: return {take_grad(c), std::nullopt};
+    case OpId::Take:  // idx is integer and never differentiated
+      return {take_grad(c), std::nullopt};
     case OpId::IndexAdd: return index_add_grad(c);
     case OpId::Matmul: return matmul_grad(c);
     default: break;

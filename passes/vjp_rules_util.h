@@ -55,14 +55,13 @@ Proxy permute(TraceBuilder& b, const Proxy& x, IntList dims);
 Proxy convert(TraceBuilder& b, const Proxy& x, DType dtype);
 Proxy zeros(TraceBuilder& b, const TensorType& like);
 Proxy matmul(TraceBuilder& b, const Proxy& x, const Proxy& y);
-// Sums the cotangent of a broadcast back to `x_shape` (used where a rule
-// undoes an explicit broadcast_in_dim).
+// The cotangent of broadcast_in_dim's input: sums g over the dims the
+// broadcast added or stretched from size 1, then reshapes to `x_shape`.
 Proxy unbroadcast(TraceBuilder& b, const Proxy& g, const Shape& x_shape, const IntList& bdims);
 
 int64_t rank(const Proxy& p);
-IntList range(int64_t n);                // [0, 1, ..., n-1]
-IntList range(int64_t from, int64_t to);  // [from, ..., to-1]
-IntList swap_last_two(int64_t rank);     // the permutation that transposes a matrix stack
+IntList range(int64_t n);             // [0, 1, ..., n-1]
+IntList swap_last_two(int64_t rank);  // the permutation that transposes a matrix stack
 Attrs group_attrs(const std::string& group, int64_t size);
 
 }  // namespace fsdpc::vjp_detail

@@ -15,6 +15,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/mlir.h"
 
 namespace fsdpc::cli {
 
@@ -80,13 +81,14 @@ void write_output(const std::string& path, const std::string& text) {
 }
 
 const std::vector<std::string>& formats() {
-  static const std::vector<std::string> kFormats = {"text", "json", "dot"};
+  static const std::vector<std::string> kFormats = {"text", "json", "dot", "mlir"};
   return kFormats;
 }
 
 std::string render(const Trace& trace, const std::string& format) {
   if (format == "json") return trace_to_json(trace) + "\n";
   if (format == "dot") return trace_to_dot(trace);
+  if (format == "mlir") return trace_to_mlir(trace);
   return print_trace(trace);
 }
 

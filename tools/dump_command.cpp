@@ -4,6 +4,7 @@
 
 #include "ir/error.h"
 #include "passes/pipeline.h"
+#include "passes/stats.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 
@@ -98,6 +99,22 @@ std::string render_all(const std::vector<const Trace*>& traces, const std::strin
   return out;
 }
 
+// --stats: the statistics of each selected trace instead of its text.
+std::string render_stats(const std::vector<const Trace*>& traces, const std::string& format) {
+  std::string out = format == "json" ? "[\n" : "";
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const Trace& t = *traces[i];
+    TraceStats st = trace_stats(t);
+    if (format == "json") {
+      out += "{\"trace\": \"" + t.name + "\", \"stage\": \"" + t.provenance + "\", \"stats\": " +
+             stats_json(st) + "}" + (i + 1 < traces.size() ? ",\n" : "\n");
+    } else {
+      out += (i ? "\n" : "") + std::string("# ") + t.name + " after " + t.provenance + "\n" + stats_text(st);
+    }
+  }
+  return format == "json" ? out + "]\n" : out;
+}
+
 }  // namespace
 
 Command add_dump_command(CLI::App& app) {
@@ -128,7 +145,10 @@ Command add_dump_command(CLI::App& app) {
                  [a, cmd] {
                    PipelineOptions o = pipeline_options(*a, *cmd);
                    std::vector<Stage> stages = compile(load_source_trace(a->src), o);
-                   write_output(a->output, render_all(select(stages, a->stages), a->format));
+                   std::vector<const Trace*> traces = select(stages, a->stages);
+                   if (a->stats && a->format != "text" && a->format != "json")
+                     fail("--stats prints text or json, not ", a->format);
+                   write_output(a->output, a->stats ? render_stats(traces, a->format) : render_all(traces, a->format));
                  },
                  [a] { check_model_source(a->src, true); }};
 }
