@@ -13,6 +13,7 @@
 #include "ir/verifier.h"
 #include "passes/del.h"
 #include "passes/mlir.h"
+#include "passes/pipeline.h"
 
 using namespace fsdpc;
 namespace fs = std::filesystem;
@@ -205,4 +206,16 @@ TEST_CASE("names MLIR cannot spell are renamed; undefined names are an error", "
   check_parses(mlir, "renamed");
   t.returns = ReturnTree::leaf("nowhere");
   CHECK_THROWS_WITH(trace_to_mlir(t), Catch::Contains("nowhere is used but not defined"));
+}
+
+TEST_CASE("forward and backward traces of every strategy parse in mlir-opt", "[mlir]") {
+  for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard, Strategy::hybrid}) {
+    PipelineOptions o;
+    o.strategy = s;
+    o.mesh = is_hybrid(s) ? Mesh{2, 2} : flat_mesh(3);
+    o.bucketing = s == Strategy::zero3;
+    std::vector<Stage> stages = compile(capture(*make_model("gpt2-tiny")), o);
+    for (const Trace& t : stages.back().traces)
+      check_parses(trace_to_mlir(t), std::string(strategy_name(s)) + "-" + t.name);
+  }
 }
