@@ -1,5 +1,6 @@
-// insert_dels(): one forward scan finds each value's last use; a second
-// copies the statements and places the frees after them.
+// insert_dels(): one forward scan finds each value's last use (for the input
+// of an async collective: its wait); a second copies the statements and
+// places the frees after them.
 #include "passes/del.h"
 
 #include <algorithm>
@@ -24,9 +25,21 @@ std::vector<Freeable> freeable_values(const Trace& trace, const std::vector<Boun
   trace.returns.collect_names(returned_names);
   const std::unordered_set<std::string> returned(returned_names.begin(), returned_names.end());
   std::unordered_map<std::string, int64_t> last_use;
-  for (size_t i = 0; i < bsyms.size(); ++i)
-    for (const Operand& in : bsyms[i].inputs)
-      if (!in.is_scalar()) last_use[in.name] = static_cast<int64_t>(i);
+  // An async collective reads (and all_gather/reduce_scatter write through)
+  // its input buffer until its wait: the input's last use is the wait.
+  std::unordered_map<std::string, const BoundSymbol*> issued_by;  // future -> collective
+  for (size_t i = 0; i < bsyms.size(); ++i) {
+    for (const Operand& in : bsyms[i].inputs) {
+      if (in.is_scalar()) continue;
+      last_use[in.name] = static_cast<int64_t>(i);
+      auto c = issued_by.find(in.name);
+      if (bsyms[i].op == OpId::Wait && c != issued_by.end())
+        for (const Operand& cin : c->second->inputs)
+          if (!cin.is_scalar()) last_use[cin.name] = static_cast<int64_t>(i);
+    }
+    for (const Proxy& o : bsyms[i].outputs)
+      if (o.type.future) issued_by[o.name] = &bsyms[i];
+  }
 
   std::vector<Freeable> out;
   auto consider = [&](const Proxy& p, int64_t defined_at) {

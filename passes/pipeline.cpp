@@ -3,20 +3,39 @@
 
 #include "ir/error.h"
 #include "ir/verifier.h"
+#include "passes/bucketing.h"
+#include "passes/cse.h"
+#include "passes/dce.h"
+#include "passes/del.h"
 #include "passes/fsdp.h"
 #include "passes/grad.h"
+#include "passes/schedule.h"
 #include "passes/split.h"
+#include "passes/wrap.h"
 
 namespace fsdpc {
 
 namespace {
-const Trace& checked(const Trace& t, const char* stage) {
+void check(const Trace& t, const std::string& stage) {
   try {
     verify(t);
   } catch (const Error& e) {
     FSDPC_CHECK(false) << "the " << stage << " pass produced an invalid trace: " << e.what();
   }
-  return t;
+}
+
+// The backward receives saved_for_backward positionally; after passes
+// rewrite the forward (bucketing builds gathered parameters from a flat
+// buffer), its argument types follow what the forward now returns.
+void sync_saved_types(const Trace& fwd, Trace& bwd) {
+  const ReturnTree& saved = fwd.returns.items.at(1);
+  FSDPC_CHECK(saved.items.size() <= bwd.args.size()) << "backward takes fewer arguments than saved";
+  std::unordered_map<std::string, const TensorType*> types;
+  for (const Proxy& a : fwd.args) types[a.name] = &a.type;
+  for_each_bsym(fwd.bsyms, [&](const BoundSymbol& b) {
+    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
+  });
+  for (size_t i = 0; i < saved.items.size(); ++i) bwd.args[i].type = *types.at(saved.items[i].name);
 }
 
 void validate(const PipelineOptions& o) {
@@ -28,19 +47,39 @@ void validate(const PipelineOptions& o) {
 }  // namespace
 
 std::vector<std::string> stage_names() {
-  return {"trace", "fsdp", "grad", "split"};
+  return {"trace", "fsdp", "grad", "split", "dce", "cse", "bucketing", "schedule", "del"};
 }
 
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   validate(o);
   std::vector<Stage> stages;
-  stages.push_back({"trace", {captured}});
+  auto keep = [&](std::string name, std::vector<Trace> traces) {
+    if (o.verify)
+      for (const Trace& t : traces) check(t, name);
+    stages.push_back({std::move(name), std::move(traces)});
+  };
+  // Applies a pass to both the forward and the backward trace.
+  auto both = [&](const std::string& name, auto&& pass) {
+    const std::vector<Trace>& last = stages.back().traces;
+    keep(name, {pass(last[0]), pass(last[1])});
+  };
+
+  keep("trace", {captured});
   Trace sharded = fsdp(captured, FsdpOptions{o.strategy, o.mesh});
-  stages.push_back({"fsdp", {checked(sharded, "fsdp")}});
-  Trace joint = grad(sharded, GradOptions{o.sync_grads, o.accumulate_grads});
-  stages.push_back({"grad", {checked(joint, "grad")}});
-  SplitResult fb = split(joint, SplitOptions{regathers_in_backward(o.strategy)});
-  stages.push_back({"split", {checked(fb.forward, "split"), checked(fb.backward, "split")}});
+  const std::vector<Unit> units = wrap_units(sharded, o.wrap);  // FSDP units, for bucketing and schedule
+  const std::vector<std::string> grad_params = gradient_params(sharded);
+  keep("fsdp", {std::move(sharded)});
+  keep("grad", {grad(stages.back().traces[0], GradOptions{o.sync_grads, o.accumulate_grads})});
+  SplitResult fb = split(stages.back().traces[0], SplitOptions{regathers_in_backward(o.strategy)});
+  keep("split", {std::move(fb.forward), std::move(fb.backward)});
+  both("dce", [](const Trace& t) { return dce(t); });
+  both("cse", [](const Trace& t) { return cse(t); });
+  const BucketingOptions bucket{o.strategy, units, o.bucketing, o.bucket_mb, grad_params};
+  both("bucketing", [&](const Trace& t) { return bucketing(t, bucket); });
+  sync_saved_types(stages.back().traces[0], stages.back().traces[1]);
+  const ScheduleOptions sched{o.prefetch, o.max_inflight, units};
+  both("schedule", [&](const Trace& t) { return schedule(t, sched); });
+  both("del", [](const Trace& t) { return insert_dels(t); });
   return stages;
 }
 

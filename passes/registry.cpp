@@ -9,10 +9,10 @@ const std::vector<PassInfo>& pass_registry() {
       {"fsdp", "shard parameters (zero3/zero2/hybrid) or replicate them (no_shard); synchronize before first use"},
       {"grad", "joint forward+backward trace; lowers synchronize to all_gather/wait and div/reduce_scatter/wait"},
       {"split", "cut the joint trace into forward and backward; zero3 re-gathers parameters in the backward"},
-      {"bucketing", "pack each FSDP unit's shards into one flat buffer per collective; DDP gradient buckets"},
-      {"schedule", "prefetch all_gathers K units ahead with at most M in flight; reduce_scatter early, wait late"},
       {"dce", "remove statements whose results are never used"},
       {"cse", "reuse the result of an identical earlier statement"},
+      {"bucketing", "pack each FSDP unit's shards into one flat buffer per collective; DDP gradient buckets"},
+      {"schedule", "prefetch all_gathers K units ahead with at most M in flight; reduce_scatter early, wait late"},
       {"del", "free each value after its last use (del t5, t7)"},
   };
   return kPasses;

@@ -15,7 +15,7 @@ namespace {
 struct DumpArgs {
   ModelSource src;
   int world = 1, rank = 0;
-  std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", stages = "split";
+  std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", stages = "del";
   int prefetch = 1, max_inflight = 2;
   double bucket_mb = 25.0;
   bool no_sync = false, accumulate = false, stats = false;
