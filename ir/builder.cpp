@@ -20,7 +20,7 @@ bool rename_definition(BoundSymbol& b, const std::string& from, const std::strin
     }
   }
   if (found)
-    for (BoundSymbol& sub : b.subsymbols) rename_definition(sub, from, to);
+    for (BoundSymbol& sub : b.subsymbols.mut()) rename_definition(sub, from, to);
   return found;
 }
 }  // namespace
@@ -70,7 +70,7 @@ std::vector<Proxy> TraceBuilder::emit(OpId op, std::vector<Operand> inputs, Attr
   if (op_info(op).composite && options_.record_decompositions) {
     FSDPC_CHECK(b.outputs.size() == 1) << "composite " << op_name(op) << " with several outputs";
     std::vector<BoundSymbol>* saved = sink_;
-    sink_ = &b.subsymbols;
+    sink_ = &b.subsymbols.mut();
     Proxy result = decompose(*this, b);
     sink_ = saved;
     FSDPC_CHECK(!b.subsymbols.empty() && result.type == b.outputs[0].type)

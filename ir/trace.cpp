@@ -16,6 +16,29 @@ bool Operand::operator==(const Operand& o) const {
   return *scalar == *o.scalar;
 }
 
+SubSymbols::SubSymbols(Vec v) {
+  if (!v.empty()) p_ = std::make_shared<Vec>(std::move(v));
+}
+
+SubSymbols::SubSymbols(std::initializer_list<BoundSymbol> init) : SubSymbols(Vec(init)) {}
+
+const SubSymbols::Vec& SubSymbols::get() const {
+  static const Vec kEmpty;
+  return p_ ? *p_ : kEmpty;
+}
+
+SubSymbols::Vec& SubSymbols::mut() {
+  if (!p_)
+    p_ = std::make_shared<Vec>();
+  else if (p_.use_count() > 1)
+    p_ = std::make_shared<Vec>(*p_);
+  return *p_;
+}
+
+void SubSymbols::push_back(BoundSymbol b) { mut().push_back(std::move(b)); }
+
+bool SubSymbols::operator==(const SubSymbols& o) const { return p_ == o.p_ || get() == o.get(); }
+
 const Proxy& BoundSymbol::output() const {
   FSDPC_CHECK(outputs.size() == 1) << op_name(op) << " has " << outputs.size() << " outputs";
   return outputs[0];
@@ -79,13 +102,27 @@ void Trace::resync_counter() {
   next_id = max_id + 1;
 }
 
+namespace {
+bool uses_any(const BoundSymbol& b, const std::unordered_map<std::string, std::string>& names) {
+  for (const Operand& in : b.inputs)
+    if (!in.is_scalar() && names.count(in.name)) return true;
+  for (const BoundSymbol& sub : b.subsymbols.get())
+    if (uses_any(sub, names)) return true;
+  return false;
+}
+}  // namespace
+
 void rename_uses(BoundSymbol& b, const std::unordered_map<std::string, std::string>& names) {
   for (Operand& in : b.inputs) {
     if (in.is_scalar()) continue;
     auto it = names.find(in.name);
     if (it != names.end()) in.name = it->second;
   }
-  for (BoundSymbol& sub : b.subsymbols) rename_uses(sub, names);
+  // Only touch (and so unshare) a decomposition that reads a renamed value.
+  bool touches = false;
+  for (const BoundSymbol& sub : b.subsymbols.get()) touches = touches || uses_any(sub, names);
+  if (touches)
+    for (BoundSymbol& sub : b.subsymbols.mut()) rename_uses(sub, names);
 }
 
 std::string param_proxy_name(const std::string& path) {

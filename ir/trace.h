@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -38,6 +39,47 @@ struct Operand {
   bool operator==(const Operand& o) const;
 };
 
+struct BoundSymbol;
+
+// A composite's decomposition, shared copy-on-write: every pass copies the
+// trace it rewrites, and the decompositions (three quarters of a captured
+// GPT-2's symbols) are almost never changed, so copies share them and only a
+// mutation clones. Reads behave like a const std::vector<BoundSymbol>;
+// non-const access clones first when shared.
+class SubSymbols {
+ public:
+  using Vec = std::vector<BoundSymbol>;
+  SubSymbols() = default;
+  SubSymbols(Vec v);
+  SubSymbols(std::initializer_list<BoundSymbol> init);
+
+  const Vec& get() const;
+  operator const Vec&() const { return get(); }
+  Vec& mut();  // unshares, then gives the vector to change
+
+  size_t size() const { return p_ ? p_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  Vec::const_iterator begin() const { return get().begin(); }
+  Vec::const_iterator end() const { return get().end(); }
+  Vec::const_reverse_iterator rbegin() const { return get().rbegin(); }
+  Vec::const_reverse_iterator rend() const { return get().rend(); }
+  const BoundSymbol& operator[](size_t i) const { return get()[i]; }
+  const BoundSymbol& back() const { return get().back(); }
+  Vec::iterator begin() { return mut().begin(); }
+  Vec::iterator end() { return mut().end(); }
+  Vec::reverse_iterator rbegin() { return mut().rbegin(); }
+  Vec::reverse_iterator rend() { return mut().rend(); }
+  BoundSymbol& operator[](size_t i) { return mut()[i]; }
+  BoundSymbol& back() { return mut().back(); }
+  void push_back(BoundSymbol b);
+  void pop_back() { mut().pop_back(); }
+  void clear() { p_.reset(); }
+  bool operator==(const SubSymbols& o) const;
+
+ private:
+  std::shared_ptr<Vec> p_;  // null: no decomposition
+};
+
 // op + inputs + attributes + outputs, plus an optional decomposition: the
 // sub-symbols compute the same outputs from the same inputs using prims.
 struct BoundSymbol {
@@ -45,7 +87,7 @@ struct BoundSymbol {
   std::vector<Operand> inputs;
   Attrs attrs;
   std::vector<Proxy> outputs;
-  std::vector<BoundSymbol> subsymbols;
+  SubSymbols subsymbols;
 
   const Proxy& output() const;  // the single output; checks there is one
   bool operator==(const BoundSymbol&) const = default;

@@ -61,14 +61,7 @@ std::string statement_key(const BoundSymbol& b) {
   return key;
 }
 
-void rename_inputs(BoundSymbol& b, const std::unordered_map<std::string, std::string>& renamed) {
-  for (Operand& in : b.inputs) {
-    auto it = renamed.find(in.name);
-    if (!in.is_scalar() && it != renamed.end()) in.name = it->second;
-  }
-  // A decomposition reads the composite's inputs by name.
-  for (BoundSymbol& sub : b.subsymbols) rename_inputs(sub, renamed);
-}
+
 
 void rename_returns(ReturnTree& r, const std::unordered_map<std::string, std::string>& renamed) {
   if (!r.is_tuple) {
@@ -90,7 +83,7 @@ Trace cse(const Trace& trace) {
   std::unordered_set<std::string> merged;                 // both sides of every merge
   for (const BoundSymbol& original : trace.bsyms) {
     BoundSymbol b = original;
-    rename_inputs(b, renamed);
+    rename_uses(b, renamed);
     if (b.op == OpId::Del) {
       // A freed value cannot stand in for a later duplicate.
       for (const Operand& in : b.inputs)

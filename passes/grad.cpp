@@ -48,11 +48,7 @@ const std::string& renamed(const NameMap& m, const std::string& name) {
   return it == m.end() ? name : it->second;
 }
 
-void rename_inputs(BoundSymbol& b, const NameMap& m) {
-  for (Operand& in : b.inputs)
-    if (!in.is_scalar()) in.name = renamed(m, in.name);
-  for (BoundSymbol& sub : b.subsymbols) rename_inputs(sub, m);
-}
+
 
 ReturnTree rename_returns(const ReturnTree& r, const NameMap& m) {
   if (!r.is_tuple) return ReturnTree::leaf(renamed(m, r.name));
@@ -116,7 +112,7 @@ Forward copy_forward(Trace& joint, const Trace& trace) {
   for (const BoundSymbol& src : trace.bsyms) {
     if (src.op == OpId::Del) continue;  // the backward still needs what it frees
     BoundSymbol s = src;
-    rename_inputs(s, f.renamed);
+    rename_uses(s, f.renamed);
     if (s.op != OpId::Synchronize) {
       b.append(s);
       f.steps.push_back({std::move(s), false});

@@ -1,6 +1,8 @@
 // The default pipeline, one pass per line, top to bottom.
 #include "passes/pipeline.h"
 
+#include <chrono>
+
 #include "ir/error.h"
 #include "ir/verifier.h"
 #include "passes/bucketing.h"
@@ -53,10 +55,14 @@ std::vector<std::string> stage_names() {
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   validate(o);
   std::vector<Stage> stages;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point started = Clock::now();
   auto keep = [&](std::string name, std::vector<Trace> traces) {
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     if (o.verify)
       for (const Trace& t : traces) check(t, name);
-    stages.push_back({std::move(name), std::move(traces)});
+    stages.push_back({std::move(name), std::move(traces), ms});
+    started = Clock::now();
   };
   // Applies a pass to both the forward and the backward trace.
   auto both = [&](const std::string& name, auto&& pass) {

@@ -30,6 +30,7 @@ struct PipelineOptions {
 struct Stage {
   std::string name;           // a pass name (passes/registry.h)
   std::vector<Trace> traces;  // one, or forward and backward after split
+  double pass_ms = 0;         // wall time of the pass (not of verifying it)
 };
 
 // Runs every pass, verifying after each; throws fsdpc::Error on bad options.
