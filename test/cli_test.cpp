@@ -124,6 +124,20 @@ TEST_CASE("user errors print one line and exit 2", "[cli]") {
       {"trace --model gpt2-tiny --seq 65", "outside [1, 64]"},
       {"trace --model mlp --seq 4", "no sequence dimension"},
       {"trace --model mlp --bogus", "--bogus"},
+      {"dump --model mlp --stage nope", "unknown stage 'nope'"},
+      {"dump --model mlp --strategy zero4", "zero4"},
+      {"dump --model mlp --strategy zero3 --mesh 2,2", "--mesh applies to hybrid strategies"},
+      {"dump --model mlp --strategy hybrid", "needs --mesh R,S"},
+      {"dump --model mlp --strategy hybrid --mesh 2,x", "expected R,S"},
+      {"dump --model mlp --strategy hybrid --mesh 2,2 --world-size 3", "has 4 ranks but --world-size is 3"},
+      {"dump --model mlp --world-size 2 --rank 2", "--rank 2 is outside a world of 2"},
+      {"dump --model mlp --wrap blocks", "blocks"},
+      {"dump --model mlp --prefetch -1", "--prefetch"},
+      {"dump --model mlp --max-inflight 0", "--max-inflight"},
+      {"dump --model mlp --bucket-mb 0", "--bucket-mb"},
+      {"dump --model mlp --stats --format dot", "--stats prints text or json"},
+      {"dump --model mlp --trace x.trace", "excludes"},
+      {"dump", "one of --model, --config or --trace"},
       {"frobnicate", "frobnicate"},
       {"", "subcommand"},
   };
@@ -148,4 +162,31 @@ TEST_CASE("a failed write leaves no partial file", "[cli]") {
   CHECK(bad.code == 2);
   CHECK(slurp(target) == "previous content\n");
   CHECK(!fs::exists(target.string() + ".tmp"));
+}
+
+TEST_CASE("fsdpc dump shows the sharded gradients and the zero3 re-gather", "[cli]") {
+  // The done-means of the FSDP issue, read off the CLI.
+  Run grad = fsdpc_run("dump --model mlp --world-size 2 --strategy zero2 --stage grad");
+  REQUIRE(grad.code == 0);
+  for (const char* w : {"t_0_weight", "t_2_weight"})
+    CHECK_THAT(grad.out, Contains(std::string("all_gather(") + w + ", group=dp, size=2, dim=0)"));
+  CHECK(count_lines(grad.out) > 10);
+  size_t divs = 0, scatters = 0;
+  for (size_t at = 0; (at = grad.out.find(", 2.0)", at)) != std::string::npos; ++at) ++divs;
+  for (size_t at = 0; (at = grad.out.find("\"FUTURE cpu f32[32, 64]\" fully_sharded", at)) != std::string::npos; ++at)
+    ++scatters;
+  CHECK(divs == 2);
+  CHECK(scatters == 2);
+
+  Run bwd = fsdpc_run("dump --model mlp --world-size 2 --strategy zero3 --stage backward");
+  REQUIRE(bwd.code == 0);
+  CHECK_THAT(bwd.out, Contains("def backward(") && Contains("all_gather(t_2_weight, group=dp, size=2, dim=0)"));
+  Run bwd2 = fsdpc_run("dump --model mlp --world-size 2 --strategy zero2 --stage backward");
+  CHECK_THAT(bwd2.out, !Contains("all_gather"));
+
+  Run stats = fsdpc_run("dump --model mlp --world-size 2 --stats --format json");
+  REQUIRE(stats.code == 0);
+  CHECK_THAT(stats.out, Contains("\"all_gather\"") && Contains("peak"));
+  Run passes = fsdpc_run("passes");
+  CHECK_THAT(passes.out, Contains("fsdp") && Contains("schedule") && Contains("del"));
 }
