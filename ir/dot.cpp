@@ -85,7 +85,7 @@ std::string DotWriter::write() {
   for (size_t i = 0; i < trace_.bsyms.size(); ++i) {
     const BoundSymbol& b = trace_.bsyms[i];
     std::string id = "n" + std::to_string(i);
-    std::string label = escape(std::string(op_name(b.op)));
+    std::string label = escape(symbol_name(b.op, b.executor));
     for (const Proxy& p : b.outputs) label += "\\n" + value_line(p);
     bool comm = op_info(b.op).category == OpCategory::collective;
     node(id, std::string("shape=") +

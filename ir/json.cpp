@@ -69,6 +69,7 @@ Json proxy_to_json(const Proxy& p) {
 Json bsym_to_json(const BoundSymbol& b) {
   Json j;
   j["op"] = std::string(op_name(b.op));
+  if (!b.executor.empty()) j["executor"] = b.executor;
   Json inputs = Json::array();
   for (const Operand& in : b.inputs)
     inputs.push_back(in.is_scalar() ? Json{{"scalar", double_to_json(*in.scalar)}} : Json(in.name));
@@ -285,12 +286,18 @@ void Reader::check_arity(const BoundSymbol& b, const std::string& path) {
 }
 
 BoundSymbol Reader::bsym(const Json& j, const std::string& path, int depth) {
-  check_keys(j, path, {"op", "inputs", "attrs", "outputs", "subsymbols"});
+  check_keys(j, path, {"op", "executor", "inputs", "attrs", "outputs", "subsymbols"});
   BoundSymbol b;
   std::string op = string(field(j, path, "op"), path + ".op");
   auto id = find_op(op);
   if (!id) error(path + ".op", "unknown op '", op, "'");
   b.op = *id;
+  if (j.contains("executor")) {
+    b.executor = string(j["executor"], path + ".executor");
+    bool known = false;
+    for (std::string_view e : executor_names()) known = known || e == b.executor;
+    if (!known) error(path + ".executor", "unknown executor '", b.executor, "'");
+  }
   const Json& inputs = field(j, path, "inputs");
   if (!inputs.is_array()) error(path + ".inputs", "expected an array");
   for (size_t i = 0; i < inputs.size(); ++i)

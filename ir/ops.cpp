@@ -47,4 +47,26 @@ std::optional<OpId> find_op(std::string_view name) {
   return std::nullopt;
 }
 
+const std::vector<std::string_view>& executor_names() {
+  static const std::vector<std::string_view> kNames = {"cpu", "cuda", "mpi", "nccl", "reference"};
+  return kNames;
+}
+
+std::string symbol_name(OpId op, std::string_view executor) {
+  std::string name(executor);
+  if (!name.empty()) name += '_';
+  return name += op_name(op);
+}
+
+std::optional<SymbolName> resolve_symbol_name(std::string_view name) {
+  if (auto op = find_op(name)) return SymbolName{*op, ""};
+  size_t us = name.find('_');
+  if (us == std::string_view::npos) return std::nullopt;
+  std::string_view prefix = name.substr(0, us);
+  for (std::string_view e : executor_names())
+    if (e == prefix)
+      if (auto op = find_op(name.substr(us + 1))) return SymbolName{*op, std::string(e)};
+  return std::nullopt;
+}
+
 }  // namespace fsdpc

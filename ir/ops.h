@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace fsdpc {
 
@@ -42,5 +44,16 @@ const OpInfo& op_info(OpId op);
 std::string_view op_name(OpId op);
 std::string_view category_name(OpCategory c);
 std::optional<OpId> find_op(std::string_view name);
+
+// Executors known to the IR's text form; a bound symbol claimed by one
+// prints as "<executor>_<op>" (cpu_linear, mpi_all_gather).
+const std::vector<std::string_view>& executor_names();
+std::string symbol_name(OpId op, std::string_view executor);
+struct SymbolName {
+  OpId op;
+  std::string executor;  // empty: not claimed
+};
+// Resolves a printed name: an op name, or "<executor>_<op>".
+std::optional<SymbolName> resolve_symbol_name(std::string_view name);
 
 }  // namespace fsdpc

@@ -188,9 +188,10 @@ BoundSymbol parse_statement(TextCursor& cur) {
     word = cur.ident("an op name");
   }
   BoundSymbol b;
-  auto op = find_op(word);
-  if (!op) cur.error("unknown op '", word, "'");
-  b.op = *op;
+  auto sym = resolve_symbol_name(word);
+  if (!sym) cur.error("unknown op '", word, "'");
+  b.op = sym->op;
+  b.executor = sym->executor;
   cur.expect('(', "after op '" + word + "'");
   parse_call_args(cur, b);
   if (!outs.empty()) {

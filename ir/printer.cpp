@@ -126,7 +126,7 @@ std::string statement_str(const BoundSymbol& b) {
     out += b.outputs[i].name;
   }
   if (!b.outputs.empty()) out += " = ";
-  out += op_name(b.op);
+  out += symbol_name(b.op, b.executor);
   out += '(';
   bool first = true;
   auto sep = [&] {

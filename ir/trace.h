@@ -88,6 +88,9 @@ struct BoundSymbol {
   Attrs attrs;
   std::vector<Proxy> outputs;
   SubSymbols subsymbols;
+  // The executor that runs this symbol as it is (set by the claim pass);
+  // empty before claiming. Printed as the name's prefix: cpu_linear.
+  std::string executor;
 
   const Proxy& output() const;  // the single output; checks there is one
   bool operator==(const BoundSymbol&) const = default;

@@ -1,0 +1,72 @@
+// claim: the executor pass of DESIGN.md. Each statement goes to the first
+// executor, in priority order, that claims it as it is; a composite nobody
+// claims whole is replaced by its decomposition, whose statements are
+// claimed in turn; an unclaimed prim is an error naming the op.
+//
+// Pre:  a trace whose synchronize statements were lowered (after grad).
+// Post: every statement but `del` (the runtime's) has an executor and prints
+//       with its prefix; composites are claimed whole or decomposed.
+//
+//   t0 = layer_norm(x, w, b, eps=1e-05)        t0 = cpu_layer_norm(x, w, b, eps=1e-05)
+//   ft1 = all_gather(t_w, group=dp, ...)   ->  ft1 = mpi_all_gather(t_w, group=dp, ...)
+//   del t7                                     del t7
+#include "executors/claim.h"
+
+#include "ir/error.h"
+
+namespace fsdpc {
+
+namespace {
+
+const Executor* first_claiming(const BoundSymbol& b, const std::vector<const Executor*>& executors) {
+  for (const Executor* e : executors)
+    if (e->claims(b)) return e;
+  return nullptr;
+}
+
+std::string executor_list(const std::vector<const Executor*>& executors) {
+  std::string names;
+  for (const Executor* e : executors) names += (names.empty() ? "" : ", ") + std::string(e->name());
+  return names.empty() ? "none" : names;
+}
+
+void claim_into(const BoundSymbol& b, const std::vector<const Executor*>& executors,
+                std::vector<BoundSymbol>& out) {
+  if (b.op == OpId::Del) {
+    out.push_back(b);
+    return;
+  }
+  if (b.op == OpId::Synchronize)
+    fail("claim: synchronize must be lowered by grad before execution (statement defining ",
+         b.outputs.empty() ? "?" : b.outputs[0].name, ")");
+  if (const Executor* e = first_claiming(b, executors)) {
+    BoundSymbol claimed = b;
+    claimed.executor = std::string(e->name());
+    out.push_back(std::move(claimed));
+    return;
+  }
+  if (op_info(b.op).composite && !b.subsymbols.empty()) {
+    for (const BoundSymbol& sub : b.subsymbols) claim_into(sub, executors, out);
+    return;
+  }
+  std::string types;
+  for (const Proxy& o : b.outputs) types += (types.empty() ? "" : ", ") + type_str(o.type);
+  fail("no executor claims ", op_name(b.op), op_info(b.op).composite ? " (and it has no decomposition)" : "",
+       " producing ", types.empty() ? "nothing" : types, " (executors: ", executor_list(executors), ")");
+}
+
+}  // namespace
+
+Trace claim(const Trace& trace, const std::vector<const Executor*>& executors) {
+  Trace out;
+  out.name = trace.name;
+  out.provenance = "exec";
+  out.args = trace.args;
+  out.returns = trace.returns;
+  out.next_id = trace.next_id;
+  out.bsyms.reserve(trace.bsyms.size());
+  for (const BoundSymbol& b : trace.bsyms) claim_into(b, executors, out.bsyms);
+  return out;
+}
+
+}  // namespace fsdpc
