@@ -1,0 +1,89 @@
+// Byte accounting by category, the cap, and aligned host buffers.
+#include "runtime/allocator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "ir/error.h"
+
+namespace fsdpc {
+
+namespace {
+constexpr size_t kAlign = 64;
+constexpr std::array<std::string_view, kNumMemCategories> kNames = {
+    "parameters", "gradients", "optimizer_state", "activations", "communication"};
+}  // namespace
+
+std::string_view mem_category_name(MemCategory c) { return kNames[static_cast<size_t>(c)]; }
+
+std::string format_bytes(int64_t bytes) {
+  char buf[32];
+  double b = static_cast<double>(bytes);
+  if (bytes < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (b < 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else if (b < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+Storage::Storage(Allocator* owner, void* data, int64_t bytes, MemCategory category)
+    : owner_(owner), data_(data), bytes_(bytes), category_(category) {}
+
+Storage::~Storage() { owner_->release(*this); }
+
+Allocator::Allocator(Device device, std::optional<int64_t> cap_bytes) : device_(device), cap_(cap_bytes) {
+  if (cap_ && *cap_ <= 0) fail("--mem-cap must be positive, got ", *cap_, " bytes");
+  FSDPC_CHECK(device_.kind == DeviceKind::cpu) << "the host allocator serves cpu tensors only";
+}
+
+Allocator::~Allocator() {
+  FSDPC_CHECK(live_buffers_ == 0) << live_buffers_ << " buffers outlive their allocator";
+}
+
+std::shared_ptr<Storage> Allocator::allocate(int64_t bytes, MemCategory category) {
+  FSDPC_CHECK(bytes >= 0) << "negative allocation";
+  if (cap_ && stats_.total_live + bytes > *cap_) {
+    std::string live;
+    for (size_t i = 0; i < kNumMemCategories; ++i)
+      if (stats_.live[i])
+        live += (live.empty() ? "" : ", ") + std::string(kNames[i]) + " " + format_bytes(stats_.live[i]);
+    fail("out of memory on ", device_name(device_), ": allocating ", format_bytes(bytes), " of ",
+         mem_category_name(category), " would exceed the ", format_bytes(*cap_), " cap (live: ",
+         live.empty() ? "nothing" : live, ")");
+  }
+  size_t rounded = (static_cast<size_t>(bytes) + kAlign - 1) / kAlign * kAlign;
+  void* data = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
+  if (rounded && !data) fail("out of host memory allocating ", format_bytes(bytes), " of ", mem_category_name(category));
+  if (data) std::memset(data, 0, rounded);
+  size_t c = static_cast<size_t>(category);
+  stats_.live[c] += bytes;
+  stats_.peak[c] = std::max(stats_.peak[c], stats_.live[c]);
+  stats_.total_live += bytes;
+  stats_.total_peak = std::max(stats_.total_peak, stats_.total_live);
+  ++live_buffers_;
+  return std::shared_ptr<Storage>(new Storage(this, data, bytes, category));
+}
+
+void Allocator::recategorize(Storage& s, MemCategory to) {
+  FSDPC_CHECK(s.owner_ == this) << "storage from another allocator";
+  size_t from = static_cast<size_t>(s.category_), c = static_cast<size_t>(to);
+  stats_.live[from] -= s.bytes_;
+  stats_.live[c] += s.bytes_;
+  stats_.peak[c] = std::max(stats_.peak[c], stats_.live[c]);
+  s.category_ = to;
+}
+
+void Allocator::release(Storage& s) {
+  std::free(s.data_);
+  stats_.live[static_cast<size_t>(s.category_)] -= s.bytes_;
+  stats_.total_live -= s.bytes_;
+  --live_buffers_;
+}
+
+void Allocator::reset_peaks() {
+  stats_.peak = stats_.live;
+  stats_.total_peak = stats_.total_live;
+}
+
+}  // namespace fsdpc

@@ -1,0 +1,83 @@
+// One allocator per device: accounts live and peak bytes per category and
+// enforces an optional cap (`--mem-cap`), failing with a message that names
+// the category and the sizes. Buffers are 64-byte aligned for SIMD kernels.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ir/types.h"
+
+namespace fsdpc {
+
+enum class MemCategory : uint8_t { parameters, gradients, optimizer_state, activations, communication };
+constexpr size_t kNumMemCategories = 5;
+std::string_view mem_category_name(MemCategory c);
+
+struct MemStats {
+  std::array<int64_t, kNumMemCategories> live{};
+  std::array<int64_t, kNumMemCategories> peak{};  // each category's own peak
+  int64_t total_live = 0;
+  int64_t total_peak = 0;  // peak of the sum, not the sum of peaks
+};
+
+class Allocator;
+
+// A buffer owned by one allocator; returns its bytes to the accounting when
+// the last reference goes away.
+class Storage {
+ public:
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+  void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+  MemCategory category() const { return category_; }
+
+ private:
+  friend class Allocator;
+  Storage(Allocator* owner, void* data, int64_t bytes, MemCategory category);
+  Allocator* owner_;
+  void* data_;
+  int64_t bytes_;
+  MemCategory category_;
+};
+
+class Allocator {
+ public:
+  explicit Allocator(Device device = {}, std::optional<int64_t> cap_bytes = std::nullopt);
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+  ~Allocator();
+
+  // Zero-filled. Throws fsdpc::Error when the cap would be exceeded.
+  std::shared_ptr<Storage> allocate(int64_t bytes, MemCategory category);
+  // Moves a buffer's bytes from its category to another (a gradient
+  // produced as an activation and kept as the step's gradient).
+  void recategorize(Storage& s, MemCategory to);
+
+  const MemStats& stats() const { return stats_; }
+  void reset_peaks();
+  const Device& device() const { return device_; }
+  std::optional<int64_t> cap() const { return cap_; }
+  // Live buffers; zero once every Storage has been released.
+  int64_t live_buffers() const { return live_buffers_; }
+
+ private:
+  friend class Storage;
+  void release(Storage& s);
+
+  Device device_;
+  std::optional<int64_t> cap_;
+  MemStats stats_;
+  int64_t live_buffers_ = 0;
+};
+
+// "12.0 MiB" for messages and logs.
+std::string format_bytes(int64_t bytes);
+
+}  // namespace fsdpc
