@@ -12,6 +12,8 @@
 //   del t7                                     del t7
 #include "executors/claim.h"
 
+#include "executors/comm/mpi_executor.h"
+#include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
 
 namespace fsdpc {
@@ -67,6 +69,12 @@ Trace claim(const Trace& trace, const std::vector<const Executor*>& executors) {
   out.bsyms.reserve(trace.bsyms.size());
   for (const BoundSymbol& b : trace.bsyms) claim_into(b, executors, out.bsyms);
   return out;
+}
+
+std::vector<const Executor*> executors_for(const std::string& name) {
+  if (name == "cpu") return {&cpu_executor(), &mpi_executor()};
+  if (name == "cuda") fail("--executor cuda: the CUDA executor is not available yet (CPU only in this build)");
+  fail("--executor '", name, "': expected cpu or cuda");
 }
 
 }  // namespace fsdpc

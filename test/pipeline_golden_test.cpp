@@ -20,7 +20,8 @@ struct Golden {
 // The goldens named by the FSDP/autodiff issue: the tutorial mlp at worlds 2
 // and 3 (3 pads 64 rows to 66) for zero2 and zero3 at every stage; gpt2-tiny
 // zero3 with unit buckets and prefetch 1, no_shard with buckets, hybrid on a
-// 2x2 mesh; and a tied-weight model.
+// 2x2 mesh; a tied-weight model; and the execution traces (CPU kernels and
+// MPI collectives) of mlp and gpt2-tiny.
 const Golden kGoldens[] = {
     {"mlp-zero3-w2.trace", "--model mlp --world-size 2 --strategy zero3 --stage all"},
     {"mlp-zero2-w2.trace", "--model mlp --world-size 2 --strategy zero2 --stage all"},
@@ -33,6 +34,9 @@ const Golden kGoldens[] = {
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy no_shard --bucket-mb 0.1 --stage schedule"},
     {"gpt2-tiny-hybrid-2x2.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --strategy hybrid --mesh 2,2 --bucketing unit --stage schedule"},
+    {"mlp-zero3-w2-exec.trace", "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cpu"},
+    {"gpt2-tiny-zero3-unit-exec.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec"},
     {"tied-zero3-w2.trace",
      "--trace '" FSDPC_GOLDEN_DIR "/tied.trace' --world-size 2 --strategy zero3 --stage grad,schedule"},
 };

@@ -21,6 +21,7 @@ struct Command {
 Command add_trace_command(CLI::App& app);
 Command add_print_command(CLI::App& app);
 Command add_dump_command(CLI::App& app);
+Command add_train_command(CLI::App& app);
 Command add_models_command(CLI::App& app);
 Command add_passes_command(CLI::App& app);
 

@@ -2,6 +2,7 @@
 // requested pass, headed by its `# Constructed by <pass>` line.
 #include <sstream>
 
+#include "executors/claim.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "passes/stats.h"
@@ -19,7 +20,7 @@ struct DumpArgs {
   int prefetch = 1, max_inflight = 2;
   double bucket_mb = 25.0;
   bool no_sync = false, accumulate = false, stats = false;
-  std::string format = "text", output;
+  std::string format = "text", output, executor = "cpu";
 };
 
 Mesh parse_mesh(const std::string& text) {
@@ -136,7 +137,9 @@ Command add_dump_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", a->bucket_mb, "DDP gradient bucket size in MiB")->capture_default_str();
   cmd->add_flag("--no-sync", a->no_sync, "Gradient-accumulation micro-batch: no gradient synchronisation");
   cmd->add_flag("--accumulate", a->accumulate, "Add accumulated local gradients (acc_*) before synchronising");
-  cmd->add_option("--stage", a->stages, "NAME[,NAME...] | all (see `fsdpc passes`; forward, backward)")
+  cmd->add_option("--stage", a->stages, "NAME[,NAME...] | all (see `fsdpc passes`; forward, backward; exec: claimed by --executor)")
+      ->capture_default_str();
+  cmd->add_option("--executor", a->executor, "Executors of the exec stage: cpu (CPU kernels + MPI) | cuda")
       ->capture_default_str();
   cmd->add_flag("--stats", a->stats, "Print collective counts, bytes per rank and peak live bytes");
   cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember(formats()))->capture_default_str();
@@ -145,6 +148,12 @@ Command add_dump_command(CLI::App& app) {
                  [a, cmd] {
                    PipelineOptions o = pipeline_options(*a, *cmd);
                    std::vector<Stage> stages = compile(load_source_trace(a->src), o);
+                   // The execution traces: the final stage claimed by the executors.
+                   if (a->stages.find("exec") != std::string::npos || a->stages.find("all") != std::string::npos) {
+                     std::vector<const Executor*> executors = executors_for(a->executor);
+                     const Stage& last = stages.back();
+                     stages.push_back({"exec", {claim(last.traces[0], executors), claim(last.traces[1], executors)}});
+                   }
                    std::vector<const Trace*> traces = select(stages, a->stages);
                    if (a->stats && a->format != "text" && a->format != "json")
                      fail("--stats prints text or json, not ", a->format);

@@ -1,0 +1,117 @@
+// strided_copy: the one data-movement loop behind permute, broadcast_in_dim,
+// slice, pad and cat. Dims are coalesced so contiguous stretches become one
+// memcpy and broadcasts one fill; a transpose of the two innermost dims is
+// copied in tiles so neither side is walked a cache line per element.
+#include <algorithm>
+#include <cstring>
+
+#include "executors/cpu/cpu_kernels.h"
+
+namespace fsdpc::cpu {
+
+namespace {
+
+constexpr int64_t kTile = 32;
+
+struct Dim {
+  int64_t size, src, dst;
+};
+
+std::vector<Dim> coalesce(const Shape& shape, const Strides& ss, const Strides& ds) {
+  std::vector<Dim> dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    const Dim d{shape[i], ss[i], ds[i]};
+    if (!dims.empty() && dims.back().src == d.src * d.size && dims.back().dst == d.dst * d.size)
+      dims.back() = Dim{dims.back().size * d.size, d.src, d.dst};
+    else
+      dims.push_back(d);
+  }
+  return dims;
+}
+
+// Calls f(src_offset, dst_offset) for every index of dims[0, outer).
+template <class F>
+void for_each_outer(const std::vector<Dim>& dims, size_t outer, F&& f) {
+  if (outer == 0) return f(0, 0);
+  std::vector<int64_t> index(outer, 0);
+  int64_t s = 0, o = 0;
+  while (true) {
+    f(s, o);
+    int64_t d = static_cast<int64_t>(outer) - 1;
+    for (; d >= 0; --d) {
+      s += dims[d].src;
+      o += dims[d].dst;
+      if (++index[d] < dims[d].size) break;
+      s -= dims[d].src * dims[d].size;
+      o -= dims[d].dst * dims[d].size;
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// dst[i*a.dst + j] = src[i + j*b.src]: the innermost two dims swapped.
+template <class T>
+void transpose_tiles(const T* src, T* dst, const Dim& a, const Dim& b) {
+  for (int64_t i0 = 0; i0 < a.size; i0 += kTile)
+    for (int64_t j0 = 0; j0 < b.size; j0 += kTile) {
+      const int64_t i1 = std::min(a.size, i0 + kTile), j1 = std::min(b.size, j0 + kTile);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) dst[i * a.dst + j] = src[i + j * b.src];
+    }
+}
+
+template <class T>
+void copy_dims(const T* src, T* dst, const std::vector<Dim>& dims) {
+  if (dims.empty()) {
+    dst[0] = src[0];
+    return;
+  }
+  const size_t r = dims.size();
+  const Dim last = dims.back();
+  if (r >= 2 && last.dst == 1 && last.src != 1 && dims[r - 2].src == 1) {
+    for_each_outer(dims, r - 2, [&](int64_t s, int64_t o) { transpose_tiles(src + s, dst + o, dims[r - 2], last); });
+    return;
+  }
+  for_each_outer(dims, r - 1, [&](int64_t s, int64_t o) {
+    const T* p = src + s;
+    T* q = dst + o;
+    if (last.src == 1 && last.dst == 1)
+      std::memcpy(q, p, last.size * sizeof(T));
+    else if (last.src == 0 && last.dst == 1)
+      std::fill(q, q + last.size, *p);
+    else
+      for (int64_t i = 0; i < last.size; ++i) q[i * last.dst] = p[i * last.src];
+  });
+}
+
+}  // namespace
+
+Strides strides_of(const Shape& shape) {
+  Strides s(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+int64_t prod(const Shape& shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= shape[i];
+  return p;
+}
+
+void strided_copy(const void* src, const Strides& ss, void* dst, const Strides& ds, const Shape& shape,
+                  int64_t elem_size) {
+  if (numel(shape) == 0) return;
+  const std::vector<Dim> dims = coalesce(shape, ss, ds);
+  switch (elem_size) {
+    case 1: return copy_dims(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), dims);
+    case 2: return copy_dims(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), dims);
+    case 4: return copy_dims(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), dims);
+    case 8: return copy_dims(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), dims);
+    default: break;
+  }
+  FSDPC_CHECK(false) << "strided_copy of " << elem_size << "-byte elements";
+}
+
+}  // namespace fsdpc::cpu

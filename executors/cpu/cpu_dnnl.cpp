@@ -1,0 +1,224 @@
+// oneDNN for the CPU executor: one engine and one stream created once, a
+// primitive cache keyed by shape and attributes, one OpenMP thread per rank,
+// and the gemm / eltwise / softmax calls the kernel families share.
+#include "executors/cpu/cpu_dnnl.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "executors/cpu/cpu_executor.h"
+#include "executors/cpu/cpu_kernels.h"
+#include "ir/error.h"
+
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#endif
+
+namespace fsdpc::cpu {
+
+namespace {
+
+struct KeyHash {
+  size_t operator()(const PrimKey& key) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the integers
+    for (int64_t v : key) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct DnnlState {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mu;  // guards the cache; kernels themselves run one at a time
+  std::unordered_map<PrimKey, CachedPrimitive, KeyHash> cache;
+};
+
+// One thread per rank unless FSDPC_CPU_THREADS says otherwise (a single
+// process on a many-core machine).
+int thread_count() {
+  static const int n = [] {
+    const char* env = std::getenv("FSDPC_CPU_THREADS");
+    const int v = env ? std::atoi(env) : 1;
+    return v > 0 ? v : 1;
+  }();
+  return n;
+}
+
+// OpenMP's thread count is an ICV of the calling thread, and oneDNN sizes
+// its work split by it when a primitive is created and when it runs, so
+// every thread that builds or runs a primitive sets it once. With one thread
+// libgomp starts no workers: nothing spins beside MPI's progress.
+void pin_threads() {
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  thread_local bool pinned = false;
+  if (!pinned) {
+    omp_set_num_threads(thread_count());
+    pinned = true;
+  }
+#endif
+}
+
+CachedPrimitive just(dnnl::primitive p) {
+  CachedPrimitive c;
+  c.primitive = std::move(p);
+  return c;
+}
+
+DnnlState& state() {
+  pin_threads();
+  static DnnlState s;
+  return s;
+}
+
+}  // namespace
+
+dnnl::engine& dnnl_engine() { return state().engine; }
+
+int64_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+CachedPrimitive& cached_primitive(const PrimKey& key, const std::function<CachedPrimitive()>& make) {
+  DnnlState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.cache.find(key);
+  if (it == s.cache.end()) it = s.cache.emplace(key, make()).first;
+  return it->second;
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
+  return dnnl::memory(md, dnnl_engine(), const_cast<void*>(data));
+}
+
+dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims, const dnnl::memory::dims& strides) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims) {
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  return f32_desc(dims, strides);
+}
+
+void execute(dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
+  DnnlState& s = state();
+  p.execute(s.stream, args);
+  s.stream.wait();
+}
+
+void eltwise(dnnl::algorithm alg, float alpha, float beta, const float* src, float* dst, int64_t n) {
+  if (n == 0) return;
+  const dnnl::memory::desc md = f32_desc({n});
+  const PrimKey key{int64_t(PrimTag::eltwise), int64_t(alg), float_bits(alpha), float_bits(beta), n};
+  dnnl::primitive& p = cached_primitive(key, [&] {
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, alpha, beta);
+    return just(dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, dnnl_engine())));
+  }).primitive;
+  execute(p, {{DNNL_ARG_SRC, wrap(md, src)}, {DNNL_ARG_DST, wrap(md, dst)}});
+}
+
+namespace {
+
+// From this many rows on, a gemm packs its right operand into oneDNN's
+// blocked layout first: the pack is one pass over b, paid back by faster
+// inner kernels (2x for a weight gradient, K = tokens); below it the pass
+// costs more than it saves. Measured on AVX-512 with sgemm_bench's shapes.
+constexpr int64_t kPackRows = 512;
+
+CachedPrimitive make_gemm(const Gemm& g, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
+                          const dnnl::memory::desc* bias_md, const dnnl::memory::desc& c_md, int64_t m) {
+  dnnl::primitive_attr attr;
+  if (g.scale != 1.0f) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, g.scale, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::memory::desc want_b =
+      m >= kPackRows ? dnnl::memory::desc(b_md.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any)
+                     : b_md;
+  const dnnl::matmul::desc d =
+      bias_md ? dnnl::matmul::desc(a_md, want_b, *bias_md, c_md) : dnnl::matmul::desc(a_md, want_b, c_md);
+  const dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
+  CachedPrimitive c = just(dnnl::matmul(pd));
+  if (pd.weights_desc() != b_md) {
+    c.weights_desc = pd.weights_desc();
+    const dnnl::reorder::primitive_desc pack(dnnl_engine(), b_md, dnnl_engine(), c.weights_desc);
+    c.weights_reorder = dnnl::reorder(pack);
+  }
+  return c;
+}
+
+}  // namespace
+
+void gemm(const Gemm& g, const float* a, const float* b, const float* bias, float* c) {
+  FSDPC_CHECK(g.batched_b || (g.a_step == 0 && g.c_step == 0)) << "a shared-b gemm folds packed rows";
+  // A shared right operand folds the batch into the rows: one bigger gemm.
+  const int64_t batch = g.batched_b ? g.batch : 1, m = g.batched_b ? g.m : g.batch * g.m;
+  const int64_t k = g.k, n = g.n;
+  const int64_t sa = g.a_step ? g.a_step : m * k, sb = g.b_step ? g.b_step : k * n;
+  const int64_t sc = g.c_step ? g.c_step : m * n;
+  if (batch == 0 || m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum; oneDNN is not asked about zero-sized reductions
+    for (int64_t p = 0; p < batch; ++p)
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j) c[p * sc + r * n + j] = bias ? g.scale * bias[j] : 0.0f;
+    return;
+  }
+  const auto a_md = f32_desc({batch, m, k}, {sa, k, 1});
+  const auto b_md = g.b_transposed ? f32_desc({batch, k, n}, {sb, 1, k}) : f32_desc({batch, k, n}, {sb, n, 1});
+  const auto c_md = f32_desc({batch, m, n}, {sc, n, 1});
+  const auto bias_md = f32_desc({1, 1, n});
+  const PrimKey key{int64_t(PrimTag::gemm), batch, m, k, n, g.b_transposed, bias != nullptr,
+                    float_bits(g.scale), sa, sb, sc};
+  CachedPrimitive& p =
+      cached_primitive(key, [&] { return make_gemm(g, a_md, b_md, bias ? &bias_md : nullptr, c_md, m); });
+  dnnl::memory b_mem = wrap(b_md, b);
+  if (p.weights_reorder) {
+    const int64_t floats = static_cast<int64_t>((p.weights_desc.get_size() + sizeof(float) - 1) / sizeof(float));
+    dnnl::memory packed = wrap(p.weights_desc, scratch_floats(floats, 2));
+    execute(p.weights_reorder, {{DNNL_ARG_FROM, b_mem}, {DNNL_ARG_TO, packed}});
+    b_mem = packed;
+  }
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, wrap(a_md, a)}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, wrap(c_md, c)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, wrap(bias_md, bias));
+  execute(p.primitive, args);
+}
+
+void softmax_3d(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log) {
+  if (outer == 0 || n == 0 || inner == 0) return;
+  const auto md = f32_desc({outer, n, inner});
+  const PrimKey key{int64_t(PrimTag::softmax), outer, n, inner, log};
+  dnnl::primitive& p = cached_primitive(key, [&] {
+    const auto alg = log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
+    dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, md, 1);
+    return just(dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, dnnl_engine())));
+  }).primitive;
+  execute(p, {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});
+}
+
+}  // namespace fsdpc::cpu
+
+namespace fsdpc {
+
+std::string cpu_backend_info() {
+  cpu::dnnl_engine();  // pins the threads first
+  const dnnl_version_t* v = dnnl_version();
+  std::string runtime = v->cpu_runtime == DNNL_RUNTIME_OMP   ? "OpenMP"
+                        : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB"
+                        : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"
+                                                             : "other";
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  const int threads = omp_get_max_threads();
+#else
+  const int threads = 0;  // not ours to set: see cpu_executor.h
+#endif
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + " (" + runtime + ", " + std::to_string(threads) + " thread" +
+         (threads == 1 ? "" : "s") + ")";
+}
+
+}  // namespace fsdpc

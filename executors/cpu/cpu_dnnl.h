@@ -1,0 +1,65 @@
+// Private to executors/cpu/: the one oneDNN engine and stream, the per-shape
+// primitive cache, and the oneDNN calls the kernel families share (gemm,
+// eltwise, softmax). Only executors/cpu/*.cpp include oneDNN, through here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace fsdpc::cpu {
+
+// Created once, on first use; also holds oneDNN to one OpenMP thread.
+dnnl::engine& dnnl_engine();
+
+// What a primitive is cached under: a tag per kind, then its shape and
+// attributes as integers (floats by their bits).
+enum class PrimTag : int64_t { eltwise = 1, gemm, softmax };
+using PrimKey = std::vector<int64_t>;
+int64_t float_bits(float f);
+
+// A cached primitive, and for a matmul that wants its weights in a blocked
+// layout, the reorder that packs them (run per call: weights change per step).
+struct CachedPrimitive {
+  dnnl::primitive primitive;
+  dnnl::primitive weights_reorder;  // empty: the weights are read as given
+  dnnl::memory::desc weights_desc;  // the packed layout, when reordered
+};
+
+// The primitive cached under `key`, built by make() on first use, so a
+// training loop builds each shape's primitive once.
+CachedPrimitive& cached_primitive(const PrimKey& key, const std::function<CachedPrimitive()>& make);
+
+// A memory object over caller-owned data (oneDNN takes a non-const pointer).
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
+dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims, const dnnl::memory::dims& strides);
+dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims);  // row-major
+
+// Runs p on the stream and waits (kernels are synchronous).
+void execute(dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);
+
+// dst[i] = f(src[i]) for a oneDNN eltwise algorithm (src may equal dst).
+void eltwise(dnnl::algorithm alg, float alpha, float beta, const float* src, float* dst, int64_t n);
+
+// c[p] = scale * (a[p] @ op(b[p]) + bias), p over `batch`: a is [m, k]; b
+// is [k, n], or [n, k] when b_transposed (linear's weight, attention's keys);
+// batched_b false shares one b across the batch. bias is [n] or null. Rows
+// are contiguous; the batch entries of a batched gemm may sit `*_step`
+// elements apart (0: packed one after another), which lets attention work on
+// a block of query rows of every head in place.
+struct Gemm {
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+  bool b_transposed = false;
+  bool batched_b = false;
+  float scale = 1.0f;
+  int64_t a_step = 0, b_step = 0, c_step = 0;
+};
+void gemm(const Gemm& g, const float* a, const float* b, const float* bias, float* c);
+
+// Softmax (or log-softmax) of x viewed as [outer, n, inner] along n.
+void softmax_3d(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log);
+
+}  // namespace fsdpc::cpu

@@ -1,0 +1,128 @@
+// The CPU executor: which bound symbols it claims and the kernel of each op
+// (the kernels live in cpu_<family>.cpp). claims() sees a symbol's outputs
+// but not its inputs' types, so kernels check what only the inputs tell.
+#include "executors/cpu/cpu_executor.h"
+
+#include <array>
+
+#include "executors/cpu/cpu_kernels.h"
+
+namespace fsdpc {
+
+namespace {
+
+using namespace cpu;
+
+bool is_one_of(DType d, std::initializer_list<DType> set) {
+  for (DType s : set)
+    if (s == d) return true;
+  return false;
+}
+
+// Whether the op runs here for outputs of dtype d.
+bool supports(OpId op, DType d) {
+  switch (op) {
+    case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Div: case OpId::Pow: case OpId::Sum: case OpId::Amax: case OpId::Matmul:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy:
+      return d == DType::f32;
+    case OpId::Neg: case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Maximum:
+    case OpId::IndexAdd:
+      return is_one_of(d, {DType::f32, DType::i32, DType::i64});
+    case OpId::Iota:
+      return is_one_of(d, {DType::f32, DType::f64, DType::i32, DType::i64});
+    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
+      return d == DType::boolean;  // operands: any CPU dtype, checked by the kernel
+    case OpId::ConvertElementType: case OpId::Where: case OpId::Reshape: case OpId::Permute:
+    case OpId::BroadcastInDim: case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take:
+    case OpId::Full: case OpId::Pack: case OpId::Unpack:
+      return is_cpu_dtype(d);
+    default:
+      return false;  // synchronize, collectives, wait, del: the runtime and MPI
+  }
+}
+
+KernelFn kernel_of(OpId op) {
+  switch (op) {
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt:
+    case OpId::Rsqrt:
+      return unary_kernel;
+    case OpId::ConvertElementType: return convert_kernel;
+    case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow:
+    case OpId::Maximum:
+      return binary_kernel;
+    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
+      return compare_kernel;
+    case OpId::Where: return where_kernel;
+    case OpId::Sum: case OpId::Amax: return reduce_kernel;
+    case OpId::Reshape: return reshape_kernel;
+    case OpId::Permute: return permute_kernel;
+    case OpId::BroadcastInDim: return broadcast_in_dim_kernel;
+    case OpId::Slice: return slice_kernel;
+    case OpId::Pad: return pad_kernel;
+    case OpId::Cat: return cat_kernel;
+    case OpId::Take: return take_kernel;
+    case OpId::IndexAdd: return index_add_kernel;
+    case OpId::Matmul: return matmul_kernel;
+    case OpId::Full: return full_kernel;
+    case OpId::Iota: return iota_kernel;
+    case OpId::Linear: return linear_kernel;
+    case OpId::Gelu: return gelu_kernel;
+    case OpId::Softmax: return softmax_kernel;
+    case OpId::LayerNorm: return layer_norm_kernel;
+    case OpId::ScaledDotProductAttention: return sdpa_kernel;
+    case OpId::CrossEntropy: return cross_entropy_kernel;
+    case OpId::Pack: return pack_kernel;
+    case OpId::Unpack: return unpack_kernel;
+    default: return nullptr;
+  }
+}
+
+class CpuExecutor final : public Executor {
+ public:
+  std::string_view name() const override { return "cpu"; }
+
+  bool claims(const BoundSymbol& b) const override {
+    if (!kernel_of(b.op)) return false;
+    for (const Proxy& p : b.outputs)
+      if (p.type.device.kind != DeviceKind::cpu || p.type.future || !supports(b.op, p.type.dtype))
+        return false;
+    return true;
+  }
+
+  // nullptr for an op it never claims.
+  KernelFn kernel(OpId op) const override { return kernel_of(op); }
+};
+
+}  // namespace
+
+const Executor& cpu_executor() {
+  static const CpuExecutor executor;
+  return executor;
+}
+
+namespace cpu {
+
+bool is_cpu_dtype(DType d) {
+  return is_one_of(d, {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean});
+}
+
+void require_f32(const BoundSymbol& b, const TensorView& v, const char* what) {
+  if (v.type->dtype != DType::f32)
+    fail("cpu_", op_name(b.op), ": ", what, " is ", dtype_name(v.type->dtype), shape_str(v.type->shape),
+         "; the CPU executor computes this op in f32 only");
+}
+
+float* scratch_floats(int64_t n, int slot) {
+  constexpr int64_t kAlign = 16;  // floats: 64 bytes, a cache line and a zmm register
+  thread_local std::array<std::vector<float>, 3> buffers;
+  std::vector<float>& buf = buffers.at(slot);
+  if (static_cast<int64_t>(buf.size()) < n + kAlign) buf.resize(n + kAlign);
+  const auto at = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + (kAlign - (at / sizeof(float)) % kAlign) % kAlign;
+}
+
+}  // namespace cpu
+
+}  // namespace fsdpc

@@ -1,0 +1,128 @@
+// Private to executors/cpu/: the kernels by family (one .cpp each), the dtype
+// dispatch and the small helpers they share. Free of oneDNN (cpu_dnnl.h).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "executors/executor.h"
+#include "ir/error.h"
+
+namespace fsdpc::cpu {
+
+using Views = std::vector<TensorView>;
+using Strides = std::vector<int64_t>;
+
+// Every kernel has KernelFn's signature.
+#define FSDPC_CPU_KERNEL(name)                                                              \
+  void name([[maybe_unused]] KernelContext& ctx, [[maybe_unused]] const BoundSymbol& b, \
+            [[maybe_unused]] const Views& in, [[maybe_unused]] const Views& out)
+
+// cpu_elementwise.cpp
+FSDPC_CPU_KERNEL(unary_kernel);  // neg exp log tanh sqrt rsqrt
+FSDPC_CPU_KERNEL(convert_kernel);
+FSDPC_CPU_KERNEL(binary_kernel);   // add sub mul div pow maximum
+FSDPC_CPU_KERNEL(compare_kernel);  // eq ne lt le gt ge
+FSDPC_CPU_KERNEL(where_kernel);
+// cpu_reduce.cpp
+FSDPC_CPU_KERNEL(reduce_kernel);  // sum amax
+// cpu_shape.cpp
+FSDPC_CPU_KERNEL(reshape_kernel);
+FSDPC_CPU_KERNEL(permute_kernel);
+FSDPC_CPU_KERNEL(broadcast_in_dim_kernel);
+FSDPC_CPU_KERNEL(slice_kernel);
+FSDPC_CPU_KERNEL(pad_kernel);
+FSDPC_CPU_KERNEL(cat_kernel);
+FSDPC_CPU_KERNEL(full_kernel);
+FSDPC_CPU_KERNEL(iota_kernel);
+FSDPC_CPU_KERNEL(pack_kernel);
+FSDPC_CPU_KERNEL(unpack_kernel);
+// cpu_index.cpp
+FSDPC_CPU_KERNEL(take_kernel);
+FSDPC_CPU_KERNEL(index_add_kernel);
+// cpu_matmul.cpp
+FSDPC_CPU_KERNEL(matmul_kernel);
+FSDPC_CPU_KERNEL(linear_kernel);
+// cpu_nn.cpp
+FSDPC_CPU_KERNEL(gelu_kernel);
+FSDPC_CPU_KERNEL(softmax_kernel);
+FSDPC_CPU_KERNEL(layer_norm_kernel);
+FSDPC_CPU_KERNEL(cross_entropy_kernel);
+// cpu_attention.cpp
+FSDPC_CPU_KERNEL(sdpa_kernel);
+
+// Hot loops are also compiled for AVX-512 and AVX2, the variant picked when
+// the program loads (function multiversioning), so the build stays portable
+// and baseline -O3 code (SSE2) is not all a modern core gets.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+#define FSDPC_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FSDPC_CPU_CLONES
+#endif
+
+// The dtypes the CPU kernels hold: bool is one byte (0 or 1) seen as uint8_t.
+bool is_cpu_dtype(DType d);
+
+inline const Shape& shape_of(const TensorView& v) { return v.type->shape; }
+inline int64_t count_of(const TensorView& v) { return numel(v.type->shape); }
+template <class T>
+const T* cdata(const TensorView& v) {
+  return static_cast<const T*>(v.data);
+}
+template <class T>
+T* mdata(const TensorView& v) {
+  return static_cast<T*>(v.data);
+}
+
+// Row-major strides of `shape`.
+Strides strides_of(const Shape& shape);
+
+// Product of shape[begin, end).
+int64_t prod(const Shape& shape, size_t begin, size_t end);
+
+// A value converted as the IR converts: to bool is "nonzero", from bool is
+// 0/1, floating to integer truncates toward zero.
+template <class To, class From>
+To convert_value(From x) {
+  if constexpr (std::is_same_v<To, uint8_t>)
+    return static_cast<uint8_t>(x != From(0));
+  else if constexpr (std::is_same_v<From, uint8_t>)
+    return static_cast<To>(x != 0 ? 1 : 0);
+  else
+    return static_cast<To>(x);
+}
+
+// Calls f(T{}) with T the C++ type of dtype `d`; a dtype the CPU does not
+// hold (f16, bf16) is a user-facing error naming the op and `what`.
+template <class F>
+decltype(auto) visit_dtype(const BoundSymbol& b, const char* what, DType d, F&& f) {
+  switch (d) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::i32: return f(int32_t{});
+    case DType::i64: return f(int64_t{});
+    case DType::boolean: return f(uint8_t{});
+    default: break;
+  }
+  fail("cpu_", op_name(b.op), ": ", what, " has dtype ", dtype_name(d),
+       ", which the CPU executor does not support (f32, f64, i32, i64, bool)");
+}
+
+// Checks that a kernel's tensor is f32 (what claims() cannot see: input dtypes).
+void require_f32(const BoundSymbol& b, const TensorView& v, const char* what);
+
+// Copies `shape` elements of `elem_size` bytes from src (strides ss, in
+// elements) to dst (strides ds). Every data-movement op is one call; dims
+// are coalesced first, and a transpose of the two innermost dims is tiled.
+void strided_copy(const void* src, const Strides& ss, void* dst, const Strides& ds, const Shape& shape,
+                  int64_t elem_size);
+
+// A per-thread scratch buffer of at least n floats, reused across calls so a
+// training step does not fault in fresh pages. `slot` (0-2) tells buffers
+// that are live at once apart: 0 kernels' own, 1 attention's scores, 2 a
+// gemm's packed right operand.
+float* scratch_floats(int64_t n, int slot);
+
+}  // namespace fsdpc::cpu

@@ -1,0 +1,123 @@
+// sum and amax over `dims`. The input is walked once in memory order: dims
+// are coalesced into runs, and each innermost run is either folded into one
+// output (a row sum) or added element by element into a row of outputs (a
+// column sum), both loops the compiler vectorises. f32 sums accumulate in
+// double so long reductions stay within f32 rounding of the exact result.
+#include <limits>
+
+#include "executors/cpu/cpu_kernels.h"
+
+namespace fsdpc::cpu {
+
+namespace {
+
+struct Dim {
+  int64_t size, src, dst;  // extent, input stride, output stride (0: reduced)
+};
+
+// The input's dims with output strides, size-1 dims dropped and neighbours
+// that walk both sides contiguously merged.
+std::vector<Dim> coalesced_dims(const Shape& shape, const IntList& reduced, const Shape& out_shape) {
+  const Strides xs = strides_of(shape), os = strides_of(out_shape);
+  std::vector<Dim> dims;
+  size_t next = 0, kept = 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const bool is_reduced = next < reduced.size() && reduced[next] == static_cast<int64_t>(i);
+    Dim d{shape[i], xs[i], is_reduced ? 0 : os[kept]};
+    if (is_reduced)
+      ++next;
+    else
+      ++kept;
+    if (d.size == 1) continue;
+    if (!dims.empty() && dims.back().src == d.src * d.size && dims.back().dst == d.dst * d.size) {
+      dims.back() = Dim{dims.back().size * d.size, d.src, d.dst};
+      continue;
+    }
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+// Calls run(src_offset, dst_offset) for each innermost run of `dims`.
+template <class F>
+void for_each_run(const std::vector<Dim>& dims, F&& run) {
+  const int64_t outer = static_cast<int64_t>(dims.size()) - 1;
+  if (outer <= 0) return run(0, 0);
+  std::vector<int64_t> index(outer, 0);
+  int64_t s = 0, o = 0;
+  while (true) {
+    run(s, o);
+    int64_t d = outer - 1;
+    for (; d >= 0; --d) {
+      s += dims[d].src;
+      o += dims[d].dst;
+      if (++index[d] < dims[d].size) break;
+      s -= dims[d].src * dims[d].size;
+      o -= dims[d].dst * dims[d].size;
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// Folds a row into `a` through eight independent lanes: a serial chain of
+// dependent adds runs at one element per add latency and does not vectorise
+// (no reassociation without -ffast-math); the lanes do, and sum pairwise-ish.
+template <class Acc, class Fold>
+Acc fold_row(const float* p, int64_t n, Acc a, Acc identity, Fold fold) {
+  constexpr int kLanes = 8;
+  Acc lane[kLanes];
+  for (Acc& l : lane) l = identity;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] = fold(lane[j], p[i + j]);
+  for (; i < n; ++i) lane[0] = fold(lane[0], p[i]);
+  for (Acc l : lane) a = fold(a, l);
+  return a;
+}
+
+// Folds x into acc (one accumulator per output): Fold is sum or max.
+template <class Acc, class Fold>
+void reduce_into(const float* x, const std::vector<Dim>& dims, Acc* acc, Acc identity, Fold fold) {
+  if (dims.empty()) {
+    acc[0] = fold(acc[0], x[0]);
+    return;
+  }
+  const Dim last = dims.back();
+  if (last.dst == 0) {  // innermost dim reduced: a row into one output
+    for_each_run(dims, [&](int64_t s, int64_t o) { acc[o] = fold_row(x + s, last.size, acc[o], identity, fold); });
+  } else {  // innermost dim kept: a row into a row of outputs
+    for_each_run(dims, [&](int64_t s, int64_t o) {
+      const float* p = x + s;
+      Acc* q = acc + o;
+      for (int64_t i = 0; i < last.size; ++i) q[i] = fold(q[i], p[i]);
+    });
+  }
+}
+
+}  // namespace
+
+FSDPC_CPU_KERNEL(reduce_kernel) {
+  require_f32(b, in[0], "x");
+  const int64_t n_out = count_of(out[0]);
+  if (n_out == 0) return;
+  float* y = mdata<float>(out[0]);
+  const bool empty_input = count_of(in[0]) == 0;
+  const std::vector<Dim> dims =
+      coalesced_dims(shape_of(in[0]), b.attrs.get_ints("dims"), shape_of(out[0]));
+  if (b.op == OpId::Sum) {
+    std::vector<double> acc(n_out, 0.0);
+    if (!empty_input)
+      reduce_into(cdata<float>(in[0]), dims, acc.data(), 0.0, [](auto a, auto v) { return a + v; });
+    for (int64_t i = 0; i < n_out; ++i) y[i] = static_cast<float>(acc[i]);
+    return;
+  }
+  // amax over nothing is -inf, the identity of max; NaN wins, as the reference.
+  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n_out; ++i) y[i] = kLowest;
+  if (!empty_input)
+    reduce_into(cdata<float>(in[0]), dims, y, kLowest,
+                [](float a, float v) { return (v > a || v != v) ? v : a; });
+}
+
+}  // namespace fsdpc::cpu

@@ -1,0 +1,57 @@
+// jit(): capture, compile, and hand the final traces to the runtime engine.
+#include "frontend/jit.h"
+
+#include "ir/builder.h"
+#include "ir/error.h"
+
+namespace fsdpc {
+
+namespace {
+
+ParamInit to_param_init(const Init& init) {
+  switch (init.kind) {
+    case Init::Kind::normal: return {ParamInit::Kind::normal, init.scale};
+    case Init::Kind::uniform: return {ParamInit::Kind::uniform, init.scale};
+    case Init::Kind::zeros: return {ParamInit::Kind::zeros, 0.0};
+    case Init::Kind::ones: return {ParamInit::Kind::ones, 0.0};
+  }
+  FSDPC_CHECK(false) << "unknown init kind";
+  return {};
+}
+
+// Appends loss = mean(out * out) and returns it first.
+Trace with_mean_square_loss(Trace t) {
+  FSDPC_CHECK(!t.returns.is_tuple) << "mean_square_loss expects one output";
+  TraceBuilder b(t);
+  const std::string out = t.returns.name;
+  const TensorType& type = b.type_of(out);
+  Proxy sq = b.emit1(OpId::Mul, {Operand::of(out), Operand::of(out)});
+  IntList dims;
+  for (size_t d = 0; d < type.shape.size(); ++d) dims.push_back(static_cast<int64_t>(d));
+  Proxy sum = b.emit1(OpId::Sum, {Operand::of(sq.name)}, Attrs{{"dims", dims}});
+  Proxy loss = b.emit1(OpId::Div, {Operand::of(sum.name), Operand::lit(static_cast<double>(numel(type.shape)))});
+  t.returns = ReturnTree::leaf(loss.name);
+  return t;
+}
+
+}  // namespace
+
+Compiled::Compiled(std::vector<Stage> stages, std::unique_ptr<Engine> engine)
+    : stages_(std::move(stages)), engine_(std::move(engine)) {}
+
+std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
+  Trace captured = capture(model, options.capture);
+  if (options.mean_square_loss) captured = with_mean_square_loss(std::move(captured));
+  std::vector<Stage> stages = compile(captured, options.pipeline);
+
+  std::vector<ParamPlan> plans;
+  for (const NamedParam& p : model.named_parameters())
+    plans.push_back({p.path, p.spec->shape, to_param_init(p.spec->init)});
+  EngineOptions engine = options.engine;
+  engine.mesh = options.pipeline.mesh;
+  const Stage& last = stages.back();
+  auto e = std::make_unique<Engine>(last.traces.at(0), last.traces.at(1), std::move(plans), engine);
+  return std::make_unique<Compiled>(std::move(stages), std::move(e));
+}
+
+}  // namespace fsdpc

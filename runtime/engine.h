@@ -1,0 +1,110 @@
+// The training engine: what one rank runs each step. It claims the final
+// forward and backward traces, materialises only this rank's shard of every
+// parameter, and per step runs forward and backward through the interpreter,
+// clips the gradient norm across shards, updates the local shards and
+// all-reduces the logged loss. It is the runtime half of fsdpc::jit.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/mesh.h"
+#include "ir/trace.h"
+#include "runtime/allocator.h"
+#include "runtime/init.h"
+#include "runtime/interpreter.h"
+#include "runtime/optimizer.h"
+
+namespace fsdpc {
+
+class MpiContext;
+
+// A host array crossing the API: float32 or int64 data of a shape.
+struct HostTensor {
+  Shape shape;
+  DType dtype = DType::f32;
+  std::vector<float> f32;
+  std::vector<int64_t> i64;
+  static HostTensor floats(Shape shape, std::vector<float> data);
+  static HostTensor ints(Shape shape, std::vector<int64_t> data);
+};
+
+// What the engine needs of each parameter beyond the traces.
+struct ParamPlan {
+  std::string path;  // "h.0.attn.c_attn.weight"; the proxy is param_proxy_name(path)
+  Shape full_shape;  // unsharded
+  ParamInit init;
+};
+
+struct EngineOptions {
+  Mesh mesh;
+  std::string executor = "cpu";
+  OptimizerOptions optimizer;
+  double clip = 0;  // max gradient norm; 0: no clipping
+  uint64_t seed = 0;
+  std::optional<int64_t> mem_cap;  // bytes per rank
+};
+
+struct StepResult {
+  double loss = 0;       // mean over the global batch (all-reduced)
+  double grad_norm = 0;  // global, before clipping (0 when clipping is off)
+  double seconds = 0;
+};
+
+class Engine {
+ public:
+  // `forward` and `backward` are the pipeline's final traces (unclaimed).
+  // Collective over the mesh's ranks (builds communicators).
+  Engine(const Trace& forward, const Trace& backward, std::vector<ParamPlan> params, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // One optimizer step. `inputs`: this rank's slice of the global batch, in
+  // the order of the forward's non-parameter arguments.
+  StepResult train_step(const std::vector<HostTensor>& inputs);
+  // The forward alone; returns the model's outputs (not the saved values).
+  std::vector<HostTensor> forward(const std::vector<HostTensor>& inputs);
+
+  // This rank's shard of each parameter, in argument order.
+  struct Shard {
+    std::string path;
+    const TensorValue* value;
+    int64_t row_begin;  // first row of the full parameter it holds
+  };
+  std::vector<Shard> shards() const;
+  // Every full parameter gathered to rank 0 (other ranks get an empty map).
+  std::map<std::string, HostTensor> full_state_dict();
+
+  const Trace& forward_trace() const { return forward_; }
+  const Trace& backward_trace() const { return backward_; }
+  const MemStats& memory() const { return allocator_.stats(); }
+  void reset_peak_memory() { allocator_.reset_peaks(); }
+  int rank() const;
+  int world() const { return options_.mesh.world(); }
+
+ private:
+  struct Param {
+    ParamPlan plan;
+    size_t arg;  // index in the forward's arguments
+    TensorValue value;
+    int64_t row_begin = 0;
+    std::string group;  // the group whose shards make up the parameter; "" when replicated
+    bool requires_grad = true;
+  };
+  std::vector<TensorValue> forward_args(const std::vector<HostTensor>& inputs);
+  double all_reduce_sum(double v, const std::string& group);
+
+  EngineOptions options_;
+  Allocator allocator_;
+  std::unique_ptr<MpiContext> mpi_;
+  Trace forward_, backward_;
+  std::vector<Param> params_;
+  std::unique_ptr<Interpreter> interpreter_;
+  std::unique_ptr<Optimizer> optimizer_;
+};
+
+}  // namespace fsdpc

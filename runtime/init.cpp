@@ -1,0 +1,52 @@
+// Shard-local, rank-independent parameter initialisation (see runtime/init.h).
+#include "runtime/init.h"
+
+#include <algorithm>
+
+#include "ir/error.h"
+#include "runtime/random.h"
+
+namespace fsdpc {
+
+namespace {
+// Fills global elements [begin, end) of the parameter's stream.
+void fill_elements(float* out, int64_t begin, int64_t end, const ParamInit& init, uint64_t key) {
+  switch (init.kind) {
+    case ParamInit::Kind::zeros:
+      std::fill(out, out + (end - begin), 0.0f);
+      return;
+    case ParamInit::Kind::ones:
+      std::fill(out, out + (end - begin), 1.0f);
+      return;
+    case ParamInit::Kind::normal:
+      fill_normal(key, begin, end, init.scale, out);
+      return;
+    case ParamInit::Kind::uniform:
+      for (int64_t i = begin; i < end; ++i) {
+        double u = uniform01(random_bits(key, static_cast<uint64_t>(i)));
+        out[i - begin] = static_cast<float>((2.0 * u - 1.0) * init.scale);
+      }
+      return;
+  }
+  FSDPC_CHECK(false) << "unknown init kind " << static_cast<int>(init.kind);
+}
+}  // namespace
+
+void init_shard(float* out, const Shape& full_shape, int64_t row_begin, int64_t rows, const ParamInit& init,
+                uint64_t seed, std::string_view param_path) {
+  FSDPC_CHECK(row_begin >= 0 && rows >= 0) << "init_shard: rows [" << row_begin << ", +" << rows << ")";
+  if (init.scale < 0 || !(init.scale == init.scale))
+    fail("init of '", param_path, "': scale must be a non-negative number, got ", init.scale);
+  int64_t d0 = full_shape.empty() ? 1 : full_shape[0];
+  int64_t row_size = 1;
+  for (size_t i = 1; i < full_shape.size(); ++i) row_size *= full_shape[i];
+  // Real rows first, then padding: only the rows below d0 exist in the
+  // unsharded parameter.
+  int64_t real_end = std::max(row_begin, std::min(row_begin + rows, d0));
+  int64_t real_rows = real_end - row_begin;
+  uint64_t key = derive_key(seed, hash_string(param_path));
+  fill_elements(out, row_begin * row_size, real_end * row_size, init, key);
+  std::fill(out + real_rows * row_size, out + rows * row_size, 0.0f);
+}
+
+}  // namespace fsdpc

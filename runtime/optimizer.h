@@ -1,0 +1,73 @@
+// Optimizers that update only this rank's shard (FSDP/ZeRO: optimizer state
+// is sharded like the parameters). PyTorch's update rules, elementwise, so
+// stepping the shards separately equals stepping the whole parameter.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/allocator.h"
+
+namespace fsdpc {
+
+// Defaults follow torch.optim where they agree with ours. Differences:
+// torch.optim.AdamW defaults weight_decay to 0.01, here it is 0 (the CLI
+// passes it explicitly); SGD has no dampening or Nesterov.
+//  - sgd:   g += weight_decay * p (L2, coupled); with momentum the buffer
+//           starts as the first gradient (torch), then buf = m * buf + g;
+//           p -= lr * buf (or lr * g without momentum).
+//  - adamw: p -= lr * weight_decay * p (decoupled, Loshchilov & Hutter),
+//           then Adam with bias correction, step count starting at 1:
+//           p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+struct OptimizerOptions {
+  enum class Kind { sgd, adamw } kind = Kind::adamw;
+  double lr = 1e-3;
+  double momentum = 0;  // sgd only
+  double weight_decay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw only
+};
+
+// One parameter's local shard. `grad` may be null (torch's grad None): the
+// parameter is skipped and its step count does not advance.
+struct ParamRef {
+  std::string name;
+  float* param;
+  const float* grad;
+  int64_t numel;
+};
+
+class Optimizer {
+ public:
+  // Throws fsdpc::Error for an option out of range (negative lr, betas
+  // outside [0, 1), ...), as torch's constructors do.
+  Optimizer(const OptimizerOptions& options, Allocator& allocator);
+
+  // One update of every parameter. State (exp_avg and exp_avg_sq for adamw,
+  // the momentum buffer for sgd with momentum) is allocated on a name's first
+  // step, as MemCategory::optimizer_state, so memory reports show it.
+  void step(const std::vector<ParamRef>& params);
+  // Number of step() calls so far.
+  int64_t steps() const { return steps_; }
+  const OptimizerOptions& options() const { return options_; }
+
+ private:
+  struct State {
+    int64_t numel = 0;
+    int64_t step = 0;  // per parameter, as torch keeps it
+    std::shared_ptr<Storage> buf0;  // exp_avg or momentum buffer
+    std::shared_ptr<Storage> buf1;  // exp_avg_sq
+  };
+  State& state_for(const ParamRef& p);
+  void step_sgd(const ParamRef& p);
+  void step_adamw(const ParamRef& p);
+
+  OptimizerOptions options_;
+  Allocator& allocator_;
+  std::unordered_map<std::string, State> state_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace fsdpc

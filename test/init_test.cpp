@@ -1,0 +1,143 @@
+// Shard-local parameter initialisation: shards concatenate to the unsharded
+// parameter for any world size, the distributions are right, and values
+// depend on seed and parameter path only.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "passes/fsdp.h"
+#include "runtime/init.h"
+#include "runtime/random.h"
+
+using namespace fsdpc;
+
+namespace {
+int64_t row_size(const Shape& s) {
+  int64_t n = 1;
+  for (size_t i = 1; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+std::vector<float> full_init(const Shape& shape, const ParamInit& init, uint64_t seed, std::string_view path) {
+  int64_t d0 = shape.empty() ? 1 : shape[0];
+  std::vector<float> out(static_cast<size_t>(d0 * row_size(shape)), -1.0f);
+  init_shard(out.data(), shape, 0, d0, init, seed, path);
+  return out;
+}
+
+double mean(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+double stddev(const std::vector<float>& v) {
+  double m = mean(v), s = 0;
+  for (float x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size()));
+}
+}  // namespace
+
+TEST_CASE("shards concatenate to the unsharded init for any world size", "[init]") {
+  const ParamInit normal{ParamInit::Kind::normal, 0.02};
+  const ParamInit uniform{ParamInit::Kind::uniform, 0.5};
+  // Odd row sizes put Box–Muller pairs across row and shard boundaries.
+  for (const Shape& shape : {Shape{7, 3}, Shape{10, 5}, Shape{3}, Shape{13}, Shape{2, 3, 3}, Shape{}}) {
+    for (const ParamInit& init : {normal, uniform}) {
+      const std::vector<float> full = full_init(shape, init, 42, "h.0.attn.c_attn.weight");
+      const int64_t d0 = shape.empty() ? 1 : shape[0], rs = row_size(shape);
+      for (int64_t world = 1; world <= 5; ++world) {
+        CAPTURE(shape_str(shape), world, static_cast<int>(init.kind));
+        const int64_t rows = shard_rows(d0, world);
+        std::vector<float> concat;
+        for (int64_t rank = 0; rank < world; ++rank) {
+          std::vector<float> shard(static_cast<size_t>(rows * rs), -1.0f);
+          init_shard(shard.data(), shape, rank * rows, rows, init, 42, "h.0.attn.c_attn.weight");
+          concat.insert(concat.end(), shard.begin(), shard.end());
+        }
+        REQUIRE(concat.size() == static_cast<size_t>(rows * world * rs));
+        // The real rows match bit for bit, the padding is zero.
+        CHECK(std::vector<float>(concat.begin(), concat.begin() + d0 * rs) == full);
+        for (size_t i = static_cast<size_t>(d0 * rs); i < concat.size(); ++i) CHECK(concat[i] == 0.0f);
+      }
+    }
+  }
+}
+
+TEST_CASE("a shard made only of padding rows is all zeros", "[init]") {
+  // 3 rows on 4 ranks: ceil(3/4) = 1, so rank 3 holds row 3, which is padding.
+  std::vector<float> shard(4, -1.0f);
+  init_shard(shard.data(), {3, 4}, 3, 1, {ParamInit::Kind::ones, 0.0}, 1, "w");
+  CHECK(shard == std::vector<float>(4, 0.0f));
+}
+
+TEST_CASE("normal init has the requested mean and std", "[init]") {
+  for (double std : {0.02, 0.02 / std::sqrt(24.0), 1.0}) {
+    const std::vector<float> v = full_init({512, 512}, {ParamInit::Kind::normal, std}, 7, "wte.weight");
+    CAPTURE(std);
+    // 262144 samples: the sample mean's std is std / 512.
+    CHECK(std::abs(mean(v)) < 5 * std / 512);
+    CHECK(stddev(v) == Approx(std).epsilon(0.01));
+    // A normal puts 68.3% of its mass within one std.
+    int64_t within = 0;
+    for (float x : v) within += std::abs(x) < std;
+    CHECK(static_cast<double>(within) / static_cast<double>(v.size()) == Approx(0.6827).margin(0.005));
+  }
+}
+
+TEST_CASE("uniform init stays within its bound and fills it", "[init]") {
+  const double bound = 1.0 / std::sqrt(64.0);
+  const std::vector<float> v = full_init({256, 256}, {ParamInit::Kind::uniform, bound}, 3, "0.weight");
+  float lo = 1, hi = -1;
+  for (float x : v) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  CHECK(lo >= -bound);
+  CHECK(hi <= bound);
+  CHECK(lo < -0.99 * bound);
+  CHECK(hi > 0.99 * bound);
+  CHECK(std::abs(mean(v)) < 0.01 * bound);
+  CHECK(stddev(v) == Approx(bound / std::sqrt(3.0)).epsilon(0.01));
+}
+
+TEST_CASE("zeros and ones ignore the seed", "[init]") {
+  CHECK(full_init({5, 3}, {ParamInit::Kind::zeros, 0.0}, 1, "ln_f.bias") == std::vector<float>(15, 0.0f));
+  CHECK(full_init({5, 3}, {ParamInit::Kind::ones, 0.0}, 9, "ln_f.weight") == std::vector<float>(15, 1.0f));
+  CHECK(full_init({}, {ParamInit::Kind::ones, 0.0}, 9, "scale") == std::vector<float>{1.0f});
+}
+
+TEST_CASE("init is deterministic and depends on seed and path", "[init]") {
+  const ParamInit init{ParamInit::Kind::normal, 0.02};
+  const std::vector<float> a = full_init({16, 8}, init, 5, "h.0.mlp.c_fc.weight");
+  CHECK(full_init({16, 8}, init, 5, "h.0.mlp.c_fc.weight") == a);
+  const std::vector<float> other_path = full_init({16, 8}, init, 5, "h.1.mlp.c_fc.weight");
+  const std::vector<float> other_seed = full_init({16, 8}, init, 6, "h.0.mlp.c_fc.weight");
+  int64_t same_path = 0, same_seed = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    same_path += a[i] == other_path[i];
+    same_seed += a[i] == other_seed[i];
+  }
+  CHECK(same_path == 0);
+  CHECK(same_seed == 0);
+}
+
+TEST_CASE("the value at an index does not depend on the shape around it", "[init]") {
+  // The counter is the global element index: a [4, 6] and a [6, 4]
+  // parameter of the same path hold the same 24 numbers.
+  const ParamInit init{ParamInit::Kind::normal, 1.0};
+  CHECK(full_init({4, 6}, init, 11, "w") == full_init({6, 4}, init, 11, "w"));
+}
+
+TEST_CASE("fill_normal gives the same value at a position from any slice start", "[init][random]") {
+  std::vector<float> whole(9);
+  fill_normal(123, 0, 9, 1.0, whole.data());
+  for (int64_t begin = 0; begin < 9; ++begin) {
+    std::vector<float> part(static_cast<size_t>(9 - begin));
+    fill_normal(123, begin, 9, 1.0, part.data());
+    CHECK(part == std::vector<float>(whole.begin() + begin, whole.end()));
+  }
+  CHECK(hash_string("a.weight") != hash_string("a.weighu"));
+}

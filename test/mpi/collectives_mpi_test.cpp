@@ -1,0 +1,383 @@
+// The MPI executor against the reference executor's simulated collectives:
+// each rank runs a tiny trace through the MPI kernels and compares its result
+// with what run_spmd computes for it. Run under mpirun with 1 to 4 ranks.
+//
+// Every rank must make the same MPI calls in the same order, so checks after
+// a collective use CHECK (never REQUIRE): a failure on one rank must not send
+// it down another path while the others wait for it.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "executors/comm/mpi_executor.h"
+#include "executors/reference/reference.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+
+namespace fsdpc {
+namespace {
+
+using Catch::Matchers::Contains;
+using Data = std::vector<double>;
+
+int world() { return mpi_world_size(); }
+int me() { return mpi_world_rank(); }
+
+// ---- Encoding reference values as the dtype's bytes ------------------------
+
+template <class T>
+void encode_as(const Data& v, std::vector<std::byte>& out) {
+  out.resize(v.size() * sizeof(T));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const T x = static_cast<T>(v[i]);
+    std::memcpy(out.data() + i * sizeof(T), &x, sizeof(T));
+  }
+}
+
+template <class T>
+Data decode_as(const std::vector<std::byte>& in) {
+  Data v(in.size() / sizeof(T));
+  for (size_t i = 0; i < v.size(); ++i) {
+    T x;
+    std::memcpy(&x, in.data() + i * sizeof(T), sizeof(T));
+    v[i] = static_cast<double>(x);
+  }
+  return v;
+}
+
+std::vector<std::byte> encode(const Data& v, DType d) {
+  std::vector<std::byte> out;
+  switch (d) {
+    case DType::f32: encode_as<float>(v, out); break;
+    case DType::f64: encode_as<double>(v, out); break;
+    case DType::i64: encode_as<int64_t>(v, out); break;
+    case DType::i32: encode_as<int32_t>(v, out); break;
+    case DType::boolean: encode_as<uint8_t>(v, out); break;
+    default: FSDPC_CHECK(false) << "no test encoding for " << dtype_name(d);
+  }
+  return out;
+}
+
+Data decode(const std::vector<std::byte>& in, DType d) {
+  switch (d) {
+    case DType::f32: return decode_as<float>(in);
+    case DType::f64: return decode_as<double>(in);
+    case DType::i64: return decode_as<int64_t>(in);
+    case DType::i32: return decode_as<int32_t>(in);
+    case DType::boolean: return decode_as<uint8_t>(in);
+    default: FSDPC_CHECK(false) << "no test decoding for " << dtype_name(d);
+  }
+  return {};
+}
+
+// ---- Traces and a minimal interpreter of their collectives ----------------
+
+TensorType tensor(Shape shape, DType d) {
+  TensorType t;
+  t.shape = std::move(shape);
+  t.dtype = d;
+  return t;
+}
+
+Proxy arg(const std::string& name, TensorType type) {
+  Proxy p;
+  p.name = name;
+  p.type = std::move(type);
+  return p;
+}
+
+// x -> op(x) -> wait, returning the waited value.
+Trace collective_trace(OpId op, const TensorType& x, Attrs attrs) {
+  Trace t;
+  TraceBuilder tb(t);
+  tb.add_arg(arg("x", x));
+  const Proxy f = tb.emit1(op, {Operand::of("x")}, std::move(attrs));
+  const Proxy w = tb.emit1(OpId::Wait, {Operand::of(f.name)});
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(w.name)});
+  return t;
+}
+
+// Rank r's input: distinct small integers, exact in every dtype and in sums.
+Data rank_input(const TensorType& x, int r) {
+  Data v(numel(x.shape));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = x.dtype == DType::boolean ? double((i + r) % 2) : 1000.0 * (r + 1) + double(i);
+  return v;
+}
+
+// Runs `t` on this rank with the MPI kernels, in trace order. With
+// `alias_waits` a wait's output is its future's buffer, as a runtime that
+// avoids the copy would do.
+std::vector<Data> run_mpi(const Trace& t, MpiContext& ctx, const std::vector<Data>& args,
+                          bool alias_waits = false) {
+  std::map<std::string, std::vector<std::byte>> env;
+  std::map<std::string, TensorType> types;
+  for (size_t i = 0; i < t.args.size(); ++i) {
+    env[t.args[i].name] = encode(args[i], t.args[i].type.dtype);
+    types[t.args[i].name] = t.args[i].type;
+  }
+  for (const BoundSymbol& b : t.bsyms) {
+    REQUIRE(mpi_executor().claims(b));  // the same verdict on every rank
+    std::vector<TensorView> in, out;
+    for (const Operand& o : b.inputs) in.push_back({env.at(o.name).data(), &types.at(o.name)});
+    for (const Proxy& p : b.outputs) {
+      types[p.name] = p.type;
+      if (alias_waits && b.op == OpId::Wait) {
+        env[p.name] = {};  // shares the future's buffer below
+        out.push_back({in[0].data, &types.at(p.name)});
+        continue;
+      }
+      env[p.name].resize(numel(p.type.shape) * dtype_size(p.type.dtype));
+      out.push_back({env[p.name].data(), &types.at(p.name)});
+    }
+    mpi_executor().kernel(b.op)(ctx, b, in, out);
+    if (alias_waits && b.op == OpId::Wait) env[b.output().name] = env.at(b.inputs[0].name);
+  }
+  std::vector<std::string> names;
+  t.returns.collect_names(names);
+  std::vector<Data> results;
+  for (const std::string& n : names) results.push_back(decode(env.at(n), types.at(n).dtype));
+  return results;
+}
+
+// What the reference executor computes for this rank, every rank's input
+// being rank_input (each rank can build all of them).
+std::vector<Data> run_reference(const Trace& t, const Mesh& mesh) {
+  std::vector<std::vector<reference::Value>> args(mesh.world());
+  for (int r = 0; r < mesh.world(); ++r)
+    for (const Proxy& a : t.args)
+      args[r].push_back(reference::make_value(a.type, rank_input(a.type, r)));
+  const std::vector<std::vector<reference::Value>> all = reference::run_spmd(t, mesh, args);
+  std::vector<Data> out;
+  for (const reference::Value& v : all[me()]) out.push_back(v.data);
+  return out;
+}
+
+std::vector<Data> my_inputs(const Trace& t) {
+  std::vector<Data> args;
+  for (const Proxy& a : t.args) args.push_back(rank_input(a.type, me()));
+  return args;
+}
+
+// Runs `t` both ways and compares exactly.
+void check_against_reference(const Trace& t, const Mesh& mesh, MpiContext& ctx,
+                             bool alias_waits = false) {
+  const std::vector<Data> got = run_mpi(t, ctx, my_inputs(t), alias_waits);
+  const std::vector<Data> want = run_reference(t, mesh);
+  CHECK(got == want);
+  CHECK(ctx.pending() == 0);
+}
+
+// ---- Cases -----------------------------------------------------------------
+
+// Each collective, each dtype it supports, along dim 0 and a later dim, on
+// every group of `mesh`.
+void check_every_collective(const Mesh& mesh) {
+  MpiContext ctx(mesh);
+  for (const std::string group : {"dp", "shard", "replicate"}) {
+    const int64_t n = mesh.group_size(group);
+    for (DType d : {DType::f32, DType::f64, DType::i64, DType::i32}) {
+      INFO("rank " << me() << " of " << mesh_description(mesh) << ", group " << group << ", "
+                   << dtype_name(d));
+      const Attrs g{{"group", group}, {"size", n}};
+      auto with = [&](Attrs a, std::initializer_list<std::pair<std::string, AttrValue>> more) {
+        for (const auto& [k, v] : more) a.set(k, v);
+        return a;
+      };
+      for (int64_t dim : {0, 1}) {
+        check_against_reference(
+            collective_trace(OpId::AllGather, tensor({3, 2, 2}, d), with(g, {{"dim", dim}})), mesh,
+            ctx);
+        const Shape rs = dim == 0 ? Shape{2 * n, 3} : Shape{2, 3 * n, 2};
+        check_against_reference(collective_trace(OpId::ReduceScatter, tensor(rs, d),
+                                                 with(g, {{"dim", dim}, {"op", "sum"}})),
+                                mesh, ctx);
+      }
+      check_against_reference(
+          collective_trace(OpId::AllReduce, tensor({4, 3}, d), with(g, {{"op", "sum"}})), mesh, ctx);
+      for (int64_t root : {int64_t{0}, n - 1})
+        check_against_reference(
+            collective_trace(OpId::Broadcast, tensor({5}, d), with(g, {{"root", root}})), mesh,
+            ctx);
+    }
+    // Gathers and broadcasts move any dtype's bytes.
+    INFO("bool on group " << group);
+    check_against_reference(
+        collective_trace(OpId::AllGather, tensor({3}, DType::boolean),
+                         {{"group", group}, {"size", n}, {"dim", int64_t{0}}}),
+        mesh, ctx);
+    check_against_reference(
+        collective_trace(OpId::Broadcast, tensor({3}, DType::boolean),
+                         {{"group", group}, {"size", n}, {"root", n - 1}}),
+        mesh, ctx);
+  }
+}
+
+TEST_CASE("every collective on every group of the flat mesh matches the reference", "[flat]") {
+  check_every_collective(flat_mesh(world()));
+}
+
+TEST_CASE("every collective on every group of a 2x2 mesh matches the reference", "[mesh2x2]") {
+  if (world() != 4) {
+    WARN("skipped: a 2x2 mesh needs mpirun -np 4, this job has " << world() << " ranks");
+    return;
+  }
+  check_every_collective(Mesh{2, 2});
+}
+
+TEST_CASE("2x2 mesh communicators hold the mesh's ranks in its order", "[mesh2x2]") {
+  if (world() != 4) return;
+  ProcessGroups groups(Mesh{2, 2});
+  CHECK(groups.size("dp") == 4);
+  CHECK(groups.rank_in("dp") == me());
+  CHECK(groups.size("shard") == 2);
+  CHECK(groups.rank_in("shard") == me() % 2);  // replica-major: shards contiguous
+  CHECK(groups.size("replicate") == 2);
+  CHECK(groups.rank_in("replicate") == me() / 2);
+}
+
+TEST_CASE("padded shards: 64 rows gathered and reduce-scattered over any world", "[flat]") {
+  const Mesh mesh = flat_mesh(world());
+  MpiContext ctx(mesh);
+  const int64_t w = world(), rows = (64 + w - 1) / w;  // 22 rows each over 3 ranks
+  if (w == 3) CHECK(rows == 22);
+  check_against_reference(collective_trace(OpId::AllGather, tensor({rows, 5}, DType::f32),
+                                           {{"group", "dp"}, {"size", w}, {"dim", int64_t{0}}}),
+                          mesh, ctx);
+  check_against_reference(
+      collective_trace(OpId::ReduceScatter, tensor({rows * w, 5}, DType::f32),
+                       {{"group", "dp"}, {"size", w}, {"dim", int64_t{0}}, {"op", "sum"}}),
+      mesh, ctx);
+}
+
+TEST_CASE("a size attribute that is not the group's size is a user error", "[flat]") {
+  MpiContext ctx(flat_mesh(world()));
+  const int64_t w = world();
+  const Trace t = collective_trace(OpId::AllReduce, tensor({4}, DType::f32),
+                                   {{"group", "dp"}, {"size", w + 1}, {"op", "sum"}});
+  // Every rank sees the same mismatch and throws before any MPI call.
+  CHECK_THROWS_AS(run_mpi(t, ctx, my_inputs(t)), Error);
+  CHECK_THROWS_WITH(run_mpi(t, ctx, my_inputs(t)),
+                    Contains("group 'dp' has " + std::to_string(w) + " ranks") &&
+                        Contains("the trace says size=" + std::to_string(w + 1)));
+  const Trace unknown = collective_trace(OpId::AllReduce, tensor({4}, DType::f32),
+                                         {{"group", "tp"}, {"size", w}, {"op", "sum"}});
+  CHECK_THROWS_WITH(run_mpi(unknown, ctx, my_inputs(unknown)),
+                    Contains("unknown process group 'tp'"));
+  CHECK(ctx.pending() == 0);
+}
+
+TEST_CASE("a mesh that does not match the MPI world says how many processes it needs", "[flat]") {
+  const int w = world();
+  CHECK_THROWS_WITH(ProcessGroups(Mesh{2, w}),
+                    Contains("2x" + std::to_string(w) + " mesh (replicas x shards) needs " +
+                             std::to_string(2 * w) + " processes, mpirun started " +
+                             std::to_string(w)));
+  CHECK_THROWS_WITH(ProcessGroups(flat_mesh(w + 1)),
+                    Contains("needs " + std::to_string(w + 1) + " processes"));
+}
+
+// Three collectives in flight at once, waited in the reverse order.
+TEST_CASE("collectives in flight together complete in any wait order", "[flat]") {
+  const Mesh mesh = flat_mesh(world());
+  const int64_t w = world();
+  Trace t;
+  TraceBuilder tb(t);
+  tb.add_arg(arg("x", tensor({2 * w, 3}, DType::f64)));
+  const Attrs dp{{"group", "dp"}, {"size", w}};
+  Attrs sum = dp, gather = dp;
+  sum.set("op", "sum");
+  gather.set("dim", int64_t{0});
+  Attrs scatter = sum;
+  scatter.set("dim", int64_t{0});
+  const Proxy a = tb.emit1(OpId::AllReduce, {Operand::of("x")}, sum);
+  const Proxy g = tb.emit1(OpId::AllGather, {Operand::of("x")}, gather);
+  const Proxy s = tb.emit1(OpId::ReduceScatter, {Operand::of("x")}, scatter);
+  const Proxy ws = tb.emit1(OpId::Wait, {Operand::of(s.name)});
+  const Proxy wg = tb.emit1(OpId::Wait, {Operand::of(g.name)});
+  const Proxy wa = tb.emit1(OpId::Wait, {Operand::of(a.name)});
+  t.returns = ReturnTree::tuple(
+      {ReturnTree::leaf(wa.name), ReturnTree::leaf(wg.name), ReturnTree::leaf(ws.name)});
+  MpiContext ctx(mesh);
+  check_against_reference(t, mesh, ctx);
+  check_against_reference(t, mesh, ctx, /*alias_waits=*/true);
+}
+
+// The runtime may run an all_reduce in place and give a wait its future's
+// buffer; MPI forbids aliased send and receive buffers, so the kernel must
+// notice.
+TEST_CASE("an in-place all_reduce and a wait into the future's buffer", "[flat]") {
+  MpiContext ctx(flat_mesh(world()));
+  const int64_t w = world();
+  const Trace t = collective_trace(OpId::AllReduce, tensor({6}, DType::i64),
+                                   {{"group", "dp"}, {"size", w}, {"op", "sum"}});
+  const BoundSymbol& start = t.bsyms[0];
+  const BoundSymbol& finish = t.bsyms[1];
+  std::vector<int64_t> buf(6);
+  for (int i = 0; i < 6; ++i) buf[i] = 10 * me() + i;
+  const TensorType& future = start.output().type;
+  const TensorType& value = finish.output().type;
+  mpi_executor().kernel(start.op)(ctx, start, {{buf.data(), &t.args[0].type}}, {{buf.data(), &future}});
+  mpi_executor().kernel(finish.op)(ctx, finish, {{buf.data(), &future}}, {{buf.data(), &value}});
+  for (int i = 0; i < 6; ++i) CHECK(buf[i] == 10 * w * (w - 1) / 2 + w * i);
+}
+
+// Open MPI advances a non-blocking collective only inside MPI calls: calling
+// progress() between pieces of compute must finish it before the wait.
+TEST_CASE("progress() completes an all_reduce while the rank computes", "[flat]") {
+  MpiContext ctx(flat_mesh(world()));
+  const int64_t w = world(), n = int64_t{1} << 20;  // 4 MiB: several rounds of the schedule
+  const Trace t = collective_trace(OpId::AllReduce, tensor({n}, DType::f32),
+                                   {{"group", "dp"}, {"size", w}, {"op", "sum"}});
+  std::vector<float> x(n, static_cast<float>(me() + 1)), y(n, 0.0f);
+  const BoundSymbol& start = t.bsyms[0];
+  const BoundSymbol& finish = t.bsyms[1];
+  mpi_executor().kernel(start.op)(ctx, start, {{x.data(), &t.args[0].type}},
+                                  {{y.data(), &start.output().type}});
+  CHECK(ctx.pending() == 1);
+  volatile double sink = 0;  // dummy compute between progress calls
+  size_t open = 1;
+  int rounds = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (open > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 10000; ++i) sink = sink + i * 0.5;
+    open = ctx.progress();
+    ++rounds;
+  }
+  INFO("rank " << me() << " after " << rounds << " progress rounds");
+  CHECK(open == 0);
+  CHECK(ctx.pending() == 1);  // complete, but still waiting for its wait
+  mpi_executor().kernel(finish.op)(ctx, finish, {{y.data(), &start.output().type}},
+                                   {{y.data(), &finish.output().type}});
+  CHECK(ctx.pending() == 0);
+  const float want = static_cast<float>(w * (w + 1) / 2);
+  CHECK(y.front() == want);
+  CHECK(y.back() == want);
+}
+
+TEST_CASE("the mpi executor claims CPU collectives it can run", "[flat]") {
+  const Executor& mpi = mpi_executor();
+  CHECK(mpi.name() == "mpi");
+  auto first = [](OpId op, DType d, Attrs attrs) {
+    return collective_trace(op, tensor({4, 2}, d), std::move(attrs)).bsyms;
+  };
+  const Attrs sum{{"group", "dp"}, {"size", int64_t{2}}, {"op", "sum"}};
+  const auto reduce_f32 = first(OpId::AllReduce, DType::f32, sum);
+  CHECK(mpi.claims(reduce_f32[0]));
+  CHECK(mpi.claims(reduce_f32[1]));  // its wait
+  CHECK_FALSE(mpi.claims(first(OpId::AllReduce, DType::bf16, sum)[0]));
+  CHECK(mpi.claims(first(OpId::AllGather, DType::bf16,
+                         {{"group", "dp"}, {"size", int64_t{2}}, {"dim", int64_t{0}}})[0]));
+  BoundSymbol on_gpu = reduce_f32[0];
+  on_gpu.outputs[0].type.device = Device{DeviceKind::cuda, 0};
+  CHECK_FALSE(mpi.claims(on_gpu));
+  BoundSymbol not_a_collective;
+  not_a_collective.op = OpId::Neg;
+  not_a_collective.outputs.push_back(reduce_f32[1].outputs[0]);
+  CHECK_FALSE(mpi.claims(not_a_collective));
+}
+
+}  // namespace
+}  // namespace fsdpc

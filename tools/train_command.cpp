@@ -1,0 +1,184 @@
+// fsdpc train: sharded training on every rank of `mpirun -np N fsdpc train`.
+// The global batch of each step is split across the data-parallel ranks
+// (each its contiguous slice, DistributedSampler semantics); the logged loss
+// is the mean over the global batch, printed by rank 0 only.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "executors/comm/mpi_world.h"
+#include "frontend/gpt2.h"
+#include "frontend/jit.h"
+#include "frontend/models.h"
+#include "ir/error.h"
+#include "runtime/data.h"
+#include "tools/cli_io.h"
+#include "tools/commands.h"
+
+namespace fsdpc::cli {
+
+namespace {
+
+struct TrainArgs {
+  ModelSource src;
+  std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", optimizer = "adamw";
+  std::string log_json, save_state, mem_cap;
+  int prefetch = 1, max_inflight = 2, steps = 20, grad_accum = 1;
+  double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
+  uint64_t seed = 0;
+};
+
+int64_t parse_bytes(const std::string& text) {
+  std::istringstream in(text);
+  double v = 0;
+  std::string unit;
+  if (!(in >> v) || v <= 0) fail("--mem-cap '", text, "': expected a positive size such as 512M or 2G");
+  in >> unit;
+  double mult = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024
+                : unit == "G" ? 1024.0 * 1024 * 1024 : -1;
+  if (mult < 0) fail("--mem-cap '", text, "': unit must be B, K, M or G");
+  return static_cast<int64_t>(v * mult);
+}
+
+JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
+  JitOptions o;
+  auto strategy = parse_strategy(a.strategy);
+  FSDPC_CHECK(strategy) << "CLI11 admitted strategy " << a.strategy;
+  o.pipeline.strategy = *strategy;
+  if (is_hybrid(*strategy)) {
+    if (a.mesh.empty()) fail("--strategy ", a.strategy, " needs --mesh R,S");
+    int r = 0, s = 0;
+    char comma = 0;
+    std::istringstream in(a.mesh);
+    if (!(in >> r >> comma >> s) || comma != ',' || r < 1 || s < 1) fail("--mesh '", a.mesh, "': expected R,S");
+    o.pipeline.mesh = Mesh{r, s};
+  } else {
+    if (!a.mesh.empty()) fail("--mesh applies to hybrid strategies");
+    o.pipeline.mesh = flat_mesh(world);
+  }
+  o.pipeline.wrap = a.wrap;
+  o.pipeline.bucketing = a.bucketing == "unit";
+  o.pipeline.prefetch = a.prefetch;
+  o.pipeline.max_inflight = a.max_inflight;
+  o.pipeline.verify = false;  // verified by the tests; training runs the passes only
+  if (a.grad_accum != 1) fail("--grad-accum ", a.grad_accum, ": gradient accumulation is not supported by train yet");
+  int64_t batch = a.src.batch ? a.src.batch : (is_gpt2 ? 2 * world : 64);  // global
+  if (batch % world != 0) fail("--batch ", batch, " must be divisible by the ", world, " data-parallel ranks");
+  o.capture.batch = batch / world;
+  if (a.src.seq) o.capture.seq = a.src.seq;
+  o.mean_square_loss = !is_gpt2;
+  o.engine.optimizer.kind = a.optimizer == "sgd" ? OptimizerOptions::Kind::sgd : OptimizerOptions::Kind::adamw;
+  o.engine.optimizer.lr = a.lr;
+  o.engine.optimizer.weight_decay = a.weight_decay;
+  o.engine.optimizer.momentum = a.momentum;
+  o.engine.clip = a.clip;
+  o.engine.seed = a.seed;
+  if (!a.mem_cap.empty()) o.engine.mem_cap = parse_bytes(a.mem_cap);
+  return o;
+}
+
+std::string step_json(int step, const StepResult& r, double tokens_per_s, const MemStats& m) {
+  std::ostringstream js;
+  js.precision(9);
+  js << "{\"step\": " << step << ", \"loss\": " << r.loss << ", \"grad_norm\": " << r.grad_norm
+     << ", \"step_ms\": " << r.seconds * 1e3 << ", \"tokens_per_s\": " << tokens_per_s << ", \"peak_bytes\": {";
+  for (size_t c = 0; c < kNumMemCategories; ++c)
+    js << (c ? ", " : "") << "\"" << mem_category_name(static_cast<MemCategory>(c)) << "\": " << m.peak[c];
+  js << ", \"total\": " << m.total_peak << "}}";
+  return js.str();
+}
+
+void save_state(const std::string& path, const std::map<std::string, HostTensor>& state) {
+  std::ostringstream js;
+  js.precision(9);
+  js << "{";
+  bool first = true;
+  for (const auto& [name, t] : state) {
+    js << (first ? "\n" : ",\n") << "  \"" << name << "\": {\"shape\": " << shape_str(t.shape) << ", \"data\": [";
+    for (size_t i = 0; i < t.f32.size(); ++i) js << (i ? ", " : "") << t.f32[i];
+    js << "]}";
+    first = false;
+  }
+  js << "\n}\n";
+  write_output(path, js.str());
+}
+
+void run_train(const TrainArgs& a) {
+  mpi_init();
+  const int world = mpi_world_size(), rank = mpi_world_rank();
+  std::unique_ptr<Model> model = a.src.config.empty() ? make_model(a.src.model) : make_model_from_config(a.src.config);
+  const auto* gpt2 = dynamic_cast<const GPT2*>(model.get());
+  JitOptions o = jit_options(a, world, gpt2 != nullptr);
+  std::unique_ptr<Compiled> compiled = jit(*model, o);
+
+  std::ofstream log;
+  if (rank == 0 && !a.log_json.empty()) {
+    log.open(a.log_json, std::ios::trunc);
+    if (!log) fail(a.log_json, ": cannot open for writing");
+  }
+  const int64_t b_local = *o.capture.batch;
+  std::vector<ModelInput> shapes = model->inputs(o.capture);
+  SyntheticTokens tokens(a.seed, gpt2 ? gpt2->config().vocab_size : 1);
+  for (int step = 0; step < a.steps; ++step) {
+    std::vector<HostTensor> batch;
+    int64_t tokens_in_batch = 0;
+    if (gpt2) {
+      const Shape& s = shapes[0].shape;
+      std::vector<int64_t> idx(static_cast<size_t>(numel(s))), targets(idx.size());
+      tokens.batch(step, rank, world, b_local, s[1], idx.data(), targets.data());
+      batch = {HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))};
+      tokens_in_batch = numel(s) * world;
+    } else {
+      const Shape& s = shapes[0].shape;
+      std::vector<float> x(static_cast<size_t>(numel(s)));
+      synthetic_features(a.seed, step, rank, world, b_local, numel(s) / b_local, x.data());
+      batch = {HostTensor::floats(s, std::move(x))};
+      tokens_in_batch = b_local * world;
+    }
+    compiled->engine().reset_peak_memory();
+    StepResult r = compiled->train_step(batch);
+    if (rank != 0) continue;
+    const MemStats& m = compiled->engine().memory();
+    std::printf("step %3d  loss %.6f  %8.2f ms  %10.0f tok/s  peak %s\n", step, r.loss, r.seconds * 1e3,
+                static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str());
+    std::fflush(stdout);
+    if (log) log << step_json(step, r, static_cast<double>(tokens_in_batch) / r.seconds, m) << "\n" << std::flush;
+  }
+  std::map<std::string, HostTensor> state = compiled->full_state_dict();
+  if (rank == 0 && !a.save_state.empty()) save_state(a.save_state, state);
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model sharded over the ranks of mpirun (a world of 1 without it)");
+  add_model_options(cmd, a->src, /*allow_trace_file=*/false);
+  cmd->add_option("--strategy", a->strategy, "zero3 | zero2 | no_shard | hybrid | hybrid_zero2")
+      ->check(CLI::IsMember({"zero3", "zero2", "no_shard", "hybrid", "hybrid_zero2"}))->capture_default_str();
+  cmd->add_option("--mesh", a->mesh, "R,S: R replicas of S-way sharding (hybrid strategies)");
+  cmd->add_option("--wrap", a->wrap, "FSDP units: block | size:N | none")->capture_default_str();
+  cmd->add_option("--bucketing", a->bucketing, "none | unit")->check(CLI::IsMember({"none", "unit"}))
+      ->capture_default_str();
+  cmd->add_option("--prefetch", a->prefetch, "All_gathers issued K units ahead")->capture_default_str();
+  cmd->add_option("--max-inflight", a->max_inflight, "At most M all_gathers outstanding")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "Optimizer steps")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}))
+      ->capture_default_str();
+  cmd->add_option("--lr", a->lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--weight-decay", a->weight_decay, "Weight decay (AdamW: decoupled)")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--momentum", a->momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--clip", a->clip, "Clip the global gradient norm to C (0: off)")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--grad-accum", a->grad_accum, "Micro-batches per step")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of initialisation and data")->capture_default_str();
+  cmd->add_option("--mem-cap", a->mem_cap, "Per-rank memory cap, e.g. 512M");
+  cmd->add_option("--log-json", a->log_json, "Write one JSON line per step (rank 0)");
+  cmd->add_option("--save-state", a->save_state, "Write the gathered parameters as JSON (rank 0)");
+  // --batch from the model options is the GLOBAL batch here.
+  return Command{cmd, [a] { run_train(*a); }, [a] { check_model_source(a->src, false); }};
+}
+
+}  // namespace fsdpc::cli
