@@ -12,7 +12,10 @@
 //       right before its first consumer. Each reduce_scatter or gradient
 //       all_reduce, with the div/pad/reshape/cat/pack feeding it, is issued as
 //       soon as its inputs exist; its wait [+ all_reduce/wait/unpack] comes
-//       right before its first consumer, or at the end.
+//       right before its first consumer, or at the end — or, when
+//       max_inflight reductions are outstanding and another is issued, the
+//       oldest is waited first (its full-size gradient buffer lives until
+//       then).
 //
 //   ft1 = all_gather(t_a); t2 = wait(ft1); t3 = linear(x, t2)
 //   ft4 = all_gather(t_b); t5 = wait(ft4); t6 = linear(t3, t5)
@@ -104,6 +107,7 @@ class Schedule {
   std::unordered_map<std::string, std::vector<size_t>> awaiting_;
   std::vector<size_t> missing_;  // per part
   std::deque<size_t> ready_;
+  std::deque<size_t> reduces_in_flight_;  // issue parts whose wait may still be pending
 };
 
 Schedule::Schedule(const Trace& t, const ScheduleOptions& o)
@@ -358,11 +362,20 @@ void Schedule::try_issue() {
   while (next_issue_ < released_ && outstanding_.size() < static_cast<size_t>(o_.max_inflight)) issue_next();
 }
 
+// Issues every reduction whose inputs exist. At most max_inflight stay
+// outstanding: a full gradient buffer lives until its reduction's wait, so
+// waiting every one at the end would hold the whole unsharded gradient and
+// undo ZeRO's saving; the oldest is waited first when the limit is reached.
 void Schedule::flush_ready_reduces() {
   while (!ready_.empty()) {
     const size_t p = ready_.front();
     ready_.pop_front();
+    while (reduces_in_flight_.size() >= static_cast<size_t>(o_.max_inflight)) {
+      emit_part(reduces_in_flight_.front() + 1);  // its wait part, claimed right after it
+      reduces_in_flight_.pop_front();
+    }
     emit_part(p);
+    reduces_in_flight_.push_back(p);
   }
 }
 

@@ -207,11 +207,14 @@ TEST_CASE("schedule: gradient collectives are issued as soon as ready and waited
       }
       REQUIRE(issues.size() > 1);
       for (size_t k : issues) {
-        // What feeds the collective follows right after the statement that made its last input.
+        // What feeds the collective follows right after the statement that
+        // made its last input (with, when max_inflight reductions are
+        // outstanding, the oldest one's wait [+ unpack] in between).
         size_t j = k - 1;
         while (j > 0 && (t.bsyms[j].op == OpId::Div || t.bsyms[j].op == OpId::Pad ||
                          t.bsyms[j].op == OpId::Reshape || t.bsyms[j].op == OpId::Cat ||
-                         t.bsyms[j].op == OpId::Pack))
+                         t.bsyms[j].op == OpId::Pack || t.bsyms[j].op == OpId::Wait ||
+                         t.bsyms[j].op == OpId::Unpack))
           --j;
         bool feeds = false;
         for (const Proxy& o : t.bsyms[j].outputs)
@@ -219,11 +222,22 @@ TEST_CASE("schedule: gradient collectives are issued as soon as ready and waited
             for (const Operand& in : t.bsyms[u].inputs) feeds = feeds || in.name == o.name;
         CHECK(feeds);
       }
-      // The first one overlaps later compute: its wait comes after the last compute statement.
+      // The first one overlaps later compute: its wait comes after compute
+      // that follows its issue; the last one's wait after the last compute.
       CHECK(issues.front() < last_compute);
-      for (size_t i = 0; i < t.bsyms.size(); ++i)
-        if (t.bsyms[i].op == OpId::Wait && t.bsyms[i].inputs[0].name == t.bsyms[issues.front()].output().name)
-          CHECK(i > last_compute);
+      size_t outstanding = 0, most = 0;
+      for (size_t i = 0; i < t.bsyms.size(); ++i) {
+        const BoundSymbol& b = t.bsyms[i];
+        if (b.op == OpId::ReduceScatter || (b.op == OpId::AllReduce && s == Strategy::no_shard))
+          most = std::max(most, ++outstanding);
+        for (size_t k : issues)
+          if (b.op == OpId::Wait && b.inputs[0].name == t.bsyms[k].output().name) {
+            --outstanding;
+            if (k == issues.front()) CHECK(i > k + 1);
+            if (k == issues.back()) CHECK(i > last_compute);
+          }
+      }
+      CHECK(most <= static_cast<size_t>(o.max_inflight));  // the reduction limit
     }
   }
 }

@@ -1,7 +1,10 @@
 // The fsdpc command line. A user's mistake prints one line to stderr and
 // exits with code 2; --help and each sub-command's help exit 0.
+#include <mpi.h>
+
 #include <cstdio>
 
+#include "executors/comm/mpi_world.h"
 #include "ir/error.h"
 #include "tools/commands.h"
 
@@ -40,6 +43,11 @@ int run(int argc, char** argv) {
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "fsdpc: error: %s\n", e.what());
+    // Under mpirun another rank may be waiting in a collective for this one;
+    // a plain exit would leave it (and MPI_Finalize) hanging.
+    int mpi_started = 0;
+    MPI_Initialized(&mpi_started);
+    if (mpi_started && mpi_world_size() > 1) mpi_abort(kUserError);
     return kUserError;
   }
   return 0;

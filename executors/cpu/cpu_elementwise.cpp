@@ -16,9 +16,10 @@ namespace {
 constexpr int64_t kEltwiseMin = 64;
 
 // NaN on either side wins, as torch.maximum (the reference's nan_max).
+// (Bitwise | keeps the select branch-free, so it vectorises.)
 template <class T>
 T nan_max(T a, T b) {
-  return (a > b || a != a) ? a : b;
+  return ((a > b) | (a != a)) ? a : b;
 }
 
 template <class T, class F>
@@ -65,9 +66,11 @@ void zip(const BoundSymbol& b, const Views& in, R* o, int64_t n, F f) {
   }
 }
 
-// x ** c for a scalar exponent: squares are common (variances) and exact.
+// x ** c for a scalar exponent: small integer powers (variances, gelu's
+// cube) as products, which vectorise, where libm's pow is a scalar call.
 void pow_scalar(const float* x, float c, float* y, int64_t n) {
   if (c == 2.0f) return map(x, y, n, [](float v) { return v * v; });
+  if (c == 3.0f) return map(x, y, n, [](float v) { return v * v * v; });
   if (c == 1.0f) return map(x, y, n, [](float v) { return v; });
   map(x, y, n, [c](float v) { return std::pow(v, c); });
 }
