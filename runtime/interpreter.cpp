@@ -72,6 +72,9 @@ std::vector<TensorValue> Interpreter::run(const Trace& trace, std::vector<Tensor
       env[p.name] = std::move(v);
     }
     if (b.op != OpId::Reshape) kernel_for(b)(context_, b, in, out);
+    // A future is waited exactly once (the verifier checks it): its buffer
+    // now lives under the wait's name only, so the wait's del frees it.
+    if (b.op == OpId::Wait) env.erase(b.inputs[0].name);
     if (progress_) progress_();
   }
 

@@ -1,6 +1,7 @@
 // The CPU executor ("cpu"): float32 kernels for every compute op, the six
-// composites and pack/unpack. Matmul, linear, softmax, layer_norm, gelu and the
-// transcendental elementwise ops run on oneDNN; the rest are plain loops.
+// composites and pack/unpack. matmul, linear, attention's matmuls, softmax,
+// gelu, exp and tanh run on oneDNN; the rest are loops the compiler
+// vectorises (layer_norm too: its double statistics are more accurate).
 #pragma once
 
 #include <string>
