@@ -40,17 +40,37 @@ Compiled::Compiled(std::vector<Stage> stages, std::unique_ptr<Engine> engine)
     : stages_(std::move(stages)), engine_(std::move(engine)) {}
 
 std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
-  Trace captured = capture(model, options.capture);
+  const int k = options.engine.grad_accum;
+  if (k < 1) fail("grad_accum must be at least 1, got ", k);
+  CaptureOptions co = options.capture;
+  if (k > 1) {
+    const int64_t batch = co.batch.value_or(model.inputs(co).at(0).shape.at(0));
+    if (batch % k != 0) fail("the per-rank batch ", batch, " does not split into ", k, " equal micro-batches");
+    co.batch = batch / k;
+  }
+  Trace captured = capture(model, co);
   if (options.mean_square_loss) captured = with_mean_square_loss(std::move(captured));
   std::vector<Stage> stages = compile(captured, options.pipeline);
+  auto final_traces = [](const std::vector<Stage>& s) {
+    return StepTraces{s.back().traces.at(0), s.back().traces.at(1)};
+  };
+  EngineTraces traces{final_traces(stages), {}, {}};
+  if (k > 1 && options.engine.no_sync) {
+    // PyTorch's no_sync: unsharded local gradients for K-1 micro-batches,
+    // added to the last one's before it synchronises.
+    PipelineOptions local = options.pipeline, last = options.pipeline;
+    local.sync_grads = false;
+    last.accumulate_grads = true;
+    traces.no_sync = final_traces(compile(captured, local));
+    traces.accumulate = final_traces(compile(captured, last));
+  }
 
   std::vector<ParamPlan> plans;
   for (const NamedParam& p : model.named_parameters())
     plans.push_back({p.path, p.spec->shape, to_param_init(p.spec->init)});
   EngineOptions engine = options.engine;
   engine.mesh = options.pipeline.mesh;
-  const Stage& last = stages.back();
-  auto e = std::make_unique<Engine>(last.traces.at(0), last.traces.at(1), std::move(plans), engine);
+  auto e = std::make_unique<Engine>(traces, std::move(plans), engine);
   return std::make_unique<Compiled>(std::move(stages), std::move(e));
 }
 

@@ -20,7 +20,10 @@
 namespace fsdpc {
 
 struct JitOptions {
-  CaptureOptions capture;     // this rank's batch (and sequence length)
+  // This rank's batch (and sequence length); with engine.grad_accum = K the
+  // model is captured for micro-batches of batch / K, and train_step takes
+  // the whole batch and splits it.
+  CaptureOptions capture;
   PipelineOptions pipeline;   // strategy, mesh, wrap, bucketing, prefetch, ...
   EngineOptions engine;       // executor, optimizer, clip, seed, mem cap (mesh: pipeline's)
   // A model whose first output is not a scalar (the tutorial mlp) trains on

@@ -30,20 +30,28 @@ HostTensor HostTensor::ints(Shape shape, std::vector<int64_t> data) {
   return t;
 }
 
-Engine::Engine(const Trace& forward, const Trace& backward, std::vector<ParamPlan> plans,
-               const EngineOptions& options)
+Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const EngineOptions& options)
     : options_(options), allocator_(Device{}, options.mem_cap) {
+  if (options_.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options_.grad_accum);
   mpi_ = std::make_unique<MpiContext>(options_.mesh);
   std::vector<const Executor*> executors = executors_for(options_.executor);
-  forward_ = claim(forward, executors);
-  backward_ = claim(backward, executors);
+  auto claimed = [&](const StepTraces& t) {
+    return StepTraces{claim(t.forward, executors), claim(t.backward, executors)};
+  };
+  sync_ = claimed(traces.sync);
+  if (options_.no_sync && options_.grad_accum > 1) {
+    FSDPC_CHECK(traces.no_sync && traces.accumulate) << "no_sync accumulation needs its traces";
+    no_sync_ = claimed(*traces.no_sync);
+    accumulate_ = claimed(*traces.accumulate);
+  }
   interpreter_ = std::make_unique<Interpreter>(allocator_, executors, *mpi_, [this] { mpi_->progress(); });
 
   std::unordered_map<std::string, ParamPlan> by_path;
   for (ParamPlan& p : plans) by_path[p.path] = std::move(p);
   const std::string shard_group = options_.mesh.replicas == 1 ? "dp" : "shard";
-  for (size_t i = 0; i < forward_.args.size(); ++i) {
-    const Proxy& a = forward_.args[i];
+  const Trace& forward = sync_.forward;
+  for (size_t i = 0; i < forward.args.size(); ++i) {
+    const Proxy& a = forward.args[i];
     if (!a.is_param()) continue;
     auto it = by_path.find(a.param_path);
     FSDPC_CHECK(it != by_path.end()) << "no initialisation plan for parameter " << a.param_path;
@@ -72,14 +80,14 @@ double Engine::all_reduce_sum(double v, const std::string& group) {
   return out;
 }
 
-std::vector<TensorValue> Engine::forward_args(const std::vector<HostTensor>& inputs) {
-  std::vector<TensorValue> args(forward_.args.size());
+std::vector<TensorValue> Engine::forward_args(const Trace& forward, const std::vector<HostTensor>& inputs) {
+  std::vector<TensorValue> args(forward.args.size());
   size_t next_input = 0;
-  for (size_t i = 0; i < forward_.args.size(); ++i) {
-    const Proxy& a = forward_.args[i];
+  for (size_t i = 0; i < forward.args.size(); ++i) {
+    const Proxy& a = forward.args[i];
     if (a.is_param()) continue;
     if (next_input >= inputs.size())
-      fail("train_step: the model takes ", forward_.args.size() - params_.size(), " inputs, got ", inputs.size());
+      fail("train_step: the model takes ", forward.args.size() - params_.size(), " inputs, got ", inputs.size());
     const HostTensor& h = inputs[next_input++];
     if (h.shape != a.type.shape || h.dtype != a.type.dtype)
       fail("input ", a.name, ": expected ", dtype_name(a.type.dtype), shape_str(a.type.shape), ", got ",
@@ -93,21 +101,96 @@ std::vector<TensorValue> Engine::forward_args(const std::vector<HostTensor>& inp
   return args;
 }
 
-StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<TensorValue> outs = interpreter_->run(forward_, forward_args(inputs));
-  const size_t n_out = forward_.returns.items.at(0).items.size();
+namespace {
+// Rows [k*b, (k+1)*b) of every input: the k-th micro-batch.
+std::vector<HostTensor> micro_batch(const std::vector<HostTensor>& inputs, int k, int count) {
+  std::vector<HostTensor> out;
+  for (const HostTensor& h : inputs) {
+    if (h.shape.empty() || h.shape[0] % count != 0)
+      fail("--grad-accum ", count, ": the per-rank batch ", h.shape.empty() ? 0 : h.shape[0],
+           " does not split into equal micro-batches");
+    HostTensor m = h;
+    m.shape[0] = h.shape[0] / count;
+    const size_t n = static_cast<size_t>(numel(m.shape)), off = n * static_cast<size_t>(k);
+    if (h.dtype == DType::f32) m.f32.assign(h.f32.begin() + off, h.f32.begin() + off + n);
+    else m.i64.assign(h.i64.begin() + off, h.i64.begin() + off + n);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+}  // namespace
+
+double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
+                          const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads) {
+  std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, inputs));
+  const size_t n_out = t.forward.returns.items.at(0).items.size();
   const TensorValue loss = outs.at(0);
   if (numel(loss.type.shape) != 1 || loss.type.dtype != DType::f32)
     fail("train_step: the model's first output is ", type_str(loss.type), "; training needs a scalar f32 loss");
-
+  // The backward takes the saved values, then acc_* (accumulated unsharded
+  // gradients, by parameter), then the cotangent of the loss.
   std::vector<TensorValue> bargs(outs.begin() + static_cast<long>(n_out), outs.end());
   outs.clear();
-  FSDPC_CHECK(bargs.size() + 1 == backward_.args.size()) << "backward takes saved values and the cotangent";
-  TensorValue ct = allocate_tensor(allocator_, backward_.args.back().type, MemCategory::activations);
-  *static_cast<float*>(ct.data()) = 1.0f;
+  // acc[i] belongs to the i-th parameter that requires grad; the backward
+  // names each one acc_<parameter proxy>, in its own order.
+  for (size_t i = bargs.size(); i + 1 < t.backward.args.size(); ++i) {
+    const std::string& name = t.backward.args[i].name;
+    FSDPC_CHECK(name.rfind("acc_", 0) == 0) << "unexpected backward argument " << name;
+    size_t g = 0;
+    bool found = false;
+    for (const Param& p : params_) {
+      if (!p.requires_grad) continue;
+      if ("acc_" + param_proxy_name(p.plan.path) == name) {
+        bargs.push_back(acc.at(g));
+        found = true;
+        break;
+      }
+      ++g;
+    }
+    FSDPC_CHECK(found) << "no accumulated gradient for " << name;
+  }
+  TensorValue ct = allocate_tensor(allocator_, t.backward.args.back().type, MemCategory::activations);
+  *static_cast<float*>(ct.data()) = static_cast<float>(cotangent);
   bargs.push_back(std::move(ct));
-  std::vector<TensorValue> grads = interpreter_->run(backward_, std::move(bargs));
+  FSDPC_CHECK(bargs.size() == t.backward.args.size()) << "backward argument count";
+  grads = interpreter_->run(t.backward, std::move(bargs));
+  for (TensorValue& g : grads) allocator_.recategorize(*g.storage, MemCategory::gradients);
+  return *static_cast<const float*>(loss.data());
+}
+
+void Engine::add_into(std::vector<TensorValue>& sum, std::vector<TensorValue>& grads) {
+  if (sum.empty()) {
+    sum = std::move(grads);
+    return;
+  }
+  for (size_t i = 0; i < sum.size(); ++i) {
+    float* s = static_cast<float*>(sum[i].data());
+    const float* g = static_cast<const float*>(grads[i].data());
+    for (int64_t j = 0, n = numel(sum[i].type.shape); j < n; ++j) s[j] += g[j];
+  }
+  grads.clear();
+}
+
+StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
+  auto t0 = std::chrono::steady_clock::now();
+  const int k_total = options_.grad_accum;
+  // The loss is the mean over micro-batches: each backward's cotangent is 1/K.
+  const double ct = 1.0 / k_total;
+  std::vector<TensorValue> grads, sum, local;  // local: unsharded no_sync gradients
+  double loss_sum = 0;
+  for (int k = 0; k < k_total; ++k) {
+    std::vector<HostTensor> micro = k_total == 1 ? inputs : micro_batch(inputs, k, k_total);
+    if (!no_sync_) {
+      loss_sum += micro_step(sync_, micro, ct, {}, grads);
+      add_into(sum, grads);
+    } else if (k + 1 < k_total) {
+      loss_sum += micro_step(*no_sync_, micro, ct, {}, grads);
+      add_into(local, grads);
+    } else {
+      loss_sum += micro_step(*accumulate_, micro, ct, local, sum);
+      local.clear();
+    }
+  }
 
   // The gradients, one per parameter that requires grad, in argument order.
   std::vector<ParamRef> refs;
@@ -115,8 +198,7 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   size_t g = 0;
   for (Param& p : params_) {
     if (!p.requires_grad) continue;
-    TensorValue& grad = grads.at(g++);
-    allocator_.recategorize(*grad.storage, MemCategory::gradients);
+    TensorValue& grad = sum.at(g++);
     const float* d = static_cast<const float*>(grad.data());
     int64_t n = numel(grad.type.shape);
     double sq = 0;
@@ -128,9 +210,7 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   if (options_.clip > 0) {
     // Shards of one gradient live on the ranks of its shard group; replicas
     // hold the same rows, so the sum runs over the shard group only.
-    double total = replicated_sq + (sharded_sq > 0 || options_.mesh.world() > 1
-                                        ? all_reduce_sum(sharded_sq, options_.mesh.replicas == 1 ? "dp" : "shard")
-                                        : 0.0);
+    double total = replicated_sq + all_reduce_sum(sharded_sq, options_.mesh.replicas == 1 ? "dp" : "shard");
     r.grad_norm = std::sqrt(total);
     if (r.grad_norm > options_.clip) {
       float scale = static_cast<float>(options_.clip / (r.grad_norm + 1e-6));
@@ -139,14 +219,14 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     }
   }
   optimizer_->step(refs);
-  r.loss = all_reduce_sum(*static_cast<const float*>(loss.data()), "dp") / options_.mesh.world();
+  r.loss = all_reduce_sum(loss_sum / k_total, "dp") / options_.mesh.world();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
 std::vector<HostTensor> Engine::forward(const std::vector<HostTensor>& inputs) {
-  std::vector<TensorValue> outs = interpreter_->run(forward_, forward_args(inputs));
-  const size_t n_out = forward_.returns.items.at(0).items.size();
+  std::vector<TensorValue> outs = interpreter_->run(sync_.forward, forward_args(sync_.forward, inputs));
+  const size_t n_out = sync_.forward.returns.items.at(0).items.size();
   std::vector<HostTensor> result;
   for (size_t i = 0; i < n_out; ++i) {
     const TensorValue& v = outs[i];

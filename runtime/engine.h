@@ -41,6 +41,12 @@ struct ParamPlan {
 
 struct EngineOptions {
   Mesh mesh;
+  // Gradient accumulation: train_step splits this rank's batch into
+  // grad_accum micro-batches. With no_sync (PyTorch's), the first
+  // grad_accum-1 keep unsharded local gradients and only the last
+  // synchronises; without it every micro-batch reduces its gradients.
+  int grad_accum = 1;
+  bool no_sync = false;
   std::string executor = "cpu";
   OptimizerOptions optimizer;
   double clip = 0;  // max gradient norm; 0: no clipping
@@ -54,11 +60,25 @@ struct StepResult {
   double seconds = 0;
 };
 
+// A forward and its backward: the pipeline's final traces (unclaimed).
+struct StepTraces {
+  Trace forward, backward;
+};
+
+// The traces of each kind of micro-batch (passes/grad.h GradOptions).
+struct EngineTraces {
+  StepTraces sync;                       // gradients synchronised
+  std::optional<StepTraces> no_sync;     // unsharded local gradients (no_sync micro-batches)
+  std::optional<StepTraces> accumulate;  // adds acc_* before synchronising (the last one)
+};
+
 class Engine {
  public:
-  // `forward` and `backward` are the pipeline's final traces (unclaimed).
-  // Collective over the mesh's ranks (builds communicators).
-  Engine(const Trace& forward, const Trace& backward, std::vector<ParamPlan> params, const EngineOptions& options);
+  // Collective over the mesh's ranks (builds communicators). no_sync with
+  // grad_accum > 1 needs the no_sync and accumulate traces.
+  Engine(const EngineTraces& traces, std::vector<ParamPlan> params, const EngineOptions& options);
+  Engine(const Trace& forward, const Trace& backward, std::vector<ParamPlan> params, const EngineOptions& options)
+      : Engine(EngineTraces{{forward, backward}, {}, {}}, std::move(params), options) {}
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -79,8 +99,8 @@ class Engine {
   // Every full parameter gathered to rank 0 (other ranks get an empty map).
   std::map<std::string, HostTensor> full_state_dict();
 
-  const Trace& forward_trace() const { return forward_; }
-  const Trace& backward_trace() const { return backward_; }
+  const Trace& forward_trace() const { return sync_.forward; }
+  const Trace& backward_trace() const { return sync_.backward; }
   const MemStats& memory() const { return allocator_.stats(); }
   void reset_peak_memory() { allocator_.reset_peaks(); }
   int rank() const;
@@ -95,13 +115,18 @@ class Engine {
     std::string group;  // the group whose shards make up the parameter; "" when replicated
     bool requires_grad = true;
   };
-  std::vector<TensorValue> forward_args(const std::vector<HostTensor>& inputs);
+  std::vector<TensorValue> forward_args(const Trace& forward, const std::vector<HostTensor>& inputs);
   double all_reduce_sum(double v, const std::string& group);
+  // Runs one micro-batch; returns its local loss and its gradients.
+  double micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
+                    const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads);
+  void add_into(std::vector<TensorValue>& sum, std::vector<TensorValue>& grads);
 
   EngineOptions options_;
   Allocator allocator_;
   std::unique_ptr<MpiContext> mpi_;
-  Trace forward_, backward_;
+  StepTraces sync_;
+  std::optional<StepTraces> no_sync_, accumulate_;
   std::vector<Param> params_;
   std::unique_ptr<Interpreter> interpreter_;
   std::unique_ptr<Optimizer> optimizer_;

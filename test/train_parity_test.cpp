@@ -1,6 +1,7 @@
 // The FSDP promise, end to end: `mpirun -np N fsdpc train` gives the same
 // per-step losses and final (gathered) weights as one process, for every
-// strategy, with padding (N = 3), unit bucketing and gradient clipping, on
+// strategy, with padding (N = 3), unit bucketing, gradient clipping and
+// gradient accumulation (with and without no_sync), on
 // gpt2-tiny over 10 steps. f32 sums run in a different order when sharded,
 // so values agree to rounding: with SGD (momentum 0.9) every weight agrees to
 // 1e-5 relative. AdamW divides each gradient by its own running RMS, which
@@ -97,6 +98,10 @@ const std::vector<Case> kCases = {
     {2, "--strategy no_shard"},
     {4, "--strategy hybrid --mesh 2,2"},
     {4, "--strategy hybrid_zero2 --mesh 2,2 --bucketing unit"},
+    {2, "--strategy zero3 --grad-accum 2"},
+    {2, "--strategy zero3 --grad-accum 2 --no-sync"},
+    {3, "--strategy zero2 --grad-accum 2 --no-sync --bucketing unit"},
+    {2, "--strategy no_shard --grad-accum 3 --no-sync"},
 };
 
 }  // namespace

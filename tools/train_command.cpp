@@ -25,6 +25,7 @@ struct TrainArgs {
   std::string log_json, save_state, mem_cap;
   int prefetch = 1, max_inflight = 2, steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
+  bool no_sync = false;
   uint64_t seed = 0;
 };
 
@@ -61,7 +62,6 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   o.pipeline.prefetch = a.prefetch;
   o.pipeline.max_inflight = a.max_inflight;
   o.pipeline.verify = false;  // verified by the tests; training runs the passes only
-  if (a.grad_accum != 1) fail("--grad-accum ", a.grad_accum, ": gradient accumulation is not supported by train yet");
   int64_t batch = a.src.batch ? a.src.batch : (is_gpt2 ? 2 * world : 64);  // global
   if (batch % world != 0) fail("--batch ", batch, " must be divisible by the ", world, " data-parallel ranks");
   o.capture.batch = batch / world;
@@ -72,6 +72,8 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   o.engine.optimizer.weight_decay = a.weight_decay;
   o.engine.optimizer.momentum = a.momentum;
   o.engine.clip = a.clip;
+  o.engine.grad_accum = a.grad_accum;
+  o.engine.no_sync = a.no_sync;
   o.engine.seed = a.seed;
   if (!a.mem_cap.empty()) o.engine.mem_cap = parse_bytes(a.mem_cap);
   return o;
@@ -173,6 +175,7 @@ Command add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--grad-accum", a->grad_accum, "Micro-batches per step")->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--no-sync", a->no_sync, "With --grad-accum: synchronise gradients on the last micro-batch only");
   cmd->add_option("--seed", a->seed, "Seed of initialisation and data")->capture_default_str();
   cmd->add_option("--mem-cap", a->mem_cap, "Per-rank memory cap, e.g. 512M");
   cmd->add_option("--log-json", a->log_json, "Write one JSON line per step (rank 0)");
