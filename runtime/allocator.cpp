@@ -39,6 +39,14 @@ Allocator::Allocator(Device device, std::optional<int64_t> cap_bytes) : device_(
 
 Allocator::~Allocator() {
   FSDPC_CHECK(live_buffers_ == 0) << live_buffers_ << " buffers outlive their allocator";
+  release_cache();
+}
+
+void Allocator::release_cache() {
+  for (auto& [size, blocks] : cache_)
+    for (void* p : blocks) std::free(p);
+  cache_.clear();
+  cached_bytes_ = 0;
 }
 
 std::shared_ptr<Storage> Allocator::allocate(int64_t bytes, MemCategory category) {
@@ -53,9 +61,15 @@ std::shared_ptr<Storage> Allocator::allocate(int64_t bytes, MemCategory category
          live.empty() ? "nothing" : live, ")");
   }
   size_t rounded = (static_cast<size_t>(bytes) + kAlign - 1) / kAlign * kAlign;
-  void* data = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
+  void* data = nullptr;
+  if (auto it = cache_.find(rounded); it != cache_.end() && !it->second.empty()) {
+    data = it->second.back();
+    it->second.pop_back();
+    cached_bytes_ -= static_cast<int64_t>(rounded);
+  } else if (rounded) {
+    data = std::aligned_alloc(kAlign, rounded);
+  }
   if (rounded && !data) fail("out of host memory allocating ", format_bytes(bytes), " of ", mem_category_name(category));
-  if (data) std::memset(data, 0, rounded);
   size_t c = static_cast<size_t>(category);
   stats_.live[c] += bytes;
   stats_.peak[c] = std::max(stats_.peak[c], stats_.live[c]);
@@ -63,6 +77,12 @@ std::shared_ptr<Storage> Allocator::allocate(int64_t bytes, MemCategory category
   stats_.total_peak = std::max(stats_.total_peak, stats_.total_live);
   ++live_buffers_;
   return std::shared_ptr<Storage>(new Storage(this, data, bytes, category));
+}
+
+std::shared_ptr<Storage> Allocator::allocate_zeroed(int64_t bytes, MemCategory category) {
+  std::shared_ptr<Storage> s = allocate(bytes, category);
+  if (bytes) std::memset(s->data(), 0, static_cast<size_t>(bytes));
+  return s;
 }
 
 void Allocator::recategorize(Storage& s, MemCategory to) {
@@ -75,7 +95,11 @@ void Allocator::recategorize(Storage& s, MemCategory to) {
 }
 
 void Allocator::release(Storage& s) {
-  std::free(s.data_);
+  if (s.data_) {
+    size_t rounded = (static_cast<size_t>(s.bytes_) + kAlign - 1) / kAlign * kAlign;
+    cache_[rounded].push_back(s.data_);
+    cached_bytes_ += static_cast<int64_t>(rounded);
+  }
   stats_.live[static_cast<size_t>(s.category_)] -= s.bytes_;
   stats_.total_live -= s.bytes_;
   --live_buffers_;

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "ir/types.h"
 
@@ -54,8 +56,12 @@ class Allocator {
   Allocator& operator=(const Allocator&) = delete;
   ~Allocator();
 
-  // Zero-filled. Throws fsdpc::Error when the cap would be exceeded.
+  // Uninitialised: every kernel writes its whole output (zero-filling half
+  // a GiB of activations per step cost as much as the matmuls). Throws
+  // fsdpc::Error when the cap would be exceeded.
   std::shared_ptr<Storage> allocate(int64_t bytes, MemCategory category);
+  // Zero-filled (optimizer moments start at zero).
+  std::shared_ptr<Storage> allocate_zeroed(int64_t bytes, MemCategory category);
   // Moves a buffer's bytes from its category to another (a gradient
   // produced as an activation and kept as the step's gradient).
   void recategorize(Storage& s, MemCategory to);
@@ -66,6 +72,11 @@ class Allocator {
   std::optional<int64_t> cap() const { return cap_; }
   // Live buffers; zero once every Storage has been released.
   int64_t live_buffers() const { return live_buffers_; }
+  // Bytes held for reuse (freed buffers kept by size, as PyTorch's caching
+  // allocator keeps them): a training step allocates the same sizes every
+  // step, and fresh pages from the OS cost as much as the matmuls.
+  int64_t cached_bytes() const { return cached_bytes_; }
+  void release_cache();
 
  private:
   friend class Storage;
@@ -75,6 +86,8 @@ class Allocator {
   std::optional<int64_t> cap_;
   MemStats stats_;
   int64_t live_buffers_ = 0;
+  std::unordered_map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  int64_t cached_bytes_ = 0;
 };
 
 // "12.0 MiB" for messages and logs.

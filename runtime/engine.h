@@ -104,6 +104,8 @@ class Engine {
   const MemStats& memory() const { return allocator_.stats(); }
   void reset_peak_memory() { allocator_.reset_peaks(); }
   int rank() const;
+  const Interpreter& interpreter() const { return *interpreter_; }
+  Interpreter& interpreter() { return *interpreter_; }
   int world() const { return options_.mesh.world(); }
 
  private:

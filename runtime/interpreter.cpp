@@ -1,6 +1,7 @@
 // Statement-by-statement execution of claimed traces.
 #include "runtime/interpreter.h"
 
+#include <chrono>
 #include <unordered_map>
 
 #include "ir/error.h"
@@ -71,7 +72,13 @@ std::vector<TensorValue> Interpreter::run(const Trace& trace, std::vector<Tensor
       out.push_back({v.data(), &p.type});
       env[p.name] = std::move(v);
     }
-    if (b.op != OpId::Reshape) kernel_for(b)(context_, b, in, out);
+    if (b.op != OpId::Reshape) {
+      auto t0 = std::chrono::steady_clock::now();
+      kernel_for(b)(context_, b, in, out);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      (b.op == OpId::Wait ? timing_.wait_s : op_info(b.op).category == OpCategory::collective ? timing_.issue_s
+                                                                                                : timing_.compute_s) += s;
+    }
     // A future is waited exactly once (the verifier checks it): its buffer
     // now lives under the wait's name only, so the wait's del frees it.
     if (b.op == OpId::Wait) env.erase(b.inputs[0].name);

@@ -22,7 +22,7 @@ struct TensorValue {
   void* data() const { return storage ? storage->data() : nullptr; }
 };
 
-// Allocates a zero-filled tensor of `type`.
+// Allocates an uninitialised tensor of `type`.
 TensorValue allocate_tensor(Allocator& allocator, const TensorType& type, MemCategory category);
 
 class Interpreter {
@@ -36,6 +36,15 @@ class Interpreter {
   // Returns the returned values, the return tree flattened left to right.
   std::vector<TensorValue> run(const Trace& trace, std::vector<TensorValue> args);
 
+  // Where the time went, accumulated over every run() (for benchmarks):
+  // compute kernels, issuing collectives, and blocked in waits (the
+  // communication not hidden behind compute).
+  struct Timing {
+    double compute_s = 0, issue_s = 0, wait_s = 0;
+  };
+  const Timing& timing() const { return timing_; }
+  void reset_timing() { timing_ = {}; }
+
  private:
   KernelFn kernel_for(const BoundSymbol& b) const;
 
@@ -43,6 +52,7 @@ class Interpreter {
   std::vector<const Executor*> executors_;
   KernelContext& context_;
   std::function<void()> progress_;
+  Timing timing_;
 };
 
 }  // namespace fsdpc

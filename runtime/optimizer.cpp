@@ -39,8 +39,8 @@ Optimizer::State& Optimizer::state_for(const ParamRef& p) {
   s.numel = p.numel;
   int64_t bytes = p.numel * static_cast<int64_t>(sizeof(float));
   bool adamw = options_.kind == OptimizerOptions::Kind::adamw;
-  if (adamw || options_.momentum != 0) s.buf0 = allocator_.allocate(bytes, MemCategory::optimizer_state);
-  if (adamw) s.buf1 = allocator_.allocate(bytes, MemCategory::optimizer_state);
+  if (adamw || options_.momentum != 0) s.buf0 = allocator_.allocate_zeroed(bytes, MemCategory::optimizer_state);
+  if (adamw) s.buf1 = allocator_.allocate_zeroed(bytes, MemCategory::optimizer_state);
   return s;
 }
 

@@ -1,0 +1,157 @@
+// One rank's view of a training step, as JSON lines (rank 0 prints):
+//   mpirun -np N build/bench/train_bench
+// For gpt2-tiny and a GPT-2 sized to take about a second per step here:
+// step time, tokens/s, achieved GFLOP/s against the oneDNN sgemm peak
+// measured by this program (CPU MFU), per-rank peak memory against the ZeRO
+// formula (16 bytes per parameter element / N for f32 AdamW: weight, grad,
+// two moments), bytes sent against the formula, and the share of
+// communication time hidden behind compute (1 - blocked-in-wait time /
+// the same collectives' time run alone). A benchmark: it asserts nothing.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "executors/comm/mpi_check.h"
+#include "executors/comm/mpi_world.h"
+#include "executors/cpu/cpu_executor.h"
+#include "frontend/gpt2.h"
+#include "frontend/jit.h"
+#include "passes/stats.h"
+#include "runtime/data.h"
+
+using namespace fsdpc;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// FLOPs of the matmuls (2 per multiply-add) of a trace, per rank: matmul and
+// linear from their contraction length, attention's q·kᵀ and p·v from its
+// output [.., Tq, Dv] and Tk = Tq (self-attention).
+double matmul_flops(const Trace& t) {
+  std::unordered_map<std::string, const TensorType*> types;
+  for (const Proxy& a : t.args) types[a.name] = &a.type;
+  double f = 0;
+  for (const BoundSymbol& b : t.bsyms) {
+    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
+    const Shape& out = b.outputs.empty() ? Shape{} : b.outputs[0].type.shape;
+    if (b.op == OpId::Matmul || b.op == OpId::Linear)
+      f += 2.0 * static_cast<double>(numel(out)) * static_cast<double>(types.at(b.inputs[0].name)->shape.back());
+    else if (b.op == OpId::ScaledDotProductAttention)
+      f += 4.0 * static_cast<double>(numel(out)) * static_cast<double>(out[out.size() - 2]);
+  }
+  return f;
+}
+
+// Single-thread sgemm GFLOP/s of the CPU executor on a 1024^3 product.
+double sgemm_peak() {
+  TensorType a, c;
+  a.shape = c.shape = {1024, 1024};
+  std::vector<float> x(1024 * 1024, 0.5f), y(1024 * 1024, 0.25f), z(1024 * 1024);
+  BoundSymbol mm;
+  mm.op = OpId::Matmul;
+  mm.inputs = {Operand::of("a"), Operand::of("b")};
+  mm.outputs = {Proxy{"c", c, "", true}};
+  KernelContext ctx;
+  KernelFn k = cpu_executor().kernel(OpId::Matmul);
+  std::vector<TensorView> in = {{x.data(), &a}, {y.data(), &a}}, out = {{z.data(), &c}};
+  k(ctx, mm, in, out);  // primitive creation
+  double best = 0;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = Clock::now();
+    k(ctx, mm, in, out);
+    best = std::max(best, 2.0 * 1024 * 1024 * 1024 / seconds_since(t0) / 1e9);
+  }
+  return best;
+}
+
+// The step's collectives run alone, blocking: the communication time a
+// step would spend if nothing overlapped.
+double collectives_alone(const std::vector<const Trace*>& traces, const ProcessGroups& groups) {
+  double total = 0;
+  for (const Trace* t : traces) {
+    std::unordered_map<std::string, const TensorType*> types;
+    for (const Proxy& a : t->args) types[a.name] = &a.type;
+    for (const BoundSymbol& b : t->bsyms) {
+      for (const Proxy& o : b.outputs) types[o.name] = &o.type;
+      if (b.op != OpId::AllGather && b.op != OpId::ReduceScatter && b.op != OpId::AllReduce) continue;
+      MPI_Comm comm = groups.comm(b.attrs.get_str("group"));
+      const int in_n = static_cast<int>(numel(types.at(b.inputs[0].name)->shape));
+      const int out_n = static_cast<int>(numel(b.outputs[0].type.shape));
+      std::vector<float> in(static_cast<size_t>(in_n), 1.0f), out(static_cast<size_t>(out_n));
+      FSDPC_MPI_CHECK(MPI_Barrier(comm));
+      auto t0 = Clock::now();
+      if (b.op == OpId::AllGather)
+        FSDPC_MPI_CHECK(MPI_Allgather(in.data(), in_n, MPI_FLOAT, out.data(), in_n, MPI_FLOAT, comm));
+      else if (b.op == OpId::ReduceScatter)
+        FSDPC_MPI_CHECK(MPI_Reduce_scatter_block(in.data(), out.data(), out_n, MPI_FLOAT, MPI_SUM, comm));
+      else
+        FSDPC_MPI_CHECK(MPI_Allreduce(in.data(), out.data(), in_n, MPI_FLOAT, MPI_SUM, comm));
+      total += seconds_since(t0);
+    }
+  }
+  return total;
+}
+
+void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq, double peak) {
+  const int world = mpi_world_size(), rank = mpi_world_rank();
+  GPT2 model(label, config);
+  JitOptions o;
+  o.capture.batch = batch;
+  o.capture.seq = seq;
+  o.pipeline.mesh = flat_mesh(world);
+  o.pipeline.bucketing = true;
+  o.pipeline.verify = false;
+  o.engine.optimizer.lr = 1e-3;
+  auto compiled = jit(model, o);
+  Engine& e = compiled->engine();
+  SyntheticTokens data(0, config.vocab_size);
+  std::vector<int64_t> idx(static_cast<size_t>(batch * seq)), tgt(idx.size());
+  auto step = [&](int s) {
+    data.batch(s, rank, world, batch, seq, idx.data(), tgt.data());
+    return compiled->train_step({HostTensor::ints({batch, seq}, idx), HostTensor::ints({batch, seq}, tgt)});
+  };
+  step(0);  // primitives, optimizer state
+  e.reset_peak_memory();
+  e.interpreter().reset_timing();
+  const int steps = 3;
+  std::vector<double> times;
+  for (int s = 1; s <= steps; ++s) times.push_back(step(s).seconds);
+  std::sort(times.begin(), times.end());
+  const double t = times[times.size() / 2];
+  const Interpreter::Timing& tm = e.interpreter().timing();
+
+  const double flops = matmul_flops(e.forward_trace()) + matmul_flops(e.backward_trace());
+  double psi = 0;
+  for (const NamedParam& p : model.named_parameters()) psi += static_cast<double>(numel(p.spec->shape));
+  TraceStats sf = trace_stats(e.forward_trace()), sb = trace_stats(e.backward_trace());
+  ProcessGroups groups(flat_mesh(world));
+  const double alone = collectives_alone({&e.forward_trace(), &e.backward_trace()}, groups);
+  const double waited = tm.wait_s / steps;
+  if (rank != 0) return;
+  std::printf(
+      "{\"model\": \"%s\", \"world\": %d, \"strategy\": \"zero3\", \"tokens_per_step\": %lld, \"step_ms\": %.1f, "
+      "\"tokens_per_s\": %.0f, \"gflops_per_rank\": %.1f, \"sgemm_peak_gflops\": %.1f, \"mfu\": %.3f, "
+      "\"compute_ms\": %.1f, \"wait_ms\": %.2f, \"collectives_alone_ms\": %.2f, \"hidden_fraction\": %.2f, "
+      "\"peak_bytes\": %lld, \"zero_state_bytes\": %.0f, \"bytes_sent\": %.0f, \"zero3_formula_bytes\": %.0f, "
+      "\"backend\": \"%s\"}\n",
+      label, world, static_cast<long long>(batch * seq * world), t * 1e3, batch * seq * world / t,
+      flops / t / 1e9, peak, flops / t / 1e9 / peak, tm.compute_s / steps * 1e3, waited * 1e3, alone * 1e3,
+      alone > 0 ? std::clamp(1.0 - waited / alone, 0.0, 1.0) : 1.0, static_cast<long long>(e.memory().total_peak),
+      16.0 * psi / world, sf.collective_bytes + sb.collective_bytes, 3.0 * 4 * psi * (world - 1) / world,
+      cpu_backend_info().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main() {
+  mpi_init();
+  const double peak = sgemm_peak();
+  run("gpt2-tiny", GPT2Config{2, 2, 64, 256, 64, 1e-5}, 8, 64, peak);
+  // About a second per step on one core of the development machine.
+  run("gpt2-4x512", GPT2Config{4, 8, 512, 8192, 256, 1e-5}, 4, 256, peak);
+  return 0;
+}
