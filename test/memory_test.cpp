@@ -98,3 +98,19 @@ TEST_CASE("zero3's measured peak stays within 10% of the traces' prediction", "[
   CHECK(m.total_peak <= predicted * 1.10);
   CHECK(m.total_peak > predicted / 2);  // the prediction is not vacuous
 }
+
+TEST_CASE("a cap too small fails on every rank with the allocator's message and exit code 2", "[mpi][memory]") {
+  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-memory-cap-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path out = dir / "out.txt";
+  std::string cmd = std::string(FSDPC_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root '" + FSDPC_BIN +
+                    "' train --model gpt2-tiny --steps 2 --mem-cap 300K >'" + out.string() + "' 2>&1";
+  int status = std::system(cmd.c_str());
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(text);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(text, Catch::Contains("out of memory on cpu") && Catch::Contains("300.0 KiB cap") &&
+                       Catch::Contains("live: parameters"));
+}

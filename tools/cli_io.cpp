@@ -80,6 +80,15 @@ void write_output(const std::string& path, const std::string& text) {
   }
 }
 
+Mesh parse_mesh(const std::string& text) {
+  int r = 0, s = 0;
+  char comma = 0, extra = 0;
+  std::istringstream in(text);
+  if (!(in >> r >> comma >> s) || comma != ',' || (in >> extra) || r < 1 || s < 1)
+    fail("--mesh '", text, "': expected R,S with positive integers (R replicas of S-way sharding)");
+  return Mesh{r, s};
+}
+
 const std::vector<std::string>& formats() {
   static const std::vector<std::string> kFormats = {"text", "json", "dot", "mlir"};
   return kFormats;

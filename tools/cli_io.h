@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/mesh.h"
 #include "ir/trace.h"
 
 namespace fsdpc::cli {
@@ -16,6 +17,9 @@ Trace load_trace(const std::string& path);
 // Writes to standard output for "" or "-", else to a sibling temporary file
 // renamed over `path`.
 void write_output(const std::string& path, const std::string& text);
+
+// "R,S" -> a mesh of R replicas of S-way sharding; fsdpc::Error otherwise.
+Mesh parse_mesh(const std::string& text);
 
 // The output forms: text, json, dot, mlir.
 const std::vector<std::string>& formats();

@@ -23,15 +23,6 @@ struct DumpArgs {
   std::string format = "text", output, executor = "cpu";
 };
 
-Mesh parse_mesh(const std::string& text) {
-  int r = 0, s = 0;
-  char comma = 0, extra = 0;
-  std::istringstream in(text);
-  if (!(in >> r >> comma >> s) || comma != ',' || (in >> extra) || r < 1 || s < 1)
-    fail("--mesh '", text, "': expected R,S with positive integers (R replicas of S-way sharding)");
-  return Mesh{r, s};
-}
-
 PipelineOptions pipeline_options(const DumpArgs& a, const CLI::App& cmd) {
   PipelineOptions o;
   auto strategy = parse_strategy(a.strategy);

@@ -48,11 +48,9 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   o.pipeline.strategy = *strategy;
   if (is_hybrid(*strategy)) {
     if (a.mesh.empty()) fail("--strategy ", a.strategy, " needs --mesh R,S");
-    int r = 0, s = 0;
-    char comma = 0;
-    std::istringstream in(a.mesh);
-    if (!(in >> r >> comma >> s) || comma != ',' || r < 1 || s < 1) fail("--mesh '", a.mesh, "': expected R,S");
-    o.pipeline.mesh = Mesh{r, s};
+    o.pipeline.mesh = parse_mesh(a.mesh);
+    if (o.pipeline.mesh.world() != world)
+      fail("--mesh ", a.mesh, " has ", o.pipeline.mesh.world(), " ranks but mpirun started ", world);
   } else {
     if (!a.mesh.empty()) fail("--mesh applies to hybrid strategies");
     o.pipeline.mesh = flat_mesh(world);
