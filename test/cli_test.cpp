@@ -85,7 +85,18 @@ TEST_CASE("fsdpc print converts between text, JSON and dot", "[cli]") {
 TEST_CASE("help is complete and exits 0", "[cli]") {
   Run r = fsdpc_run("--help");
   CHECK(r.code == 0);
-  CHECK_THAT(r.out, Contains("trace") && Contains("print") && Contains("models"));
+  CHECK_THAT(r.out, Contains("trace") && Contains("print") && Contains("models") && Contains("dump") &&
+                        Contains("train") && Contains("passes"));
+  Run train = fsdpc_run("train --help");
+  CHECK(train.code == 0);
+  CHECK_THAT(train.out, Contains("--strategy") && Contains("--mesh") && Contains("--steps") &&
+                            Contains("--optimizer") && Contains("--lr") && Contains("--clip") &&
+                            Contains("--grad-accum") && Contains("--no-sync") && Contains("--seed") &&
+                            Contains("--log-json") && Contains("--mem-cap") && Contains("--batch"));
+  Run dump = fsdpc_run("dump --help");
+  CHECK(dump.code == 0);
+  CHECK_THAT(dump.out, Contains("--world-size") && Contains("--stage") && Contains("--executor") &&
+                           Contains("--stats") && Contains("--bucketing") && Contains("--prefetch"));
   Run t = fsdpc_run("trace --help");
   CHECK(t.code == 0);
   CHECK_THAT(t.out, Contains("--model") && Contains("--config") && Contains("--batch") &&
@@ -138,6 +149,11 @@ TEST_CASE("user errors print one line and exit 2", "[cli]") {
       {"dump --model mlp --stats --format dot", "--stats prints text or json"},
       {"dump --model mlp --trace x.trace", "excludes"},
       {"dump", "one of --model, --config or --trace"},
+      {"dump --model mlp --stage exec --executor tpu", "--executor 'tpu'"},
+      {"train --model gpt2-tiny --batch 3 --grad-accum 2", "does not split into 2"},
+      {"train --model gpt2-tiny --optimizer adam", "adam"},
+      {"train --model gpt2-tiny --mem-cap lots", "--mem-cap 'lots'"},
+      {"train --model gpt2-tiny --strategy hybrid --mesh 2,2", "has 4 ranks but mpirun started 1"},
       {"frobnicate", "frobnicate"},
       {"", "subcommand"},
   };
