@@ -237,6 +237,16 @@ std::vector<HostTensor> Engine::forward(const std::vector<HostTensor>& inputs) {
   return result;
 }
 
+void Engine::load_parameters(const ShardFill& fill) {
+  for (Param& p : params_) {
+    const Shape& full = p.plan.full_shape;
+    const int64_t rows = p.group.empty() ? (full.empty() ? 1 : full[0]) : p.value.type.shape[0];
+    fill(p.plan.path, full, p.row_begin, rows, static_cast<float*>(p.value.data()));
+  }
+}
+
+double Engine::mean_over_ranks(double local) { return all_reduce_sum(local, "dp") / options_.mesh.world(); }
+
 std::vector<Engine::Shard> Engine::shards() const {
   std::vector<Shard> out;
   for (const Param& p : params_) out.push_back({p.plan.path, &p.value, p.row_begin});

@@ -5,6 +5,7 @@
 // all-reduces the logged loss. It is the runtime half of fsdpc::jit.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -98,6 +99,14 @@ class Engine {
   std::vector<Shard> shards() const;
   // Every full parameter gathered to rank 0 (other ranks get an empty map).
   std::map<std::string, HostTensor> full_state_dict();
+  // Overwrites every parameter shard: `fill(path, full_shape, row_begin,
+  // rows, out)` writes rows [row_begin, row_begin + rows) of the full
+  // parameter (rows past full_shape[0] are padding and must be 0).
+  using ShardFill = std::function<void(const std::string& path, const Shape& full_shape, int64_t row_begin,
+                                       int64_t rows, float* out)>;
+  void load_parameters(const ShardFill& fill);
+  // The mean of a per-rank value over every rank (validation loss).
+  double mean_over_ranks(double local);
 
   const Trace& forward_trace() const { return sync_.forward; }
   const Trace& backward_trace() const { return sync_.backward; }

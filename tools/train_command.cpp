@@ -8,10 +8,12 @@
 
 #include "executors/comm/mpi_world.h"
 #include "frontend/gpt2.h"
+#include "frontend/hf_checkpoint.h"
 #include "frontend/jit.h"
 #include "frontend/models.h"
 #include "ir/error.h"
 #include "runtime/data.h"
+#include "runtime/token_data.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 
@@ -22,7 +24,8 @@ namespace {
 struct TrainArgs {
   ModelSource src;
   std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", optimizer = "adamw";
-  std::string log_json, save_state, mem_cap;
+  std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save;
+  int eval_every = 0, eval_batches = 4, save_every = 0;
   int prefetch = 1, max_inflight = 2, steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
   bool no_sync = false;
@@ -103,13 +106,36 @@ void save_state(const std::string& path, const std::map<std::string, HostTensor>
   write_output(path, js.str());
 }
 
+std::unique_ptr<Model> make_train_model(const TrainArgs& a, const HfWeights* init) {
+  if (!a.src.config.empty()) return make_model_from_config(a.src.config);
+  if (!a.src.model.empty()) return make_model(a.src.model);
+  if (init && !init->config_path().empty()) return make_model_from_config(init->config_path());
+  fail("--init ", a.init, ": no config.json beside the weights; pass --config or --model");
+}
+
+// The mean validation loss over `batches` sequential windows of the file.
+double validation_loss(Compiled& compiled, const TokenData& val, int batches, int world, int rank, int64_t micro) {
+  double sum = 0;
+  for (int b = 0; b < batches; ++b) {
+    Shape s{micro, val.seq()};
+    std::vector<int64_t> idx(static_cast<size_t>(numel(s))), targets(idx.size());
+    val.batch(b, rank, world, micro * world, idx.data(), targets.data());
+    sum += compiled.forward({HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))})[0].f32[0];
+  }
+  return compiled.engine().mean_over_ranks(sum / batches);
+}
+
 void run_train(const TrainArgs& a) {
   mpi_init();
   const int world = mpi_world_size(), rank = mpi_world_rank();
-  std::unique_ptr<Model> model = a.src.config.empty() ? make_model(a.src.model) : make_model_from_config(a.src.config);
+  std::unique_ptr<HfWeights> init = a.init.empty() ? nullptr : std::make_unique<HfWeights>(a.init);
+  std::unique_ptr<Model> model = make_train_model(a, init.get());
   const auto* gpt2 = dynamic_cast<const GPT2*>(model.get());
+  if (!gpt2 && (init || !a.data.empty() || !a.save.empty()))
+    fail("--init, --data and --save apply to GPT-2 models; ", model->name(), " trains on synthetic features");
   JitOptions o = jit_options(a, world, gpt2 != nullptr);
   std::unique_ptr<Compiled> compiled = jit(*model, o);
+  if (init) load_hf_weights(compiled->engine(), *model, *init);
 
   std::ofstream log;
   if (rank == 0 && !a.log_json.empty()) {
@@ -118,18 +144,23 @@ void run_train(const TrainArgs& a) {
   }
   const int64_t b_local = *o.capture.batch;
   std::vector<ModelInput> shapes = model->inputs(o.capture);
-  SyntheticTokens tokens(a.seed, gpt2 ? gpt2->config().vocab_size : 1);
+  const int64_t vocab = gpt2 ? gpt2->config().vocab_size : 1;
+  const Sampling sampling = a.sampling == "random" ? Sampling::random : Sampling::sequential;
+  std::unique_ptr<TokenData> data, val;
+  if (!a.data.empty()) data = std::make_unique<TokenData>(a.data, vocab, shapes[0].shape[1], sampling, a.seed);
+  if (!a.val_data.empty()) val = std::make_unique<TokenData>(a.val_data, vocab, shapes[0].shape[1]);
+  SyntheticTokens tokens(a.seed, vocab);
   for (int step = 0; step < a.steps; ++step) {
     std::vector<HostTensor> batch;
     int64_t tokens_in_batch = 0;
+    const Shape& s = shapes[0].shape;
     if (gpt2) {
-      const Shape& s = shapes[0].shape;
       std::vector<int64_t> idx(static_cast<size_t>(numel(s))), targets(idx.size());
-      tokens.batch(step, rank, world, b_local, s[1], idx.data(), targets.data());
+      if (data) data->batch(step, rank, world, b_local * world, idx.data(), targets.data());
+      else tokens.batch(step, rank, world, b_local, s[1], idx.data(), targets.data());
       batch = {HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))};
       tokens_in_batch = numel(s) * world;
     } else {
-      const Shape& s = shapes[0].shape;
       std::vector<float> x(static_cast<size_t>(numel(s)));
       synthetic_features(a.seed, step, rank, world, b_local, numel(s) / b_local, x.data());
       batch = {HostTensor::floats(s, std::move(x))};
@@ -137,12 +168,21 @@ void run_train(const TrainArgs& a) {
     }
     compiled->engine().reset_peak_memory();
     StepResult r = compiled->train_step(batch);
+    const bool eval = val && a.eval_every > 0 && ((step + 1) % a.eval_every == 0 || step + 1 == a.steps);
+    const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, world, rank, b_local / a.grad_accum) : 0;
+    if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps))
+      save_hf_checkpoint(compiled->engine(), gpt2->config(), a.save);
     if (rank != 0) continue;
     const MemStats& m = compiled->engine().memory();
-    std::printf("step %3d  loss %.6f  %8.2f ms  %10.0f tok/s  peak %s\n", step, r.loss, r.seconds * 1e3,
+    std::printf("step %3d  loss %.6f%s  %8.2f ms  %10.0f tok/s  peak %s\n", step, r.loss,
+                eval ? ("  val " + std::to_string(val_loss)).c_str() : "", r.seconds * 1e3,
                 static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str());
     std::fflush(stdout);
-    if (log) log << step_json(step, r, static_cast<double>(tokens_in_batch) / r.seconds, m) << "\n" << std::flush;
+    if (log) {
+      std::string line = step_json(step, r, static_cast<double>(tokens_in_batch) / r.seconds, m);
+      if (eval) line.insert(line.size() - 1, ", \"val_loss\": " + std::to_string(val_loss));
+      log << line << "\n" << std::flush;
+    }
   }
   std::map<std::string, HostTensor> state = compiled->full_state_dict();
   if (rank == 0 && !a.save_state.empty()) save_state(a.save_state, state);
@@ -176,10 +216,26 @@ Command add_train_command(CLI::App& app) {
   cmd->add_flag("--no-sync", a->no_sync, "With --grad-accum: synchronise gradients on the last micro-batch only");
   cmd->add_option("--seed", a->seed, "Seed of initialisation and data")->capture_default_str();
   cmd->add_option("--mem-cap", a->mem_cap, "Per-rank memory cap, e.g. 512M");
+  cmd->add_option("--init", a->init, "Hugging Face GPT-2 weights: a .safetensors file or a folder")
+      ->check(CLI::ExistingPath);
+  cmd->add_option("--data", a->data, "Training tokens: a .bin of uint16 ids (nanoGPT), or any file as bytes")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--val-data", a->val_data, "Validation tokens, same formats")->check(CLI::ExistingFile);
+  cmd->add_option("--eval-every", a->eval_every, "Validation loss every K steps (0: never)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--eval-batches", a->eval_batches, "Validation batches per evaluation")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--sampling", a->sampling, "sequential | random windows of --data")
+      ->check(CLI::IsMember({"sequential", "random"}))->capture_default_str();
+  cmd->add_option("--save", a->save, "Write model.safetensors and config.json (Hugging Face) into DIR");
+  cmd->add_option("--save-every", a->save_every, "Also save every K steps (0: only at the end)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--log-json", a->log_json, "Write one JSON line per step (rank 0)");
   cmd->add_option("--save-state", a->save_state, "Write the gathered parameters as JSON (rank 0)");
   // --batch from the model options is the GLOBAL batch here.
-  return Command{cmd, [a] { run_train(*a); }, [a] { check_model_source(a->src, false); }};
+  return Command{cmd, [a] { run_train(*a); }, [a] {
+                   if (a->init.empty()) check_model_source(a->src, false);
+                 }};
 }
 
 }  // namespace fsdpc::cli

@@ -1,0 +1,139 @@
+// Loading and saving Hugging Face GPT-2 weights, shard by shard.
+#include "frontend/hf_checkpoint.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ir/error.h"
+
+namespace fsdpc {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string strip_prefix(const std::string& name) {
+  const std::string prefix = "transformer.";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+bool is_ignored_buffer(const std::string& name) {
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
+}
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(tmp.string(), ": cannot open for writing");
+    out << text;
+    out.close();
+    if (!out) fail(tmp.string(), ": write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) fail(path.string(), ": cannot rename into place (", ec.message(), ")");
+}
+
+}  // namespace
+
+HfWeights::HfWeights(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    fs::path dir(path), single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+    if (fs::exists(single)) {
+      add_file(single.string(), nullptr);
+    } else if (fs::exists(index)) {
+      SafetensorsIndex idx = read_safetensors_index(index.string());
+      std::map<std::string, std::map<std::string, std::string>> by_file;
+      for (const auto& [tensor, file] : idx.weight_map) by_file[file][tensor] = file;
+      for (const auto& [file, names] : by_file) add_file(file, &names);
+    } else {
+      fail(path, ": no model.safetensors or model.safetensors.index.json in this folder");
+    }
+    if (fs::exists(dir / "config.json")) config_path_ = (dir / "config.json").string();
+  } else {
+    add_file(path, nullptr);
+    fs::path beside = fs::path(path).parent_path() / "config.json";
+    if (fs::exists(beside)) config_path_ = beside.string();
+  }
+}
+
+void HfWeights::add_file(const std::string& path, const std::map<std::string, std::string>* only) {
+  files_.push_back(std::make_unique<SafetensorsFile>(path));
+  const SafetensorsFile* f = files_.back().get();
+  for (const SafetensorsEntry& e : f->entries()) {
+    if (only && !only->count(e.name)) continue;  // the index assigns this tensor to another file
+    std::string name = strip_prefix(e.name);
+    if (tensors_.count(name)) fail(path, ": tensor ", e.name, " appears twice in the checkpoint");
+    tensors_[name] = Tensor{f, &e};
+  }
+}
+
+void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weights) {
+  std::string missing, unexpected;
+  std::map<std::string, bool> wanted;
+  for (const NamedParam& p : model.named_parameters()) {
+    wanted[p.path] = true;
+    auto it = weights.tensors().find(p.path);
+    if (it == weights.tensors().end()) {
+      missing += (missing.empty() ? "" : ", ") + p.path;
+    } else if (it->second.entry->shape != p.spec->shape) {
+      fail("checkpoint tensor ", p.path, " has shape ", shape_str(it->second.entry->shape),
+           ", the model expects ", shape_str(p.spec->shape));
+    }
+  }
+  for (const auto& [name, t] : weights.tensors())
+    if (!wanted.count(name) && !is_ignored_buffer(name) && name != "lm_head.weight")
+      unexpected += (unexpected.empty() ? "" : ", ") + name;
+  if (!missing.empty()) fail("checkpoint is missing tensors: ", missing);
+  if (!unexpected.empty()) fail("checkpoint has unexpected tensors: ", unexpected);
+
+  engine.load_parameters([&](const std::string& path, const Shape&, int64_t row_begin, int64_t rows, float* out) {
+    const HfWeights::Tensor& t = weights.tensors().at(path);
+    t.file->read_rows_f32(*t.entry, row_begin, rows, out);
+  });
+  // The head is tied to wte: a checkpoint that stores both must agree.
+  auto head = weights.tensors().find("lm_head.weight");
+  auto wte = weights.tensors().find("wte.weight");
+  if (head != weights.tensors().end() && wte != weights.tensors().end()) {
+    if (head->second.entry->shape != wte->second.entry->shape)
+      fail("lm_head.weight has shape ", shape_str(head->second.entry->shape), " but the tied wte.weight has ",
+           shape_str(wte->second.entry->shape));
+    for (const Engine::Shard& s : engine.shards()) {
+      if (s.path != "wte.weight") continue;
+      const int64_t rows = s.value->type.shape[0], cols = numel(s.value->type.shape) / rows;
+      std::vector<float> h(static_cast<size_t>(rows * cols));
+      head->second.file->read_rows_f32(*head->second.entry, s.row_begin, rows, h.data());
+      const float* w = static_cast<const float*>(s.value->data());
+      for (size_t i = 0; i < h.size(); ++i)
+        if (h[i] != w[i])
+          fail("lm_head.weight differs from the tied wte.weight at row ", s.row_begin + static_cast<int64_t>(i) / cols);
+    }
+  }
+}
+
+void save_hf_checkpoint(Engine& engine, const GPT2Config& c, const std::string& dir) {
+  std::map<std::string, HostTensor> state = engine.full_state_dict();
+  if (engine.rank() != 0) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir, ": cannot create the checkpoint folder (", ec.message(), ")");
+  std::vector<SafetensorsTensor> tensors;
+  for (const auto& [name, t] : state) tensors.push_back({name, t.shape, t.f32.data()});
+  write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  nlohmann::ordered_json j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
+                              {"activation_function", "gelu_new"}, {"n_layer", c.n_layer},
+                              {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"vocab_size", c.vocab_size},
+                              {"n_positions", c.n_positions}, {"n_ctx", c.n_positions},
+                              {"layer_norm_epsilon", c.layer_norm_epsilon}};
+  write_atomically(fs::path(dir) / "config.json", j.dump(2) + "\n");
+}
+
+}  // namespace fsdpc

@@ -1,0 +1,48 @@
+// Hugging Face GPT-2 checkpoints in and out: `--init PATH` loads each rank's
+// shards straight from safetensors files (a file, or a folder with
+// model.safetensors or a sharded model.safetensors.index.json), and `--save`
+// writes model.safetensors (F32, Hugging Face names) and config.json.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "frontend/gpt2.h"
+#include "runtime/engine.h"
+#include "runtime/safetensors.h"
+
+namespace fsdpc {
+
+// The tensors of a checkpoint, by name with any "transformer." prefix
+// removed. Opening validates every file's header (fsdpc::Error on a bad one).
+class HfWeights {
+ public:
+  explicit HfWeights(const std::string& path);
+  // config.json beside the weights, or "" when there is none.
+  const std::string& config_path() const { return config_path_; }
+  struct Tensor {
+    const SafetensorsFile* file;
+    const SafetensorsEntry* entry;
+  };
+  const std::map<std::string, Tensor>& tensors() const { return tensors_; }
+
+ private:
+  void add_file(const std::string& path, const std::map<std::string, std::string>* only);
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, Tensor> tensors_;
+  std::string config_path_;
+};
+
+// Checks names and shapes against the model before any data is read (every
+// missing and unexpected tensor is listed; a shape mismatch names the tensor
+// and both shapes), then fills this rank's shards. GPT-2's attn.bias /
+// attn.masked_bias buffers are ignored; lm_head.weight, when present, must
+// equal the tied wte.weight (each rank compares its own rows).
+void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weights);
+
+// Rank 0 writes <dir>/model.safetensors and <dir>/config.json, each to a
+// temporary name renamed into place. Collective (gathers the parameters).
+void save_hf_checkpoint(Engine& engine, const GPT2Config& config, const std::string& dir);
+
+}  // namespace fsdpc
