@@ -25,7 +25,7 @@ struct TrainArgs {
   ModelSource src;
   std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", optimizer = "adamw";
   std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save;
-  int eval_every = 0, eval_batches = 4, save_every = 0;
+  int eval_every = 0, eval_batches = 4, save_every = 0, log_every = 1;
   int prefetch = 1, max_inflight = 2, steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
   bool no_sync = false;
@@ -174,10 +174,13 @@ void run_train(const TrainArgs& a) {
       save_hf_checkpoint(compiled->engine(), gpt2->config(), a.save);
     if (rank != 0) continue;
     const MemStats& m = compiled->engine().memory();
-    std::printf("step %3d  loss %.6f%s  %8.2f ms  %10.0f tok/s  peak %s\n", step, r.loss,
-                eval ? ("  val " + std::to_string(val_loss)).c_str() : "", r.seconds * 1e3,
-                static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str());
-    std::fflush(stdout);
+    const bool print = eval || step % a.log_every == 0 || step + 1 == a.steps;
+    if (print) {
+      std::printf("step %4d  loss %.4f%s  %7.2f ms  %8.0f tok/s  peak %s per rank\n", step, r.loss,
+                  eval ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", r.seconds * 1e3,
+                  static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str());
+      std::fflush(stdout);
+    }
     if (log) {
       std::string line = step_json(step, r, static_cast<double>(tokens_in_batch) / r.seconds, m);
       if (eval) line.insert(line.size() - 1, ", \"val_loss\": " + std::to_string(val_loss));
@@ -230,6 +233,8 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--save", a->save, "Write model.safetensors and config.json (Hugging Face) into DIR");
   cmd->add_option("--save-every", a->save_every, "Also save every K steps (0: only at the end)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--log-every", a->log_every, "Print every K steps (and evaluations)")->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--log-json", a->log_json, "Write one JSON line per step (rank 0)");
   cmd->add_option("--save-state", a->save_state, "Write the gathered parameters as JSON (rank 0)");
   // --batch from the model options is the GLOBAL batch here.
