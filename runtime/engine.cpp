@@ -10,6 +10,7 @@
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_executor.h"
 #include "ir/error.h"
+#include "runtime/safetensors.h"
 
 namespace fsdpc {
 
@@ -246,6 +247,54 @@ void Engine::load_parameters(const ShardFill& fill) {
 }
 
 double Engine::mean_over_ranks(double local) { return all_reduce_sum(local, "dp") / options_.mesh.world(); }
+
+void Engine::barrier() { FSDPC_MPI_CHECK(MPI_Barrier(mpi_->groups().comm("dp"))); }
+
+void Engine::save_rank_state(const std::string& dir, int64_t step) {
+  std::vector<SafetensorsTensor> tensors;
+  std::map<std::string, std::string> meta = {{"step", std::to_string(step)},
+                                             {"world", std::to_string(world())},
+                                             {"optimizer_steps", std::to_string(optimizer_->steps())}};
+  for (Param& p : params_) {
+    const Shape& shape = p.value.type.shape;
+    tensors.push_back({p.plan.path, shape, static_cast<const float*>(p.value.data())});
+    if (!p.requires_grad) continue;
+    Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
+    meta[p.plan.path + ".step"] = std::to_string(st.step);
+    if (st.buf0) tensors.push_back({p.plan.path + ".state0", shape, st.buf0});
+    if (st.buf1) tensors.push_back({p.plan.path + ".state1", shape, st.buf1});
+  }
+  write_safetensors(dir + "/rank-" + std::to_string(rank()) + ".safetensors", tensors, meta);
+}
+
+int64_t Engine::load_rank_state(const std::string& dir) {
+  const std::string path = dir + "/rank-" + std::to_string(rank()) + ".safetensors";
+  SafetensorsFile f(path);
+  auto meta = [&](const std::string& key) -> int64_t {
+    auto it = f.metadata().find(key);
+    if (it == f.metadata().end()) fail(path, ": metadata has no '", key, "'");
+    return std::stoll(it->second);
+  };
+  if (meta("world") != world())
+    fail(path, ": written by a world of ", meta("world"), ", this run has ", world(), " ranks");
+  auto read = [&](const std::string& name, const Shape& shape, float* out) {
+    const SafetensorsEntry* e = f.find(name);
+    if (!e) fail(path, ": no tensor ", name);
+    if (e->shape != shape) fail(path, ": ", name, " has shape ", shape_str(e->shape), ", this run's shard is ", shape_str(shape));
+    f.read_rows_f32(*e, 0, shape.empty() ? 1 : shape[0], out);
+  };
+  for (Param& p : params_) {
+    const Shape& shape = p.value.type.shape;
+    read(p.plan.path, shape, static_cast<float*>(p.value.data()));
+    if (!p.requires_grad) continue;
+    Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
+    if (st.buf0) read(p.plan.path + ".state0", shape, st.buf0);
+    if (st.buf1) read(p.plan.path + ".state1", shape, st.buf1);
+    optimizer_->set_param_step(p.plan.path, meta(p.plan.path + ".step"));
+  }
+  optimizer_->set_steps(meta("optimizer_steps"));
+  return meta("step");
+}
 
 std::vector<Engine::Shard> Engine::shards() const {
   std::vector<Shard> out;

@@ -108,6 +108,16 @@ class Engine {
   // The mean of a per-rank value over every rank (validation loss).
   double mean_over_ranks(double local);
 
+  // Resumable training state, per rank: this rank's parameter shards and
+  // optimizer state to <dir>/rank-<r>.safetensors (step counts in its
+  // metadata). Collective. The caller makes the folder complete atomically.
+  void save_rank_state(const std::string& dir, int64_t step);
+  // Restores what save_rank_state wrote, at the same world size and
+  // strategy; returns the step to continue from. Throws fsdpc::Error when
+  // the files do not match this run (names, shard shapes).
+  int64_t load_rank_state(const std::string& dir);
+  void barrier();
+
   const Trace& forward_trace() const { return sync_.forward; }
   const Trace& backward_trace() const { return sync_.backward; }
   const MemStats& memory() const { return allocator_.stats(); }

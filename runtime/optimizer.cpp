@@ -99,4 +99,16 @@ void Optimizer::step_adamw(const ParamRef& p) {
   }
 }
 
+Optimizer::StateView Optimizer::state(const ParamRef& p) {
+  State& s = state_for(p);
+  auto data = [](const std::shared_ptr<Storage>& b) { return b ? static_cast<float*>(b->data()) : nullptr; };
+  return StateView{s.step, data(s.buf0), data(s.buf1), s.numel};
+}
+
+void Optimizer::set_param_step(const std::string& name, int64_t step) {
+  auto it = state_.find(name);
+  FSDPC_CHECK(it != state_.end()) << "no optimizer state for " << name;
+  it->second.step = step;
+}
+
 }  // namespace fsdpc

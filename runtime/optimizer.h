@@ -53,6 +53,20 @@ class Optimizer {
   int64_t steps() const { return steps_; }
   const OptimizerOptions& options() const { return options_; }
 
+  // The state of one parameter, for checkpoints: its step count and its
+  // buffers (exp_avg and exp_avg_sq for adamw, the momentum buffer for sgd;
+  // null when the optimizer keeps none).
+  struct StateView {
+    int64_t step = 0;
+    float* buf0 = nullptr;
+    float* buf1 = nullptr;
+    int64_t numel = 0;
+  };
+  // The state of `p` (allocated, zeroed, on first use) to read or restore.
+  StateView state(const ParamRef& p);
+  void set_steps(int64_t steps) { steps_ = steps; }
+  void set_param_step(const std::string& name, int64_t step);
+
  private:
   struct State {
     int64_t numel = 0;

@@ -141,3 +141,38 @@ TEST_CASE("bad weight and data files fail before training with exit code 2", "[m
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Contains("shorter than one window"));
 }
+
+TEST_CASE("resume continues bit for bit; a run killed mid-save leaves the previous checkpoint", "[mpi][checkpoint]") {
+  const std::string data = kData + "'" + corpus().string() + "' --strategy zero3 --optimizer adamw";
+  const Result whole = train(2, "--model gpt2-tiny --steps 6" + data);
+  REQUIRE(whole.code == 0);
+  REQUIRE(whole.losses.size() == 6);
+
+  // Save at steps 2 and 4, then get killed while saving step 6's state.
+  const fs::path ck = scratch("ck-resume");
+  fs::remove_all(ck);
+  setenv("FSDPC_TEST_KILL_DURING_SAVE", "6", 1);
+  Result killed = train(2, "--model gpt2-tiny --steps 6 --save-every 2 --save '" + ck.string() + "'" + data);
+  unsetenv("FSDPC_TEST_KILL_DURING_SAVE");
+  INFO(killed.output);
+  CHECK(killed.code != 0);
+  std::ifstream latest(ck / "state" / "latest");
+  std::string name;
+  latest >> name;
+  CHECK(name == "step-4");  // the interrupted save never became the latest
+  CHECK(fs::exists(ck / "state" / "step-4" / "rank-0.safetensors"));
+  CHECK(fs::exists(ck / "state" / "step-4" / "rank-1.safetensors"));
+
+  // Resuming continues from step 4 exactly as the uninterrupted run did.
+  Result resumed = train(2, "--resume '" + ck.string() + "' --steps 6" + data);
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  REQUIRE(resumed.losses.size() == 2);
+  CHECK(resumed.losses[0] == whole.losses[4]);
+  CHECK(resumed.losses[1] == whole.losses[5]);
+
+  // A different world size cannot take this rank-level state.
+  Result other = train(1, "--resume '" + ck.string() + "' --steps 6" + data);
+  CHECK(other.code == 2);
+  CHECK_THAT(other.output, Contains("written by a world of 2"));
+}

@@ -3,6 +3,8 @@
 // (each its contiguous slice, DistributedSampler semantics); the logged loss
 // is the mean over the global batch, printed by rank 0 only.
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -24,7 +26,7 @@ namespace {
 struct TrainArgs {
   ModelSource src;
   std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", optimizer = "adamw";
-  std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save;
+  std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save, resume;
   int eval_every = 0, eval_batches = 4, save_every = 0, log_every = 1;
   int prefetch = 1, max_inflight = 2, steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
@@ -106,6 +108,44 @@ void save_state(const std::string& path, const std::map<std::string, HostTensor>
   write_output(path, js.str());
 }
 
+// A resumable checkpoint: the Hugging Face export in DIR (model.safetensors,
+// config.json), and each rank's shards and optimizer state in
+// DIR/state/step-N, written under a temporary name and renamed into place
+// once every rank's file is complete; DIR/state/latest then names it. A run
+// killed mid-save leaves the previous checkpoint and `latest` intact.
+void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string& dir, int64_t next_step) {
+  namespace fs = std::filesystem;
+  save_hf_checkpoint(engine, config, dir);
+  const fs::path state = fs::path(dir) / "state", name = "step-" + std::to_string(next_step);
+  const fs::path tmp = state / (name.string() + ".tmp"), done = state / name;
+  if (engine.rank() == 0) {
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+  }
+  engine.barrier();
+  engine.save_rank_state(tmp.string(), next_step);
+  engine.barrier();
+  // Fault injection for the kill-during-save test: die with every rank's
+  // file written but the checkpoint not yet renamed into place.
+  if (const char* kill = std::getenv("FSDPC_TEST_KILL_DURING_SAVE"); kill && std::to_string(next_step) == kill)
+    mpi_abort(3);
+  if (engine.rank() == 0) {
+    fs::remove_all(done);
+    fs::rename(tmp, done);
+    write_output((state / "latest").string(), name.string() + "\n");
+  }
+  engine.barrier();
+}
+
+// The step a --resume DIR continues from, after restoring every rank's state.
+int64_t resume_checkpoint(Engine& engine, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::string latest = read_input((fs::path(dir) / "state" / "latest").string());
+  while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ')) latest.pop_back();
+  if (latest.rfind("step-", 0) != 0) fail(dir, "/state/latest: expected 'step-N', got '", latest, "'");
+  return engine.load_rank_state((fs::path(dir) / "state" / latest).string());
+}
+
 std::unique_ptr<Model> make_train_model(const TrainArgs& a, const HfWeights* init) {
   if (!a.src.config.empty()) return make_model_from_config(a.src.config);
   if (!a.src.model.empty()) return make_model(a.src.model);
@@ -128,14 +168,18 @@ double validation_loss(Compiled& compiled, const TokenData& val, int batches, in
 void run_train(const TrainArgs& a) {
   mpi_init();
   const int world = mpi_world_size(), rank = mpi_world_rank();
-  std::unique_ptr<HfWeights> init = a.init.empty() ? nullptr : std::make_unique<HfWeights>(a.init);
+  if (!a.init.empty() && !a.resume.empty()) fail("--init and --resume exclude each other");
+  const std::string weights = a.resume.empty() ? a.init : a.resume;
+  std::unique_ptr<HfWeights> init = weights.empty() ? nullptr : std::make_unique<HfWeights>(weights);
   std::unique_ptr<Model> model = make_train_model(a, init.get());
   const auto* gpt2 = dynamic_cast<const GPT2*>(model.get());
   if (!gpt2 && (init || !a.data.empty() || !a.save.empty()))
     fail("--init, --data and --save apply to GPT-2 models; ", model->name(), " trains on synthetic features");
   JitOptions o = jit_options(a, world, gpt2 != nullptr);
   std::unique_ptr<Compiled> compiled = jit(*model, o);
-  if (init) load_hf_weights(compiled->engine(), *model, *init);
+  int64_t first_step = 0;
+  if (!a.resume.empty()) first_step = resume_checkpoint(compiled->engine(), a.resume);
+  else if (init) load_hf_weights(compiled->engine(), *model, *init);
 
   std::ofstream log;
   if (rank == 0 && !a.log_json.empty()) {
@@ -150,7 +194,7 @@ void run_train(const TrainArgs& a) {
   if (!a.data.empty()) data = std::make_unique<TokenData>(a.data, vocab, shapes[0].shape[1], sampling, a.seed);
   if (!a.val_data.empty()) val = std::make_unique<TokenData>(a.val_data, vocab, shapes[0].shape[1]);
   SyntheticTokens tokens(a.seed, vocab);
-  for (int step = 0; step < a.steps; ++step) {
+  for (int64_t step = first_step; step < a.steps; ++step) {
     std::vector<HostTensor> batch;
     int64_t tokens_in_batch = 0;
     const Shape& s = shapes[0].shape;
@@ -171,12 +215,12 @@ void run_train(const TrainArgs& a) {
     const bool eval = val && a.eval_every > 0 && ((step + 1) % a.eval_every == 0 || step + 1 == a.steps);
     const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, world, rank, b_local / a.grad_accum) : 0;
     if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps))
-      save_hf_checkpoint(compiled->engine(), gpt2->config(), a.save);
+      save_checkpoint(compiled->engine(), gpt2->config(), a.save, step + 1);
     if (rank != 0) continue;
     const MemStats& m = compiled->engine().memory();
     const bool print = eval || step % a.log_every == 0 || step + 1 == a.steps;
     if (print) {
-      std::printf("step %4d  loss %.4f%s  %7.2f ms  %8.0f tok/s  peak %s per rank\n", step, r.loss,
+      std::printf("step %4lld  loss %.4f%s  %7.2f ms  %8.0f tok/s  peak %s per rank\n", static_cast<long long>(step), r.loss,
                   eval ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", r.seconds * 1e3,
                   static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str());
       std::fflush(stdout);
@@ -230,6 +274,8 @@ Command add_train_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--sampling", a->sampling, "sequential | random windows of --data")
       ->check(CLI::IsMember({"sequential", "random"}))->capture_default_str();
+  cmd->add_option("--resume", a->resume, "Continue from the latest checkpoint --save wrote in DIR")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--save", a->save, "Write model.safetensors and config.json (Hugging Face) into DIR");
   cmd->add_option("--save-every", a->save_every, "Also save every K steps (0: only at the end)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -239,7 +285,7 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--save-state", a->save_state, "Write the gathered parameters as JSON (rank 0)");
   // --batch from the model options is the GLOBAL batch here.
   return Command{cmd, [a] { run_train(*a); }, [a] {
-                   if (a->init.empty()) check_model_source(a->src, false);
+                   if (a->init.empty() && a->resume.empty()) check_model_source(a->src, false);
                  }};
 }
 
