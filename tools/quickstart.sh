@@ -24,3 +24,6 @@ mpirun -np 2 --oversubscribe ./build/tools/fsdpc train "${model[@]}" --batch 16 
   --data "$train" --val-data "$val" --eval-every 100 --eval-batches 8 --log-every 50 \
   --save build/checkpoint
 echo "== saved: $(ls build/checkpoint | tr '\n' ' ')"
+
+echo "== fsdpc generate --init build/checkpoint --prompt 'This License' --max-new-tokens 120 --temperature 0.8"
+./build/tools/fsdpc generate --init build/checkpoint --prompt "This License" --max-new-tokens 120 --temperature 0.8 --top-k 20 --seed 1

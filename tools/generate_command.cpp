@@ -1,0 +1,95 @@
+// fsdpc generate: samples a continuation of a prompt from a GPT-2 checkpoint
+// on one CPU rank. A byte-level model (vocab 256) reads and prints text; any
+// other vocabulary reads and prints space-separated token ids. Under mpirun
+// only rank 0 generates (the others have nothing to share the work of).
+#include <cstdio>
+#include <sstream>
+
+#include "executors/comm/mpi_world.h"
+#include "frontend/generate.h"
+#include "ir/error.h"
+#include "tools/commands.h"
+
+namespace fsdpc::cli {
+
+namespace {
+
+constexpr int64_t kByteVocab = 256;
+
+struct GenerateArgs {
+  std::string init, config, prompt;
+  int64_t max_new_tokens = 0, top_k = 0;
+  double temperature = 1.0;
+  uint64_t seed = 0;
+};
+
+std::vector<int64_t> parse_prompt(const std::string& prompt, int64_t vocab) {
+  std::vector<int64_t> ids;
+  if (vocab == kByteVocab) {
+    for (unsigned char c : prompt) ids.push_back(c);
+    return ids;
+  }
+  std::istringstream in(prompt);
+  for (std::string word; in >> word;) {
+    size_t used = 0;
+    int64_t id = -1;
+    try {
+      id = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size()) fail("--prompt: '", word, "' is not a token id (vocab ", vocab, " models take ids)");
+    if (id < 0 || id >= vocab) fail("--prompt: token id ", id, " is outside the vocabulary [0, ", vocab, ")");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+void print_token(int64_t id, bool bytes, bool first) {
+  if (bytes) std::putchar(static_cast<int>(id));
+  else std::printf("%s%lld", first ? "" : " ", static_cast<long long>(id));
+}
+
+void run_generate(const GenerateArgs& a) {
+  mpi_init();
+  if (mpi_world_rank() != 0) return;
+  HfWeights weights(a.init);
+  std::string config_path = a.config.empty() ? weights.config_path() : a.config;
+  if (config_path.empty()) fail("--init ", a.init, ": no config.json beside the weights; pass --config");
+  Generator generator(gpt2_config_from_file(config_path), weights);
+  const int64_t vocab = generator.config().vocab_size;
+  const bool bytes = vocab == kByteVocab;
+  std::vector<int64_t> prompt = parse_prompt(a.prompt, vocab);
+  if (prompt.empty()) fail("--prompt is empty; give at least one ", bytes ? "character" : "token id");
+  SamplingOptions options{a.temperature, a.top_k};
+  for (size_t i = 0; i < prompt.size(); ++i) print_token(prompt[i], bytes, i == 0);
+  // Streamed, so a long generation shows progress.
+  generator.generate(prompt, a.max_new_tokens, options, a.seed, [&](int64_t id) {
+    print_token(id, bytes, false);
+    std::fflush(stdout);
+  });
+  std::putchar('\n');
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("generate", "Sample a continuation of a prompt from a GPT-2 checkpoint (CPU, one rank)");
+  cmd->add_option("--init", a->init, "Hugging Face GPT-2 weights: a .safetensors file or a folder")
+      ->required()->check(CLI::ExistingPath);
+  cmd->add_option("--config", a->config, "config.json of the model (default: the one beside the weights)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--prompt", a->prompt, "Text for a byte-level (vocab 256) model, else space-separated token ids")
+      ->required();
+  cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to sample")->required()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", a->temperature, "Softmax temperature (0: greedy)")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "Sample from the K most likely tokens (default: all)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", a->seed, "Seed of the sampling")->capture_default_str();
+  return Command{cmd, [a] { run_generate(*a); }};
+}
+
+}  // namespace fsdpc::cli
