@@ -36,40 +36,16 @@ int64_t sample_token(const std::vector<float>& logits, const SamplingOptions& op
   return ids[k - 1];  // u * sum rounded up to sum
 }
 
-namespace {
-
-bool ignored_tensor(const std::string& name) {
-  auto ends_with = [&](const std::string& s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  // GPT-2's causal-mask buffers, and the head that is tied to wte.
-  return ends_with(".attn.bias") || ends_with(".attn.masked_bias") || name == "lm_head.weight";
-}
-
-}  // namespace
-
 Generator::Generator(const GPT2Config& config, const HfWeights& weights) : model_("gpt2", config) {
-  std::string missing, unexpected;
+  check_hf_weights(model_, weights);  // every missing, unexpected or misshapen tensor, before reading
   for (const NamedParam& p : model_.named_parameters()) {
-    auto it = weights.tensors().find(p.path);
-    if (it == weights.tensors().end()) {
-      missing += (missing.empty() ? "" : ", ") + p.path;
-      continue;
-    }
-    const SafetensorsEntry& e = *it->second.entry;
-    if (e.shape != p.spec->shape)
-      fail("checkpoint tensor ", p.path, " has shape ", shape_str(e.shape), ", the model expects ",
-           shape_str(p.spec->shape));
+    const HfWeights::Tensor& t = weights.tensors().at(p.path);
     TensorType type;
     type.shape = p.spec->shape;
     TensorValue v = allocate_tensor(allocator_, type, MemCategory::parameters);
-    it->second.file->read_rows_f32(e, 0, e.shape.empty() ? 1 : e.shape[0], static_cast<float*>(v.data()));
+    t.file->read_rows_f32(*t.entry, 0, type.shape.empty() ? 1 : type.shape[0], static_cast<float*>(v.data()));
     weights_[p.path] = std::move(v);
   }
-  for (const auto& [name, t] : weights.tensors())
-    if (!weights_.count(name) && !ignored_tensor(name)) unexpected += (unexpected.empty() ? "" : ", ") + name;
-  if (!missing.empty()) fail("checkpoint is missing tensors: ", missing);
-  if (!unexpected.empty()) fail("checkpoint has unexpected tensors: ", unexpected);
   interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for("cpu"), context_);
 }
 

@@ -76,7 +76,7 @@ void HfWeights::add_file(const std::string& path, const std::map<std::string, st
   }
 }
 
-void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weights) {
+void check_hf_weights(const Model& model, const HfWeights& weights) {
   std::string missing, unexpected;
   std::map<std::string, bool> wanted;
   for (const NamedParam& p : model.named_parameters()) {
@@ -94,7 +94,10 @@ void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weight
       unexpected += (unexpected.empty() ? "" : ", ") + name;
   if (!missing.empty()) fail("checkpoint is missing tensors: ", missing);
   if (!unexpected.empty()) fail("checkpoint has unexpected tensors: ", unexpected);
+}
 
+void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weights) {
+  check_hf_weights(model, weights);
   engine.load_parameters([&](const std::string& path, const Shape&, int64_t row_begin, int64_t rows, float* out) {
     const HfWeights::Tensor& t = weights.tensors().at(path);
     t.file->read_rows_f32(*t.entry, row_begin, rows, out);

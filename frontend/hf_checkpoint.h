@@ -40,6 +40,8 @@ class HfWeights {
 // attn.masked_bias buffers are ignored; lm_head.weight, when present, must
 // equal the tied wte.weight (each rank compares its own rows).
 void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weights);
+// The name and shape checks of load_hf_weights alone.
+void check_hf_weights(const Model& model, const HfWeights& weights);
 
 // Rank 0 writes <dir>/model.safetensors and <dir>/config.json, each to a
 // temporary name renamed into place. Collective (gathers the parameters).
