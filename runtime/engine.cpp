@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <unordered_map>
 
 #include "executors/claim.h"
@@ -258,6 +259,7 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
   for (Param& p : params_) {
     const Shape& shape = p.value.type.shape;
     tensors.push_back({p.plan.path, shape, static_cast<const float*>(p.value.data())});
+    meta[p.plan.path + ".row_begin"] = std::to_string(p.row_begin);
     if (!p.requires_grad) continue;
     Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
     meta[p.plan.path + ".step"] = std::to_string(st.step);
@@ -267,33 +269,65 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
   write_safetensors(dir + "/rank-" + std::to_string(rank()) + ".safetensors", tensors, meta);
 }
 
-int64_t Engine::load_rank_state(const std::string& dir) {
-  const std::string path = dir + "/rank-" + std::to_string(rank()) + ".safetensors";
-  SafetensorsFile f(path);
-  auto meta = [&](const std::string& key) -> int64_t {
-    auto it = f.metadata().find(key);
-    if (it == f.metadata().end()) fail(path, ": metadata has no '", key, "'");
+namespace {
+// The rank files of a checkpoint folder, with their metadata as integers.
+struct RankFiles {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  int64_t meta(size_t k, const std::string& key) const {
+    auto it = files[k]->metadata().find(key);
+    if (it == files[k]->metadata().end()) fail(files[k]->path(), ": metadata has no '", key, "'");
     return std::stoll(it->second);
-  };
-  if (meta("world") != world())
-    fail(path, ": written by a world of ", meta("world"), ", this run has ", world(), " ranks");
-  auto read = [&](const std::string& name, const Shape& shape, float* out) {
-    const SafetensorsEntry* e = f.find(name);
-    if (!e) fail(path, ": no tensor ", name);
-    if (e->shape != shape) fail(path, ": ", name, " has shape ", shape_str(e->shape), ", this run's shard is ", shape_str(shape));
-    f.read_rows_f32(*e, 0, shape.empty() ? 1 : shape[0], out);
-  };
+  }
+};
+
+// Fills rows [row_begin, row_begin + rows) of tensor `name` (a parameter of
+// `full_rows` rows, or its optimizer state) from whichever rank files hold
+// them: the writer's shards may be cut differently (another world size or
+// strategy). Rows past full_rows are padding and get 0.
+void read_rows_from_shards(const RankFiles& rf, const std::string& name, const std::string& param, int64_t full_rows,
+                           int64_t row_begin, int64_t rows, int64_t cols, float* out) {
+  std::fill(out, out + rows * cols, 0.0f);
+  int64_t covered = 0;
+  const int64_t want_end = std::min(row_begin + rows, full_rows);
+  for (size_t k = 0; k < rf.files.size() && covered < want_end - row_begin; ++k) {
+    const SafetensorsEntry* e = rf.files[k]->find(name);
+    if (!e) fail(rf.files[k]->path(), ": no tensor ", name);
+    const int64_t e_rows = e->shape.empty() ? 1 : e->shape[0];
+    if ((e_rows ? numel(e->shape) / e_rows : cols) != cols)
+      fail(rf.files[k]->path(), ": ", name, " has shape ", shape_str(e->shape), ", rows of ", cols, " elements expected");
+    const int64_t have = rf.meta(k, param + ".row_begin");
+    const int64_t lo = std::max(row_begin, have), hi = std::min(want_end, have + e_rows);
+    if (lo >= hi) continue;
+    rf.files[k]->read_rows_f32(*e, lo - have, hi - lo, out + (lo - row_begin) * cols);
+    covered += hi - lo;  // replicas hold the same rows: stop once every row is read
+  }
+  if (covered < std::max<int64_t>(0, want_end - row_begin))
+    fail("checkpoint rows ", row_begin, "..", want_end, " of ", name, " are not in any rank file");
+}
+}  // namespace
+
+int64_t Engine::load_rank_state(const std::string& dir) {
+  RankFiles rf;
+  rf.files.push_back(std::make_unique<SafetensorsFile>(dir + "/rank-0.safetensors"));
+  const int64_t written_world = rf.meta(0, "world");
+  for (int64_t k = 1; k < written_world; ++k)
+    rf.files.push_back(std::make_unique<SafetensorsFile>(dir + "/rank-" + std::to_string(k) + ".safetensors"));
   for (Param& p : params_) {
     const Shape& shape = p.value.type.shape;
-    read(p.plan.path, shape, static_cast<float*>(p.value.data()));
+    const int64_t rows = shape.empty() ? 1 : shape[0], cols = rows ? numel(shape) / rows : 0;
+    const int64_t full_rows = p.plan.full_shape.empty() ? 1 : p.plan.full_shape[0];
+    auto read = [&](const std::string& name, float* out) {
+      read_rows_from_shards(rf, name, p.plan.path, full_rows, p.row_begin, rows, cols, out);
+    };
+    read(p.plan.path, static_cast<float*>(p.value.data()));
     if (!p.requires_grad) continue;
     Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
-    if (st.buf0) read(p.plan.path + ".state0", shape, st.buf0);
-    if (st.buf1) read(p.plan.path + ".state1", shape, st.buf1);
-    optimizer_->set_param_step(p.plan.path, meta(p.plan.path + ".step"));
+    if (st.buf0) read(p.plan.path + ".state0", st.buf0);
+    if (st.buf1) read(p.plan.path + ".state1", st.buf1);
+    optimizer_->set_param_step(p.plan.path, rf.meta(0, p.plan.path + ".step"));
   }
-  optimizer_->set_steps(meta("optimizer_steps"));
-  return meta("step");
+  optimizer_->set_steps(rf.meta(0, "optimizer_steps"));
+  return rf.meta(0, "step");
 }
 
 std::vector<Engine::Shard> Engine::shards() const {

@@ -112,9 +112,10 @@ class Engine {
   // optimizer state to <dir>/rank-<r>.safetensors (step counts in its
   // metadata). Collective. The caller makes the folder complete atomically.
   void save_rank_state(const std::string& dir, int64_t step);
-  // Restores what save_rank_state wrote, at the same world size and
-  // strategy; returns the step to continue from. Throws fsdpc::Error when
-  // the files do not match this run (names, shard shapes).
+  // Restores what save_rank_state wrote — at any world size and strategy:
+  // each rank reads its rows from whichever rank files hold them. Returns
+  // the step to continue from. Throws fsdpc::Error when the files do not
+  // match this model (names, row sizes, missing rows).
   int64_t load_rank_state(const std::string& dir);
   void barrier();
 
