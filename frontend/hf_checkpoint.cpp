@@ -131,6 +131,13 @@ void save_hf_checkpoint(Engine& engine, const GPT2Config& c, const std::string& 
   std::vector<SafetensorsTensor> tensors;
   for (const auto& [name, t] : state) tensors.push_back({name, t.shape, t.f32.data()});
   write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  save_hf_config(c, dir);
+}
+
+void save_hf_config(const GPT2Config& c, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir, ": cannot create the checkpoint folder (", ec.message(), ")");
   nlohmann::ordered_json j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
                               {"activation_function", "gelu_new"}, {"n_layer", c.n_layer},
                               {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"vocab_size", c.vocab_size},

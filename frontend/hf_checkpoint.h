@@ -46,5 +46,7 @@ void check_hf_weights(const Model& model, const HfWeights& weights);
 // Rank 0 writes <dir>/model.safetensors and <dir>/config.json, each to a
 // temporary name renamed into place. Collective (gathers the parameters).
 void save_hf_checkpoint(Engine& engine, const GPT2Config& config, const std::string& dir);
+// <dir>/config.json alone (a sharded checkpoint still names its model).
+void save_hf_config(const GPT2Config& config, const std::string& dir);
 
 }  // namespace fsdpc

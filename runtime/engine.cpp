@@ -255,6 +255,7 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
   std::vector<SafetensorsTensor> tensors;
   std::map<std::string, std::string> meta = {{"step", std::to_string(step)},
                                              {"world", std::to_string(world())},
+                                             {"seed", std::to_string(options_.seed)},
                                              {"optimizer_steps", std::to_string(optimizer_->steps())}};
   for (Param& p : params_) {
     const Shape& shape = p.value.type.shape;
@@ -310,6 +311,11 @@ int64_t Engine::load_rank_state(const std::string& dir) {
   RankFiles rf;
   rf.files.push_back(std::make_unique<SafetensorsFile>(dir + "/rank-0.safetensors"));
   const int64_t written_world = rf.meta(0, "world");
+  // Data and sampling are functions of (seed, step): another seed would not
+  // continue the same run.
+  if (rf.meta(0, "seed") != static_cast<int64_t>(options_.seed))
+    fail(dir, ": the checkpoint was trained with --seed ", rf.meta(0, "seed"), ", this run has --seed ",
+         options_.seed);
   for (int64_t k = 1; k < written_world; ++k)
     rf.files.push_back(std::make_unique<SafetensorsFile>(dir + "/rank-" + std::to_string(k) + ".safetensors"));
   for (Param& p : params_) {

@@ -186,3 +186,57 @@ TEST_CASE("resume continues bit for bit, and at other world sizes; a kill mid-sa
     CHECK(moved.losses[1] == Approx(whole.losses[5]).epsilon(1e-5));
   }
 }
+
+TEST_CASE("a sharded checkpoint holds no gathered model and resumes at another world size", "[mpi][checkpoint]") {
+  const std::string data = kData + "'" + corpus().string() + "' --optimizer adamw";
+  const Result whole = train(2, "--model gpt2-tiny --steps 4 --strategy zero3" + data);
+  REQUIRE(whole.code == 0);
+  const fs::path ck = scratch("ck-sharded");
+  fs::remove_all(ck);
+  Result saved = train(2, "--model gpt2-tiny --steps 2 --strategy zero3 --checkpoint sharded --save '" + ck.string() +
+                              "'" + data);
+  INFO(saved.output);
+  REQUIRE(saved.code == 0);
+  CHECK(!fs::exists(ck / "model.safetensors"));  // no rank gathered the model
+  CHECK(fs::exists(ck / "config.json"));
+  std::ifstream index(ck / "state" / "step-2" / "index.json");
+  nlohmann::json j = nlohmann::json::parse(index);
+  CHECK(j["world"] == 2);
+  CHECK(j["files"].size() == 2);
+
+  Result resumed = train(1, "--resume '" + ck.string() + "' --steps 4 --strategy zero2" + data);
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  REQUIRE(resumed.losses.size() == 2);
+  CHECK(resumed.losses[0] == Approx(whole.losses[2]).epsilon(1e-5));
+  CHECK(resumed.losses[1] == Approx(whole.losses[3]).epsilon(1e-5));
+
+  // Another seed would not continue the same run.
+  Result reseeded = train(1, "--resume '" + ck.string() + "' --steps 4 --seed 9" + data);
+  CHECK(reseeded.code == 2);
+  CHECK_THAT(reseeded.output, Contains("trained with --seed 0"));
+}
+
+TEST_CASE("a checkpoint with tensors the model does not have lists them", "[mpi][checkpoint]") {
+  const fs::path ck = scratch("ck-extra");
+  REQUIRE(train(1, "--model gpt2-tiny --steps 1 --save '" + ck.string() + "'" + kData + "'" + corpus().string() + "'")
+              .code == 0);
+  fsdpc::SafetensorsFile f((ck / "model.safetensors").string());
+  std::vector<std::vector<float>> data;
+  std::vector<fsdpc::SafetensorsTensor> tensors;
+  for (const auto& e : f.entries()) {
+    const int64_t rows = e.shape.empty() ? 1 : e.shape[0];
+    data.emplace_back(static_cast<size_t>(fsdpc::numel(e.shape)));
+    f.read_rows_f32(e, 0, rows, data.back().data());
+    tensors.push_back({e.name, e.shape, data.back().data()});
+  }
+  std::vector<float> extra(3, 1.0f);
+  tensors.push_back({"h.7.mlp.c_fc.weight", {3}, extra.data()});
+  tensors.push_back({"h.0.attn.masked_bias", {1}, extra.data()});  // a GPT-2 buffer: ignored
+  fs::path file = scratch("extra.safetensors");
+  fsdpc::write_safetensors(file.string(), tensors);
+  Result r = train(1, "--model gpt2-tiny --steps 1 --init '" + file.string() + "'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains("unexpected tensors: h.7.mlp.c_fc.weight"));
+  CHECK_THAT(r.output, !Contains("masked_bias"));
+}

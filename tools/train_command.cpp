@@ -27,6 +27,7 @@ struct TrainArgs {
   ModelSource src;
   std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", optimizer = "adamw";
   std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save, resume;
+  std::string checkpoint = "full";
   int eval_every = 0, eval_batches = 4, save_every = 0, log_every = 1;
   int prefetch = 1, max_inflight = 2, steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
@@ -113,9 +114,13 @@ void save_state(const std::string& path, const std::map<std::string, HostTensor>
 // DIR/state/step-N, written under a temporary name and renamed into place
 // once every rank's file is complete; DIR/state/latest then names it. A run
 // killed mid-save leaves the previous checkpoint and `latest` intact.
-void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string& dir, int64_t next_step) {
+void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string& dir, int64_t next_step,
+                     bool full) {
   namespace fs = std::filesystem;
-  save_hf_checkpoint(engine, config, dir);
+  // full: also the gathered Hugging Face export (rank 0 holds the whole
+  // model for it); sharded: no rank ever holds more than its shards.
+  if (full) save_hf_checkpoint(engine, config, dir);
+  else if (engine.rank() == 0) save_hf_config(config, dir);
   const fs::path state = fs::path(dir) / "state", name = "step-" + std::to_string(next_step);
   const fs::path tmp = state / (name.string() + ".tmp"), done = state / name;
   if (engine.rank() == 0) {
@@ -132,6 +137,12 @@ void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string
   if (engine.rank() == 0) {
     fs::remove_all(done);
     fs::rename(tmp, done);
+    // The index: which files hold the state, for tools and for resuming.
+    std::string index = "{\"world\": " + std::to_string(engine.world()) + ", \"step\": " +
+                        std::to_string(next_step) + ", \"files\": [";
+    for (int r = 0; r < engine.world(); ++r)
+      index += (r ? ", " : "") + std::string("\"rank-") + std::to_string(r) + ".safetensors\"";
+    write_output((done / "index.json").string(), index + "]}\n");
     write_output((state / "latest").string(), name.string() + "\n");
   }
   engine.barrier();
@@ -150,7 +161,10 @@ std::unique_ptr<Model> make_train_model(const TrainArgs& a, const HfWeights* ini
   if (!a.src.config.empty()) return make_model_from_config(a.src.config);
   if (!a.src.model.empty()) return make_model(a.src.model);
   if (init && !init->config_path().empty()) return make_model_from_config(init->config_path());
-  fail("--init ", a.init, ": no config.json beside the weights; pass --config or --model");
+  const std::string resumed = a.resume + "/config.json";
+  if (!a.resume.empty() && std::filesystem::exists(resumed)) return make_model_from_config(resumed);
+  fail(a.init.empty() ? "--resume " + a.resume : "--init " + a.init,
+       ": no config.json beside the weights; pass --config or --model");
 }
 
 // The mean validation loss over `batches` sequential windows of the file.
@@ -169,8 +183,7 @@ void run_train(const TrainArgs& a) {
   mpi_init();
   const int world = mpi_world_size(), rank = mpi_world_rank();
   if (!a.init.empty() && !a.resume.empty()) fail("--init and --resume exclude each other");
-  const std::string weights = a.resume.empty() ? a.init : a.resume;
-  std::unique_ptr<HfWeights> init = weights.empty() ? nullptr : std::make_unique<HfWeights>(weights);
+  std::unique_ptr<HfWeights> init = a.init.empty() ? nullptr : std::make_unique<HfWeights>(a.init);
   std::unique_ptr<Model> model = make_train_model(a, init.get());
   const auto* gpt2 = dynamic_cast<const GPT2*>(model.get());
   if (!gpt2 && (init || !a.data.empty() || !a.save.empty()))
@@ -215,7 +228,7 @@ void run_train(const TrainArgs& a) {
     const bool eval = val && a.eval_every > 0 && ((step + 1) % a.eval_every == 0 || step + 1 == a.steps);
     const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, world, rank, b_local / a.grad_accum) : 0;
     if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps))
-      save_checkpoint(compiled->engine(), gpt2->config(), a.save, step + 1);
+      save_checkpoint(compiled->engine(), gpt2->config(), a.save, step + 1, a.checkpoint == "full");
     if (rank != 0) continue;
     const MemStats& m = compiled->engine().memory();
     const bool print = eval || step % a.log_every == 0 || step + 1 == a.steps;
@@ -277,6 +290,9 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--resume", a->resume, "Continue from the latest checkpoint --save wrote in DIR")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--save", a->save, "Write model.safetensors and config.json (Hugging Face) into DIR");
+  cmd->add_option("--checkpoint", a->checkpoint,
+                  "full: the Hugging Face export plus each rank's state; sharded: each rank's state only")
+      ->check(CLI::IsMember({"full", "sharded"}))->capture_default_str();
   cmd->add_option("--save-every", a->save_every, "Also save every K steps (0: only at the end)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--log-every", a->log_every, "Print every K steps (and evaluations)")->check(CLI::PositiveNumber)
