@@ -239,4 +239,28 @@ TEST_CASE("a checkpoint with tensors the model does not have lists them", "[mpi]
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Contains("unexpected tensors: h.7.mlp.c_fc.weight"));
   CHECK_THAT(r.output, !Contains("masked_bias"));
+
+  // A stored lm_head must be the tied wte: equal loads (with the HF
+  // "transformer." prefix too), different fails.
+  tensors.pop_back();
+  tensors.pop_back();
+  std::vector<fsdpc::SafetensorsTensor> prefixed;
+  std::vector<std::string> names;
+  for (const auto& t : tensors) names.push_back("transformer." + t.name);
+  for (size_t i = 0; i < tensors.size(); ++i) prefixed.push_back({names[i], tensors[i].shape, tensors[i].data});
+  const fsdpc::SafetensorsTensor* wte = nullptr;
+  for (const auto& t : tensors)
+    if (t.name == "wte.weight") wte = &t;
+  REQUIRE(wte != nullptr);
+  prefixed.push_back({"lm_head.weight", wte->shape, wte->data});
+  fs::path tied = scratch("tied.safetensors");
+  fsdpc::write_safetensors(tied.string(), prefixed);
+  CHECK(train(2, "--model gpt2-tiny --steps 1 --strategy zero3 --init '" + tied.string() + "'").code == 0);
+  std::vector<float> other(wte->data, wte->data + fsdpc::numel(wte->shape));
+  other[5] += 1.0f;
+  prefixed.back().data = other.data();
+  fsdpc::write_safetensors(tied.string(), prefixed);
+  r = train(1, "--model gpt2-tiny --steps 1 --init '" + tied.string() + "'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains("lm_head.weight differs from the tied wte.weight at row 0"));
 }
