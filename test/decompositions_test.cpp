@@ -1,6 +1,6 @@
 // Tests of the composites' decompositions: structure (prims only, SSA inside
-// the composite, the meta's output type) and values, run on a tiny float64
-// evaluator of the prims the decompositions use and checked by hand.
+// the composite, the meta's output type) and values, the decomposition run on
+// the float64 reference executor and checked by hand.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "executors/reference/reference.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 
@@ -44,7 +45,7 @@ Built build(const std::vector<std::pair<std::string, TensorType>>& args, OpId op
     b.add_arg(Proxy{name, type, "", true});
     ins.push_back(Operand::of(name));
   }
-  b.emit1(op, std::move(ins), std::move(attrs));
+  out.trace.returns = ReturnTree::leaf(b.emit1(op, std::move(ins), std::move(attrs)).name);
   return out;
 }
 
@@ -91,7 +92,7 @@ void check_well_formed(const Built& built) {
   for (const Proxy& a : built.trace.args) CHECK(outputs.count(a.name) == 0);
 }
 
-// ---- a float64 evaluator of the prims ----
+// ---- values ----
 
 struct Value {
   Shape shape;
@@ -104,167 +105,18 @@ std::vector<int64_t> strides_of(const Shape& s) {
   return st;
 }
 
-std::vector<int64_t> unravel(int64_t flat, const Shape& s) {
-  std::vector<int64_t> idx(s.size());
-  for (int64_t i = static_cast<int64_t>(s.size()) - 1; i >= 0; --i) {
-    idx[i] = flat % s[i];
-    flat /= s[i];
+// Runs the composite's decomposition on `inputs` (in its input order) on the
+// float64 reference executor, which runs a composite's sub-symbols.
+Value run(const Built& t, const std::vector<Value>& inputs) {
+  REQUIRE(inputs.size() == t.trace.args.size());
+  std::vector<reference::Value> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    REQUIRE(inputs[i].shape == t.trace.args[i].type.shape);
+    args.push_back(reference::make_value(t.trace.args[i].type, inputs[i].data));
   }
-  return idx;
-}
-
-double apply_unary(OpId op, double x) {
-  switch (op) {
-    case OpId::Neg: return -x;
-    case OpId::Exp: return std::exp(x);
-    case OpId::Log: return std::log(x);
-    case OpId::Tanh: return std::tanh(x);
-    case OpId::Sqrt: return std::sqrt(x);
-    case OpId::Rsqrt: return 1.0 / std::sqrt(x);
-    case OpId::ConvertElementType: return x;
-    default: FAIL("no unary " << op_name(op)); return 0;
-  }
-}
-
-double apply_binary(OpId op, double a, double b) {
-  switch (op) {
-    case OpId::Add: return a + b;
-    case OpId::Sub: return a - b;
-    case OpId::Mul: return a * b;
-    case OpId::Div: return a / b;
-    case OpId::Pow: return std::pow(a, b);
-    case OpId::Maximum: return std::max(a, b);
-    case OpId::Eq: return a == b;
-    case OpId::Ne: return a != b;
-    case OpId::Lt: return a < b;
-    case OpId::Le: return a <= b;
-    case OpId::Gt: return a > b;
-    case OpId::Ge: return a >= b;
-    default: FAIL("no binary " << op_name(op)); return 0;
-  }
-}
-
-Value reduce(OpId op, const Value& x, const IntList& dims) {
-  Value out;
-  std::vector<bool> reduced(x.shape.size(), false);
-  for (int64_t d : dims) reduced[d] = true;
-  for (size_t i = 0; i < x.shape.size(); ++i)
-    if (!reduced[i]) out.shape.push_back(x.shape[i]);
-  const double init = op == OpId::Sum ? 0.0 : -std::numeric_limits<double>::infinity();
-  out.data.assign(numel(out.shape), init);
-  auto ost = strides_of(out.shape);
-  for (int64_t f = 0; f < numel(x.shape); ++f) {
-    auto idx = unravel(f, x.shape);
-    int64_t o = 0, k = 0;
-    for (size_t i = 0; i < idx.size(); ++i)
-      if (!reduced[i]) o += idx[i] * ost[k++];
-    out.data[o] = op == OpId::Sum ? out.data[o] + x.data[f] : std::max(out.data[o], x.data[f]);
-  }
-  return out;
-}
-
-Value broadcast_in_dim(const Value& x, const Shape& shape, const IntList& bdims) {
-  Value out{shape, std::vector<double>(numel(shape))};
-  auto xst = strides_of(x.shape);
-  for (int64_t f = 0; f < numel(shape); ++f) {
-    auto idx = unravel(f, shape);
-    int64_t src = 0;
-    for (size_t i = 0; i < bdims.size(); ++i)
-      if (x.shape[i] != 1) src += idx[bdims[i]] * xst[i];
-    out.data[f] = x.data[src];
-  }
-  return out;
-}
-
-Value permute(const Value& x, const IntList& dims) {
-  Value out;
-  for (int64_t d : dims) out.shape.push_back(x.shape[d]);
-  out.data.resize(x.data.size());
-  auto xst = strides_of(x.shape);
-  for (int64_t f = 0; f < numel(out.shape); ++f) {
-    auto idx = unravel(f, out.shape);
-    int64_t src = 0;
-    for (size_t i = 0; i < dims.size(); ++i) src += idx[i] * xst[dims[i]];
-    out.data[f] = x.data[src];
-  }
-  return out;
-}
-
-// a [..., M, K] @ b [..., K, N] or [K, N].
-Value matmul(const Value& a, const Value& b) {
-  const size_t ra = a.shape.size(), rb = b.shape.size();
-  const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
-  const int64_t batch = numel(a.shape) / (m * k);
-  const bool shared_b = rb == 2;
-  Value out{a.shape, {}};
-  out.shape.back() = n;
-  out.data.assign(batch * m * n, 0.0);
-  for (int64_t bi = 0; bi < batch; ++bi)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t p = 0; p < k; ++p)
-          acc += a.data[bi * m * k + i * k + p] * b.data[(shared_b ? 0 : bi * k * n) + p * n + j];
-        out.data[bi * m * n + i * n + j] = acc;
-      }
-  return out;
-}
-
-Value eval_one(const BoundSymbol& s, const std::map<std::string, Value>& env) {
-  auto in = [&](size_t i) -> const Value& { return env.at(s.inputs[i].name); };
-  const OpCategory cat = op_info(s.op).category;
-  if (s.op == OpId::Where) {
-    Value out{in(0).shape, std::vector<double>(in(0).data.size())};
-    for (size_t f = 0; f < out.data.size(); ++f) {
-      const Operand& pick = in(0).data[f] != 0 ? s.inputs[1] : s.inputs[2];
-      out.data[f] = pick.is_scalar() ? *pick.scalar : env.at(pick.name).data[f];
-    }
-    return out;
-  }
-  if (cat == OpCategory::elementwise && s.inputs.size() == 1) {
-    Value out = in(0);
-    for (double& v : out.data) v = apply_unary(s.op, v);
-    return out;
-  }
-  if (cat == OpCategory::elementwise) {
-    const Operand& a = s.inputs[0];
-    const Operand& b = s.inputs[1];
-    Value out = a.is_scalar() ? env.at(b.name) : env.at(a.name);
-    for (size_t f = 0; f < out.data.size(); ++f) {
-      double x = a.is_scalar() ? *a.scalar : env.at(a.name).data[f];
-      double y = b.is_scalar() ? *b.scalar : env.at(b.name).data[f];
-      out.data[f] = apply_binary(s.op, x, y);
-    }
-    return out;
-  }
-  switch (s.op) {
-    case OpId::Sum:
-    case OpId::Amax: return reduce(s.op, in(0), s.attrs.get_ints("dims"));
-    case OpId::Reshape: return Value{s.attrs.get_ints("shape"), in(0).data};
-    case OpId::Permute: return permute(in(0), s.attrs.get_ints("dims"));
-    case OpId::BroadcastInDim:
-      return broadcast_in_dim(in(0), s.attrs.get_ints("shape"), s.attrs.get_ints("broadcast_dims"));
-    case OpId::Matmul: return matmul(in(0), in(1));
-    case OpId::Iota: {
-      Value out{{s.attrs.get_int("length")}, {}};
-      for (int64_t i = 0; i < out.shape[0]; ++i) out.data.push_back(static_cast<double>(i));
-      return out;
-    }
-    default: FAIL("evaluator has no " << op_name(s.op)); return {};
-  }
-}
-
-// Runs the composite's sub-symbols on `inputs` (in the composite's input order).
-Value run(const BoundSymbol& c, const std::vector<Value>& inputs) {
-  REQUIRE(inputs.size() == c.inputs.size());
-  std::map<std::string, Value> env;
-  for (size_t i = 0; i < inputs.size(); ++i) env[c.inputs[i].name] = inputs[i];
-  for (const BoundSymbol& s : c.subsymbols) {
-    Value v = eval_one(s, env);
-    REQUIRE(v.shape == s.outputs[0].type.shape);
-    env[s.outputs[0].name] = std::move(v);
-  }
-  return env.at(c.output().name);
+  REQUIRE(!t.comp().subsymbols.empty());
+  std::vector<reference::Value> out = reference::run(t.trace, args);
+  return Value{out.at(0).type.shape, out.at(0).data};
 }
 
 // Deterministic, varied inputs.
@@ -293,7 +145,7 @@ TEST_CASE("linear without bias is permute then matmul", "[decompositions]") {
   CHECK(c.output().type.shape == Shape{4, 5});
 
   Value x = filled({4, 3}, 0.1), w = filled({5, 3}, 0.7);
-  Value y = run(c, {x, w});
+  Value y = run(t, {x, w});
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 0; j < 5; ++j) {
       double ref = 0;
@@ -313,7 +165,7 @@ TEST_CASE("linear with bias on a rank-3 input broadcasts the bias over the last 
   CHECK(c.subsymbols[2].attrs.get_ints("broadcast_dims") == IntList{2});
 
   Value x = filled({2, 4, 3}, 0.3), w = filled({5, 3}, 1.1), bias = filled({5}, 2.0);
-  Value y = run(c, {x, w, bias});
+  Value y = run(t, {x, w, bias});
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t j = 0; j < 5; ++j) {
@@ -329,7 +181,7 @@ TEST_CASE("linear with bias on a rank-2 input", "[decompositions]") {
                   OpId::Linear);
   check_well_formed(t);
   CHECK(t.comp().output().type == tt({3, 4}, DType::f64));
-  Value y = run(t.comp(), {Value{{3, 2}, {1, 2, 3, 4, 5, 6}}, Value{{4, 2}, {1, 0, 0, 1, 1, 1, 2, -1}},
+  Value y = run(t, {Value{{3, 2}, {1, 2, 3, 4, 5, 6}}, Value{{4, 2}, {1, 0, 0, 1, 1, 1, 2, -1}},
                            Value{{4}, {10, 20, 30, 40}}});
   CHECK(y.data == std::vector<double>{11, 22, 33, 40, 13, 24, 37, 42, 15, 26, 41, 44});
 }
@@ -339,7 +191,7 @@ TEST_CASE("linear on a 1-D input goes through a one-row matrix", "[decomposition
   check_well_formed(t);
   CHECK(t.comp().output().type.shape == Shape{3});
   CHECK(count(t.comp(), OpId::Reshape) == 2);
-  Value y = run(t.comp(), {Value{{2}, {1, 2}}, Value{{3, 2}, {1, 0, 0, 1, 1, 1}}, Value{{3}, {0.5, 0, -1}}});
+  Value y = run(t, {Value{{2}, {1, 2}}, Value{{3, 2}, {1, 0, 0, 1, 1, 1}}, Value{{3}, {0.5, 0, -1}}});
   CHECK(y.data == std::vector<double>{1.5, 2, 2});
 }
 
@@ -359,7 +211,7 @@ TEST_CASE("gelu is the tanh approximation with scalar constants", "[decompositio
   CHECK(has_kappa);
 
   // Values of torch.nn.functional.gelu(x, approximate='tanh') in float64.
-  Value y = run(c, {Value{{5}, {1.0, -1.0, 2.0, -3.0, 0.0}}});
+  Value y = run(t, {Value{{5}, {1.0, -1.0, 2.0, -3.0, 0.0}}});
   CHECK(y.data[0] == Approx(0.8411919906082768).epsilon(1e-14));
   CHECK(y.data[1] == Approx(-0.15880800939172324).epsilon(1e-14));
   CHECK(y.data[2] == Approx(1.954597694087775).epsilon(1e-14));
@@ -380,7 +232,7 @@ TEST_CASE("softmax over a middle dim", "[decompositions]") {
 
   Value x = filled({2, 3, 4}, 0.4);
   x.data[5] = 800.0;  // exp would overflow without the max shift
-  Value y = run(c, {x});
+  Value y = run(t, {x});
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t k = 0; k < 4; ++k) {
       double total = 0, m = -INFINITY;
@@ -412,7 +264,7 @@ TEST_CASE("layer_norm normalizes the last dim with a biased variance", "[decompo
 
   Value x = filled({2, 3, 6}, 0.9);
   SECTION("identity affine: mean 0, variance 1 per row") {
-    Value y = run(c, {x, Value{{6}, std::vector<double>(6, 1.0)}, Value{{6}, std::vector<double>(6, 0.0)}});
+    Value y = run(t, {x, Value{{6}, std::vector<double>(6, 1.0)}, Value{{6}, std::vector<double>(6, 0.0)}});
     for (int64_t r = 0; r < 6; ++r) {
       double mean = 0, var = 0;
       for (int64_t k = 0; k < 6; ++k) mean += y.data[r * 6 + k] / 6;
@@ -423,7 +275,7 @@ TEST_CASE("layer_norm normalizes the last dim with a biased variance", "[decompo
   }
   SECTION("matches the formula with weight and bias") {
     Value w = filled({6}, 3.0), bias = filled({6}, 5.0);
-    Value y = run(c, {x, w, bias});
+    Value y = run(t, {x, w, bias});
     for (int64_t r = 0; r < 6; ++r) {
       double mean = 0, var = 0;
       for (int64_t k = 0; k < 6; ++k) mean += x.data[r * 6 + k] / 6;
@@ -476,7 +328,7 @@ TEST_CASE("scaled_dot_product_attention without a mask", "[decompositions]") {
   CHECK(c.subsymbols[0].attrs.get_ints("dims") == IntList{0, 2, 1});
 
   Value q = filled({2, 3, 4}, 0.2), k = filled({2, 5, 4}, 1.3), v = filled({2, 5, 6}, 2.6);
-  Value y = run(c, {q, k, v});
+  Value y = run(t, {q, k, v});
   Value ref = attention_ref(q, k, v, 0.5, false);
   for (size_t f = 0; f < ref.data.size(); ++f) CHECK(y.data[f] == Approx(ref.data[f]).margin(1e-12));
 }
@@ -505,7 +357,7 @@ TEST_CASE("causal scaled_dot_product_attention masks later keys with -inf", "[de
   CHECK(count(c, OpId::Softmax) == 0);
 
   Value q = filled({2, 3, 4}, 0.2), k = filled({2, 5, 4}, 1.3), v = filled({2, 5, 6}, 2.6);
-  Value y = run(c, {q, k, v});
+  Value y = run(t, {q, k, v});
   Value ref = attention_ref(q, k, v, 0.5, true);
   for (size_t f = 0; f < ref.data.size(); ++f) CHECK(y.data[f] == Approx(ref.data[f]).margin(1e-12));
   // The first query sees only the first key: its output is v's first row.
@@ -530,7 +382,7 @@ TEST_CASE("causal attention on rank-4 inputs broadcasts the mask over batch and 
     }
   CHECK(found);
   Value q = filled({1, 2, 4, 3}, 0.5), k = filled({1, 2, 4, 3}, 1.5), v = filled({1, 2, 4, 3}, 2.5);
-  Value y = run(c, {q, k, v});
+  Value y = run(t, {q, k, v});
   Value ref = attention_ref(Value{{2, 4, 3}, q.data}, Value{{2, 4, 3}, k.data},
                             Value{{2, 4, 3}, v.data}, 0.25, true);
   for (size_t f = 0; f < ref.data.size(); ++f) CHECK(y.data[f] == Approx(ref.data[f]).margin(1e-12));
@@ -580,7 +432,7 @@ TEST_CASE("cross_entropy on rank-2 logits with i64 targets", "[decompositions]")
   Value logits = filled({4, 5}, 0.8);
   logits.data[7] = 1000.0;  // stable log-softmax keeps this finite
   std::vector<double> targets{2, 0, 4, 1};
-  Value loss = run(c, {logits, Value{{4}, targets}});
+  Value loss = run(t, {logits, Value{{4}, targets}});
   REQUIRE(loss.shape == Shape{});
   CHECK(std::isfinite(loss.data[0]));
   CHECK(loss.data[0] == Approx(cross_entropy_ref(logits, targets)).epsilon(1e-13));
@@ -599,11 +451,11 @@ TEST_CASE("cross_entropy on rank-3 logits with i32 targets flattens positions",
 
   Value logits = filled({2, 3, 5}, 1.9);
   std::vector<double> targets{4, 3, 0, 0, 1, 2};
-  Value loss = run(c, {logits, Value{{2, 3}, targets}});
+  Value loss = run(t, {logits, Value{{2, 3}, targets}});
   CHECK(loss.data[0] == Approx(cross_entropy_ref(logits, targets)).epsilon(1e-13));
   // Uniform logits: the loss is log(V) whatever the targets.
   Value flat{{2, 3, 5}, std::vector<double>(30, 0.25)};
-  CHECK(run(c, {flat, Value{{2, 3}, targets}}).data[0] == Approx(std::log(5.0)).epsilon(1e-14));
+  CHECK(run(t, {flat, Value{{2, 3}, targets}}).data[0] == Approx(std::log(5.0)).epsilon(1e-14));
 }
 
 TEST_CASE("decompositions name their values from the trace's counter", "[decompositions]") {
