@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ir/trace.h"
+#include "passes/pipeline.h"
 
 namespace fsdpc::cli {
 
@@ -33,7 +34,19 @@ struct ModelSource {
   int64_t batch = 0, seq = 0;
 };
 void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file);
+
+// How a model is sharded: the flags dump and train share.
+struct ShardingArgs {
+  std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none";
+  int prefetch = 1, max_inflight = 2;
+  double bucket_mb = 25.0;
+};
+void add_sharding_options(CLI::App* cmd, ShardingArgs& s);
+// The pipeline options for `world` ranks. With `world_source` set (what
+// fixed the world, for messages: "--world-size is 3", "mpirun started 2"), a
+// hybrid mesh must have that many ranks; without it the mesh sets the world.
 void check_model_source(const ModelSource& src, bool allow_trace_file);
 Trace load_source_trace(const ModelSource& src);
+PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::string& world_source);
 
 }  // namespace fsdpc::cli

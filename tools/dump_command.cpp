@@ -15,35 +15,18 @@ namespace {
 
 struct DumpArgs {
   ModelSource src;
+  ShardingArgs sharding;
   int world = 1, rank = 0;
-  std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", stages = "del";
-  int prefetch = 1, max_inflight = 2;
-  double bucket_mb = 25.0;
+  std::string stages = "del";
   bool no_sync = false, accumulate = false, stats = false;
   std::string format = "text", output, executor = "cpu";
 };
 
 PipelineOptions pipeline_options(const DumpArgs& a, const CLI::App& cmd) {
-  PipelineOptions o;
-  auto strategy = parse_strategy(a.strategy);
-  FSDPC_CHECK(strategy) << "CLI11 admitted strategy " << a.strategy;
-  o.strategy = *strategy;
-  if (is_hybrid(o.strategy)) {
-    if (a.mesh.empty()) fail("--strategy ", a.strategy, " needs --mesh R,S");
-    o.mesh = parse_mesh(a.mesh);
-    if (cmd.count("--world-size") && o.mesh.world() != a.world)
-      fail("--mesh ", a.mesh, " has ", o.mesh.world(), " ranks but --world-size is ", a.world);
-  } else {
-    if (!a.mesh.empty()) fail("--mesh applies to hybrid strategies; ", a.strategy, " uses --world-size");
-    o.mesh = flat_mesh(a.world);
-  }
+  PipelineOptions o = sharding_pipeline(
+      a.sharding, a.world, cmd.count("--world-size") ? "--world-size is " + std::to_string(a.world) : "");
   if (a.rank < 0 || a.rank >= o.mesh.world())
     fail("--rank ", a.rank, " is outside a world of ", o.mesh.world());
-  o.wrap = a.wrap;
-  o.bucketing = a.bucketing == "unit";
-  o.prefetch = a.prefetch;
-  o.max_inflight = a.max_inflight;
-  o.bucket_mb = a.bucket_mb;
   o.sync_grads = !a.no_sync;
   o.accumulate_grads = a.accumulate;
   return o;
@@ -117,15 +100,7 @@ Command add_dump_command(CLI::App& app) {
   cmd->add_option("--world-size", a->world, "Number of ranks")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--rank", a->rank, "Rank whose traces to print (every rank runs the same traces)")
       ->capture_default_str();
-  cmd->add_option("--strategy", a->strategy, "zero3 | zero2 | no_shard | hybrid | hybrid_zero2")
-      ->check(CLI::IsMember({"zero3", "zero2", "no_shard", "hybrid", "hybrid_zero2"}))->capture_default_str();
-  cmd->add_option("--mesh", a->mesh, "R,S: R replicas of S-way sharding (hybrid strategies)");
-  cmd->add_option("--wrap", a->wrap, "FSDP units: block | size:N | none")->capture_default_str();
-  cmd->add_option("--bucketing", a->bucketing, "none | unit")->check(CLI::IsMember({"none", "unit"}))
-      ->capture_default_str();
-  cmd->add_option("--prefetch", a->prefetch, "All_gathers issued K units ahead")->capture_default_str();
-  cmd->add_option("--max-inflight", a->max_inflight, "At most M all_gathers outstanding")->capture_default_str();
-  cmd->add_option("--bucket-mb", a->bucket_mb, "DDP gradient bucket size in MiB")->capture_default_str();
+  add_sharding_options(cmd, a->sharding);
   cmd->add_flag("--no-sync", a->no_sync, "Gradient-accumulation micro-batch: no gradient synchronisation");
   cmd->add_flag("--accumulate", a->accumulate, "Add accumulated local gradients (acc_*) before synchronising");
   cmd->add_option("--stage", a->stages, "NAME[,NAME...] | all (see `fsdpc passes`; forward, backward; exec: claimed by --executor)")

@@ -25,11 +25,12 @@ namespace {
 
 struct TrainArgs {
   ModelSource src;
-  std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", optimizer = "adamw";
+  ShardingArgs sharding;
+  std::string optimizer = "adamw";
   std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save, resume;
   std::string checkpoint = "full";
   int eval_every = 0, eval_batches = 4, save_every = 0, log_every = 1;
-  int prefetch = 1, max_inflight = 2, steps = 20, grad_accum = 1;
+  int steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
   bool no_sync = false;
   uint64_t seed = 0;
@@ -49,22 +50,7 @@ int64_t parse_bytes(const std::string& text) {
 
 JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   JitOptions o;
-  auto strategy = parse_strategy(a.strategy);
-  FSDPC_CHECK(strategy) << "CLI11 admitted strategy " << a.strategy;
-  o.pipeline.strategy = *strategy;
-  if (is_hybrid(*strategy)) {
-    if (a.mesh.empty()) fail("--strategy ", a.strategy, " needs --mesh R,S");
-    o.pipeline.mesh = parse_mesh(a.mesh);
-    if (o.pipeline.mesh.world() != world)
-      fail("--mesh ", a.mesh, " has ", o.pipeline.mesh.world(), " ranks but mpirun started ", world);
-  } else {
-    if (!a.mesh.empty()) fail("--mesh applies to hybrid strategies");
-    o.pipeline.mesh = flat_mesh(world);
-  }
-  o.pipeline.wrap = a.wrap;
-  o.pipeline.bucketing = a.bucketing == "unit";
-  o.pipeline.prefetch = a.prefetch;
-  o.pipeline.max_inflight = a.max_inflight;
+  o.pipeline = sharding_pipeline(a.sharding, world, "mpirun started " + std::to_string(world));
   o.pipeline.verify = false;  // verified by the tests; training runs the passes only
   int64_t batch = a.src.batch ? a.src.batch : (is_gpt2 ? 2 * world : 64);  // global
   if (batch % world != 0) fail("--batch ", batch, " must be divisible by the ", world, " data-parallel ranks");
@@ -254,14 +240,7 @@ Command add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model sharded over the ranks of mpirun (a world of 1 without it)");
   add_model_options(cmd, a->src, /*allow_trace_file=*/false);
-  cmd->add_option("--strategy", a->strategy, "zero3 | zero2 | no_shard | hybrid | hybrid_zero2")
-      ->check(CLI::IsMember({"zero3", "zero2", "no_shard", "hybrid", "hybrid_zero2"}))->capture_default_str();
-  cmd->add_option("--mesh", a->mesh, "R,S: R replicas of S-way sharding (hybrid strategies)");
-  cmd->add_option("--wrap", a->wrap, "FSDP units: block | size:N | none")->capture_default_str();
-  cmd->add_option("--bucketing", a->bucketing, "none | unit")->check(CLI::IsMember({"none", "unit"}))
-      ->capture_default_str();
-  cmd->add_option("--prefetch", a->prefetch, "All_gathers issued K units ahead")->capture_default_str();
-  cmd->add_option("--max-inflight", a->max_inflight, "At most M all_gathers outstanding")->capture_default_str();
+  add_sharding_options(cmd, a->sharding);
   cmd->add_option("--steps", a->steps, "Optimizer steps")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}))
       ->capture_default_str();

@@ -1,0 +1,44 @@
+// --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
+// --bucket-mb: shared by fsdpc dump and fsdpc train.
+#include "ir/error.h"
+#include "tools/cli_io.h"
+#include "tools/commands.h"
+
+namespace fsdpc::cli {
+
+void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
+  cmd->add_option("--strategy", s.strategy, "zero3 | zero2 | no_shard | hybrid | hybrid_zero2")
+      ->check(CLI::IsMember({"zero3", "zero2", "no_shard", "hybrid", "hybrid_zero2"}))->capture_default_str();
+  cmd->add_option("--mesh", s.mesh, "R,S: R replicas of S-way sharding (hybrid strategies)");
+  cmd->add_option("--wrap", s.wrap, "FSDP units: block | size:N | none")->capture_default_str();
+  cmd->add_option("--bucketing", s.bucketing, "none | unit")->check(CLI::IsMember({"none", "unit"}))
+      ->capture_default_str();
+  cmd->add_option("--prefetch", s.prefetch, "All_gathers issued K units ahead")->capture_default_str();
+  cmd->add_option("--max-inflight", s.max_inflight, "At most M all_gathers (and M reductions) outstanding")
+      ->capture_default_str();
+  cmd->add_option("--bucket-mb", s.bucket_mb, "DDP gradient bucket size in MiB")->capture_default_str();
+}
+
+PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::string& world_source) {
+  PipelineOptions o;
+  auto strategy = parse_strategy(s.strategy);
+  FSDPC_CHECK(strategy) << "CLI11 admitted strategy " << s.strategy;
+  o.strategy = *strategy;
+  if (is_hybrid(o.strategy)) {
+    if (s.mesh.empty()) fail("--strategy ", s.strategy, " needs --mesh R,S");
+    o.mesh = parse_mesh(s.mesh);
+    if (!world_source.empty() && o.mesh.world() != world)
+      fail("--mesh ", s.mesh, " has ", o.mesh.world(), " ranks but ", world_source);
+  } else {
+    if (!s.mesh.empty()) fail("--mesh applies to hybrid strategies; ", s.strategy, " runs on a flat world");
+    o.mesh = flat_mesh(world);
+  }
+  o.wrap = s.wrap;
+  o.bucketing = s.bucketing == "unit";
+  o.prefetch = s.prefetch;
+  o.max_inflight = s.max_inflight;
+  o.bucket_mb = s.bucket_mb;
+  return o;
+}
+
+}  // namespace fsdpc::cli
