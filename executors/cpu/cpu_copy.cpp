@@ -13,42 +13,10 @@ namespace {
 
 constexpr int64_t kTile = 32;
 
-struct Dim {
-  int64_t size, src, dst;
-};
-
 std::vector<Dim> coalesce(const Shape& shape, const Strides& ss, const Strides& ds) {
   std::vector<Dim> dims;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    const Dim d{shape[i], ss[i], ds[i]};
-    if (!dims.empty() && dims.back().src == d.src * d.size && dims.back().dst == d.dst * d.size)
-      dims.back() = Dim{dims.back().size * d.size, d.src, d.dst};
-    else
-      dims.push_back(d);
-  }
+  for (size_t i = 0; i < shape.size(); ++i) push_coalesced(dims, Dim{shape[i], ss[i], ds[i]});
   return dims;
-}
-
-// Calls f(src_offset, dst_offset) for every index of dims[0, outer).
-template <class F>
-void for_each_outer(const std::vector<Dim>& dims, size_t outer, F&& f) {
-  if (outer == 0) return f(0, 0);
-  std::vector<int64_t> index(outer, 0);
-  int64_t s = 0, o = 0;
-  while (true) {
-    f(s, o);
-    int64_t d = static_cast<int64_t>(outer) - 1;
-    for (; d >= 0; --d) {
-      s += dims[d].src;
-      o += dims[d].dst;
-      if (++index[d] < dims[d].size) break;
-      s -= dims[d].src * dims[d].size;
-      o -= dims[d].dst * dims[d].size;
-      index[d] = 0;
-    }
-    if (d < 0) return;
-  }
 }
 
 // dst[i*a.dst + j] = src[i + j*b.src]: the innermost two dims swapped.
@@ -112,6 +80,14 @@ void strided_copy(const void* src, const Strides& ss, void* dst, const Strides& 
     default: break;
   }
   FSDPC_CHECK(false) << "strided_copy of " << elem_size << "-byte elements";
+}
+
+void push_coalesced(std::vector<Dim>& dims, Dim d) {
+  if (d.size == 1) return;
+  if (!dims.empty() && dims.back().src == d.src * d.size && dims.back().dst == d.dst * d.size)
+    dims.back() = Dim{dims.back().size * d.size, d.src, d.dst};
+  else
+    dims.push_back(d);
 }
 
 }  // namespace fsdpc::cpu

@@ -113,6 +113,38 @@ decltype(auto) visit_dtype(const BoundSymbol& b, const char* what, DType d, F&& 
 // Checks that a kernel's tensor is f32 (what claims() cannot see: input dtypes).
 void require_f32(const BoundSymbol& b, const TensorView& v, const char* what);
 
+// One dim of a walk over two strided buffers: extent, source stride,
+// destination stride (in elements; 0 on a side that does not move).
+struct Dim {
+  int64_t size, src, dst;
+};
+
+// Appends `d` to `dims`: size-1 dims are dropped, and a dim whose two sides
+// continue the previous one contiguously is merged into it.
+void push_coalesced(std::vector<Dim>& dims, Dim d);
+
+// Calls f(src_offset, dst_offset) for every index of dims[0, outer), the
+// last of them fastest.
+template <class F>
+void for_each_outer(const std::vector<Dim>& dims, size_t outer, F&& f) {
+  if (outer == 0) return f(0, 0);
+  std::vector<int64_t> index(outer, 0);
+  int64_t s = 0, o = 0;
+  while (true) {
+    f(s, o);
+    int64_t d = static_cast<int64_t>(outer) - 1;
+    for (; d >= 0; --d) {
+      s += dims[d].src;
+      o += dims[d].dst;
+      if (++index[d] < dims[d].size) break;
+      s -= dims[d].src * dims[d].size;
+      o -= dims[d].dst * dims[d].size;
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
 // Copies `shape` elements of `elem_size` bytes from src (strides ss, in
 // elements) to dst (strides ds). Every data-movement op is one call; dims
 // are coalesced first, and a transpose of the two innermost dims is tiled.

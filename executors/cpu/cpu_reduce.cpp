@@ -11,29 +11,18 @@ namespace fsdpc::cpu {
 
 namespace {
 
-struct Dim {
-  int64_t size, src, dst;  // extent, input stride, output stride (0: reduced)
-};
-
-// The input's dims with output strides, size-1 dims dropped and neighbours
-// that walk both sides contiguously merged.
+// The input's dims with output strides (0 on reduced dims), coalesced.
 std::vector<Dim> coalesced_dims(const Shape& shape, const IntList& reduced, const Shape& out_shape) {
   const Strides xs = strides_of(shape), os = strides_of(out_shape);
   std::vector<Dim> dims;
   size_t next = 0, kept = 0;
   for (size_t i = 0; i < shape.size(); ++i) {
     const bool is_reduced = next < reduced.size() && reduced[next] == static_cast<int64_t>(i);
-    Dim d{shape[i], xs[i], is_reduced ? 0 : os[kept]};
+    push_coalesced(dims, Dim{shape[i], xs[i], is_reduced ? 0 : os[kept]});
     if (is_reduced)
       ++next;
     else
       ++kept;
-    if (d.size == 1) continue;
-    if (!dims.empty() && dims.back().src == d.src * d.size && dims.back().dst == d.dst * d.size) {
-      dims.back() = Dim{dims.back().size * d.size, d.src, d.dst};
-      continue;
-    }
-    dims.push_back(d);
   }
   return dims;
 }
@@ -41,23 +30,7 @@ std::vector<Dim> coalesced_dims(const Shape& shape, const IntList& reduced, cons
 // Calls run(src_offset, dst_offset) for each innermost run of `dims`.
 template <class F>
 void for_each_run(const std::vector<Dim>& dims, F&& run) {
-  const int64_t outer = static_cast<int64_t>(dims.size()) - 1;
-  if (outer <= 0) return run(0, 0);
-  std::vector<int64_t> index(outer, 0);
-  int64_t s = 0, o = 0;
-  while (true) {
-    run(s, o);
-    int64_t d = outer - 1;
-    for (; d >= 0; --d) {
-      s += dims[d].src;
-      o += dims[d].dst;
-      if (++index[d] < dims[d].size) break;
-      s -= dims[d].src * dims[d].size;
-      o -= dims[d].dst * dims[d].size;
-      index[d] = 0;
-    }
-    if (d < 0) return;
-  }
+  for_each_outer(dims, dims.empty() ? 0 : dims.size() - 1, run);
 }
 
 // Folds a row into `a` through eight independent lanes: a serial chain of
