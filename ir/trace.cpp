@@ -125,6 +125,14 @@ void rename_uses(BoundSymbol& b, const std::unordered_map<std::string, std::stri
     for (BoundSymbol& sub : b.subsymbols.mut()) rename_uses(sub, names);
 }
 
+void rename_returns(ReturnTree& r, const std::unordered_map<std::string, std::string>& names) {
+  if (!r.is_tuple) {
+    if (auto it = names.find(r.name); it != names.end()) r.name = it->second;
+    return;
+  }
+  for (ReturnTree& item : r.items) rename_returns(item, names);
+}
+
 std::string param_proxy_name(const std::string& path) {
   std::string out = "t_";
   for (char c : path) out += (c == '.') ? '_' : c;

@@ -130,6 +130,8 @@ std::string param_proxy_name(const std::string& path);
 
 // Renames the inputs of `b` (and of its sub-symbols) found in `names`.
 void rename_uses(BoundSymbol& b, const std::unordered_map<std::string, std::string>& names);
+// Renames the leaves of `r` found in `names`.
+void rename_returns(ReturnTree& r, const std::unordered_map<std::string, std::string>& names);
 
 // Calls f(bsym) for every bound symbol, sub-symbols after their parent.
 template <class F>

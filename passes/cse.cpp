@@ -63,13 +63,6 @@ std::string statement_key(const BoundSymbol& b) {
 
 
 
-void rename_returns(ReturnTree& r, const std::unordered_map<std::string, std::string>& renamed) {
-  if (!r.is_tuple) {
-    auto it = renamed.find(r.name);
-    if (it != renamed.end()) r.name = it->second;
-  }
-  for (ReturnTree& item : r.items) rename_returns(item, renamed);
-}
 
 }  // namespace
 

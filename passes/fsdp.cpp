@@ -16,7 +16,6 @@
 //   t0 = linear(x, t5)
 #include "passes/fsdp.h"
 
-#include <functional>
 
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -103,14 +102,7 @@ Trace fsdp(const Trace& trace, const FsdpOptions& options) {
   trace.returns.collect_names(names);
   for (const std::string& n : names)
     if (sync_attrs.count(n) && !synced.count(n)) fail("fsdp: parameter ", n, " is returned unused; not supported");
-  std::function<void(ReturnTree&)> rename = [&](ReturnTree& r) {
-    if (!r.is_tuple) {
-      if (auto it = synced.find(r.name); it != synced.end()) r.name = it->second;
-      return;
-    }
-    for (ReturnTree& item : r.items) rename(item);
-  };
-  rename(out.returns);
+  rename_returns(out.returns, synced);
   return out;
 }
 

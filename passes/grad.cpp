@@ -50,12 +50,6 @@ const std::string& renamed(const NameMap& m, const std::string& name) {
 
 
 
-ReturnTree rename_returns(const ReturnTree& r, const NameMap& m) {
-  if (!r.is_tuple) return ReturnTree::leaf(renamed(m, r.name));
-  std::vector<ReturnTree> items;
-  for (const ReturnTree& item : r.items) items.push_back(rename_returns(item, m));
-  return ReturnTree::tuple(std::move(items));
-}
 
 const TensorType& type_in(const Trace& trace, const std::string& name) {
   for (const Proxy& a : trace.args)
@@ -261,11 +255,13 @@ Trace grad(const Trace& trace, const GradOptions& options) {
   joint.args.push_back(cotangent);
 
   const Forward forward = copy_forward(joint, trace);
+  ReturnTree original = trace.returns;
+  rename_returns(original, forward.renamed);
   std::vector<ReturnTree> returns;
-  if (trace.returns.is_tuple)
-    returns = rename_returns(trace.returns, forward.renamed).items;
+  if (original.is_tuple)
+    returns = std::move(original.items);
   else
-    returns.push_back(rename_returns(trace.returns, forward.renamed));
+    returns.push_back(std::move(original));
 
   Backward backward(joint, options, acc);
   Proxy loss_now = loss;
