@@ -203,9 +203,11 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     TensorValue& grad = sum.at(g++);
     const float* d = static_cast<const float*>(grad.data());
     int64_t n = numel(grad.type.shape);
-    double sq = 0;
-    for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(d[i]) * d[i];
-    (grad.type.dist == DistType::fully_sharded ? sharded_sq : replicated_sq) += sq;
+    if (options_.clip > 0) {  // the norm is needed only to clip
+      double sq = 0;
+      for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(d[i]) * d[i];
+      (grad.type.dist == DistType::fully_sharded ? sharded_sq : replicated_sq) += sq;
+    }
     refs.push_back({p.plan.path, static_cast<float*>(p.value.data()), d, n});
   }
   StepResult r;
