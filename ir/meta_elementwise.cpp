@@ -41,7 +41,12 @@ TensorType meta_unary(const MetaArgs& a) {
 
 TensorType meta_convert(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
-  return compute_out(x, x.shape, a.get_dtype("dtype"));
+  TensorType out = compute_out(x, x.shape, a.get_dtype("dtype"));
+  // Converting each element of a shard gives the shard of the converted
+  // tensor (and of a replica, the replica): mixed precision casts
+  // parameters before they are gathered.
+  out.dist = x.dist;
+  return out;
 }
 
 TensorType meta_binary(const MetaArgs& a) {

@@ -28,6 +28,7 @@ bool accepts_sharded(OpId op) {
     case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
     case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait:
     case OpId::Pack: case OpId::Unpack: case OpId::Del:
+    case OpId::ConvertElementType:  // elementwise: a shard in, the shard out
       return true;
     default:
       return false;
