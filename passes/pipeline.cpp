@@ -9,6 +9,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/del.h"
+#include "passes/autocast.h"
 #include "passes/fsdp.h"
 #include "passes/grad.h"
 #include "passes/schedule.h"
@@ -45,11 +46,14 @@ void validate(const PipelineOptions& o) {
   if (o.max_inflight < 1) fail("--max-inflight must be >= 1, got ", o.max_inflight);
   if (!(o.bucket_mb > 0)) fail("--bucket-mb must be positive, got ", o.bucket_mb);
   if (o.mesh.world() < 1) fail("world size must be at least 1");
+  if (o.precision != DType::f32 && o.bucketing)
+    fail("--precision ", dtype_name(o.precision), " with --bucketing unit is not supported yet (bucketing packs f32 "
+         "parameter shards; use --bucketing none)");
 }
 }  // namespace
 
 std::vector<std::string> stage_names() {
-  return {"trace", "fsdp", "grad", "split", "dce", "cse", "bucketing", "schedule", "del"};
+  return {"trace", "fsdp", "autocast", "grad", "split", "dce", "cse", "bucketing", "schedule", "del"};
 }
 
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
@@ -75,6 +79,7 @@ std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   const std::vector<Unit> units = wrap_units(sharded, o.wrap);  // FSDP units, for bucketing and schedule
   const std::vector<std::string> grad_params = gradient_params(sharded);
   keep("fsdp", {std::move(sharded)});
+  if (o.precision != DType::f32) keep("autocast", {autocast(stages.back().traces[0], o.precision)});
   keep("grad", {grad(stages.back().traces[0], GradOptions{o.sync_grads, o.accumulate_grads})});
   SplitResult fb = split(stages.back().traces[0], SplitOptions{regathers_in_backward(o.strategy)});
   keep("split", {std::move(fb.forward), std::move(fb.backward)});

@@ -20,6 +20,8 @@ struct PipelineOptions {
   int prefetch = 1;            // all_gathers issued this many units ahead
   int max_inflight = 2;        // at most this many all_gathers outstanding
   double bucket_mb = 25.0;     // DDP gradient bucket size
+  // f32, or bf16/f16: mixed precision (passes/autocast.h), run after fsdp.
+  DType precision = DType::f32;
   bool sync_grads = true;      // false: no_sync (gradient accumulation micro-batch)
   bool accumulate_grads = false;
   // Run the verifier after every pass (tests, `fsdpc dump`); the pipeline
@@ -36,8 +38,9 @@ struct Stage {
 // Runs every pass, verifying after each; throws fsdpc::Error on bad options.
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& options);
 
-// The stage names compile() produces, in order; "forward" and "backward"
-// name the two traces of the split stage.
+// The stage names compile() can produce, in order ("autocast" only with a
+// low precision); "forward" and "backward" name the two traces of the split
+// stage.
 std::vector<std::string> stage_names();
 
 }  // namespace fsdpc

@@ -63,7 +63,11 @@ bool is_feed_op(OpId op) {
   return op == OpId::Div || op == OpId::Pad || op == OpId::Reshape || op == OpId::Cat || op == OpId::Pack;
 }
 bool is_gather_tail_op(OpId op) { return op == OpId::Reshape || op == OpId::Slice || op == OpId::Unpack; }
-bool is_reduce_tail_op(OpId op) { return op == OpId::AllReduce || op == OpId::Wait || op == OpId::Unpack; }
+// A convert after a reduction's wait is mixed precision's cast of the
+// reduced gradient back to f32: it moves with the wait.
+bool is_reduce_tail_op(OpId op) {
+  return op == OpId::AllReduce || op == OpId::Wait || op == OpId::Unpack || op == OpId::ConvertElementType;
+}
 
 class Schedule {
  public:
@@ -203,7 +207,8 @@ std::optional<size_t> sole_wait(const Trace& t, const std::unordered_map<std::st
   return it->second[0];
 }
 
-// all_gathers of parameter shards (arguments), or of a pack of them.
+// all_gathers of parameter shards (arguments), of a shard cast to a lower
+// precision (autocast), or of a pack of shards.
 void Schedule::find_gathers(const std::vector<Unit>& units) {
   std::unordered_map<std::string, std::string> unit_of;
   for (const Unit& u : units)
@@ -215,12 +220,18 @@ void Schedule::find_gathers(const std::vector<Unit>& units) {
     std::string shard = b.inputs[0].name;
     if (!args_.count(shard)) {
       const size_t d = def_.at(shard);
-      const BoundSymbol& pack = in_.bsyms[d];
-      bool packs_args = pack.op == OpId::Pack && users_.at(shard).size() == 1 && !returned_.count(shard);
-      for (const Operand& x : pack.inputs) packs_args = packs_args && args_.count(x.name);
-      if (!packs_args) continue;
-      issue.push_back(d);
-      shard = pack.inputs[0].name;
+      const BoundSymbol& src = in_.bsyms[d];
+      const bool only_gathered = users_.at(shard).size() == 1 && !returned_.count(shard);
+      if (src.op == OpId::ConvertElementType && only_gathered && args_.count(src.inputs[0].name)) {
+        issue.push_back(d);  // the cast is issued with its gather
+        shard = src.inputs[0].name;
+      } else {
+        bool packs_args = src.op == OpId::Pack && only_gathered;
+        for (const Operand& x : src.inputs) packs_args = packs_args && args_.count(x.name);
+        if (!packs_args) continue;
+        issue.push_back(d);
+        shard = src.inputs[0].name;
+      }
     }
     std::optional<size_t> w = sole_wait(in_, users_, b.output().name);
     if (!w) continue;

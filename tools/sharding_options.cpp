@@ -1,5 +1,5 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
-// --bucket-mb: shared by fsdpc dump and fsdpc train.
+// --bucket-mb, --precision: shared by fsdpc dump and fsdpc train.
 #include "ir/error.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -17,6 +17,10 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
   cmd->add_option("--max-inflight", s.max_inflight, "At most M all_gathers (and M reductions) outstanding")
       ->capture_default_str();
   cmd->add_option("--bucket-mb", s.bucket_mb, "DDP gradient bucket size in MiB")->capture_default_str();
+  cmd->add_option("--precision", s.precision,
+                  "f32 | bf16 (mixed: parameters gathered and matmuls run in bf16, f32 master weights)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
 }
 
 PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::string& world_source) {
@@ -38,6 +42,7 @@ PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::s
   o.prefetch = s.prefetch;
   o.max_inflight = s.max_inflight;
   o.bucket_mb = s.bucket_mb;
+  o.precision = *parse_dtype(s.precision);
   return o;
 }
 
