@@ -43,9 +43,10 @@ TensorType meta_convert(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   TensorType out = compute_out(x, x.shape, a.get_dtype("dtype"));
   // Converting each element of a shard gives the shard of the converted
-  // tensor (and of a replica, the replica): mixed precision casts
-  // parameters before they are gathered.
-  out.dist = x.dist;
+  // tensor: mixed precision casts parameter shards before they are
+  // gathered. (A cast of a replicated value is a compute result like any
+  // other: dist none.)
+  if (x.dist == DistType::fully_sharded) out.dist = DistType::fully_sharded;
   return out;
 }
 

@@ -60,8 +60,11 @@ class Autocast {
     std::vector<Operand> ins = s.inputs;
     for (Operand& o : ins)
       if (!o.is_scalar()) o.name = now(o.name);
-    if (s.op == OpId::Synchronize && is_param.count(s.inputs.at(0).name)) {
-      // FSDP's param_dtype: gather (and reduce the gradient) in `low`.
+    if (s.op == OpId::Synchronize && is_param.count(s.inputs.at(0).name) &&
+        b_.type_of(ins[0].name).dist == DistType::fully_sharded) {
+      // FSDP's param_dtype: gather (and reduce the gradient) in `low`. A
+      // replicated parameter (no_shard) is cast at its uses instead, and its
+      // gradient all_reduced in f32, as DDP's mixed precision does.
       ins[0].name = as(ins[0].name, low_);
     } else {
       switch (policy(s.op)) {

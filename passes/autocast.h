@@ -11,7 +11,8 @@
 //
 // Pre:  fsdp ran (parameters reach their uses through synchronize; a
 //       parameter used directly is cast at that use).
-// Post: every float parameter is cast once, before its synchronize; matmul,
+// Post: every fully_sharded float parameter is cast once, before its
+//       synchronize (replicated ones at their uses); matmul,
 //       linear and scaled_dot_product_attention read `low` tensors; other
 //       float compute ops read f32; float returns are f32; provenance
 //       "autocast". The trace is re-emitted, so its names are new.

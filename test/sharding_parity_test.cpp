@@ -2,7 +2,9 @@
 // N simulated ranks gives the same loss and gradients as one process, for
 // every strategy, N in {1, 2, 3, 4}, on the tutorial mlp and gpt2-tiny.
 // Each rank gets its own slice of the global batch (DistributedSampler
-// semantics), so the data-parallel averaging is checked too.
+// semantics), so the data-parallel averaging is checked too. Mixed precision
+// (autocast) runs here too: the reference computes every float dtype exactly,
+// so its casts must leave the math, gradients included, unchanged.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -24,6 +26,7 @@ struct Case {
   Strategy strategy;
   Mesh mesh;
   bool bucketing = false;
+  DType precision = DType::f32;
 };
 
 Value random_value(const TensorType& t, std::mt19937& rng, double scale, int64_t int_bound = 0) {
@@ -80,7 +83,7 @@ Unsharded run_unsharded(const Case& c, int world, std::mt19937& rng) {
 void check_parity(const Case& c) {
   const int world = c.mesh.world();
   INFO(c.model << " " << strategy_name(c.strategy) << " mesh " << c.mesh.replicas << "x" << c.mesh.shards
-               << (c.bucketing ? " bucketed" : ""));
+               << (c.bucketing ? " bucketed" : "") << " " << dtype_name(c.precision));
   std::mt19937 rng(1234 + world);
   Unsharded u = run_unsharded(c, world, rng);
 
@@ -92,6 +95,7 @@ void check_parity(const Case& c) {
   po.strategy = c.strategy;
   po.mesh = c.mesh;
   po.bucketing = c.bucketing;
+  po.precision = c.precision;
   std::vector<Stage> stages = compile(capture(*model, o), po);
   const Trace& fwd = stages.back().traces.at(0);
   const Trace& bwd = stages.back().traces.at(1);
@@ -170,6 +174,9 @@ std::vector<Case> cases(const std::string& model) {
   }
   out.push_back({model, Strategy::zero3, flat_mesh(3), /*bucketing=*/true});
   out.push_back({model, Strategy::hybrid, Mesh{2, 2}, /*bucketing=*/true});
+  for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard})
+    for (int n : {1, 3}) out.push_back({model, s, flat_mesh(n), false, DType::bf16});
+  out.push_back({model, Strategy::hybrid, Mesh{2, 2}, false, DType::bf16});
   return out;
 }
 
