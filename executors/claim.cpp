@@ -15,6 +15,12 @@
 #include "executors/comm/mpi_executor.h"
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
+#ifdef FSDPC_HAVE_CUDA
+#include "executors/comm/nccl_executor.h"
+#include "executors/cuda/cuda_executor.h"
+#include "executors/cuda/device.h"
+#include "executors/cuda/stream_plan.h"
+#endif
 
 namespace fsdpc {
 
@@ -73,8 +79,33 @@ Trace claim(const Trace& trace, const std::vector<const Executor*>& executors) {
 
 std::vector<const Executor*> executors_for(const std::string& name) {
   if (name == "cpu") return {&cpu_executor(), &mpi_executor()};
-  if (name == "cuda") fail("--executor cuda: the CUDA executor is not available yet (CPU only in this build)");
-  fail("--executor '", name, "': expected cpu or cuda");
+#ifdef FSDPC_HAVE_CUDA
+  if (name == "cuda") return {&cuda_executor(), &nccl_executor()};
+#else
+  if (name == "cuda") fail("--executor cuda: this build has no CUDA executor (configure with the CUDA toolkit)");
+#endif
+  fail("--executor '", name, "': expected cpu, cuda or auto");
+}
+
+std::string resolve_executor(const std::string& name) {
+  if (name != "auto") return name;
+#ifdef FSDPC_HAVE_CUDA
+  if (cuda::query_devices().count > 0) return "cuda";
+#endif
+  return "cpu";
+}
+
+Device executor_device(const std::string& executor) {
+  if (executor == "cuda") return Device{DeviceKind::cuda, 0};
+  return Device{};
+}
+
+Trace execution_trace(const Trace& trace, const std::string& executor) {
+  Trace claimed = claim(trace, executors_for(executor));
+#ifdef FSDPC_HAVE_CUDA
+  if (executor == "cuda") return cuda::plan_streams(claimed);
+#endif
+  return claimed;
 }
 
 }  // namespace fsdpc

@@ -114,7 +114,7 @@ void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weight
       const int64_t rows = s.value->type.shape[0], cols = numel(s.value->type.shape) / rows;
       std::vector<float> h(static_cast<size_t>(rows * cols));
       head->second.file->read_rows_f32(*head->second.entry, s.row_begin, rows, h.data());
-      const float* w = static_cast<const float*>(s.value->data());
+      const std::vector<float> w = engine.to_host(*s.value);
       for (size_t i = 0; i < h.size(); ++i)
         if (h[i] != w[i])
           fail("lm_head.weight differs from the tied wte.weight at row ", s.row_begin + static_cast<int64_t>(i) / cols);

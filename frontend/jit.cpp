@@ -1,8 +1,10 @@
 // jit(): capture, compile, and hand the final traces to the runtime engine.
 #include "frontend/jit.h"
 
+#include "executors/claim.h"
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "passes/place.h"
 
 namespace fsdpc {
 
@@ -48,8 +50,17 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
     if (batch % k != 0) fail("the per-rank batch ", batch, " does not split into ", k, " equal micro-batches");
     co.batch = batch / k;
   }
+  // `auto` becomes cpu or cuda here, once; every tensor then lives on the
+  // executor's device from the first stage on.
+  EngineOptions engine = options.engine;
+  engine.executor = resolve_executor(engine.executor);
+  executors_for(engine.executor);  // an unknown or unavailable one fails before compiling
+  if (options.pipeline.precision != DType::f32 && engine.executor == "cpu")
+    fail("--precision ", dtype_name(options.pipeline.precision),
+         " needs --executor cuda: the CPU kernels compute in f32 only");
   Trace captured = capture(model, co);
   if (options.mean_square_loss) captured = with_mean_square_loss(std::move(captured));
+  captured = place(captured, executor_device(engine.executor));
   std::vector<Stage> stages = compile(captured, options.pipeline);
   auto final_traces = [](const std::vector<Stage>& s) {
     return StepTraces{s.back().traces.at(0), s.back().traces.at(1)};
@@ -68,7 +79,6 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   std::vector<ParamPlan> plans;
   for (const NamedParam& p : model.named_parameters())
     plans.push_back({p.path, p.spec->shape, to_param_init(p.spec->init)});
-  EngineOptions engine = options.engine;
   engine.mesh = options.pipeline.mesh;
   auto e = std::make_unique<Engine>(traces, std::move(plans), engine);
   return std::make_unique<Compiled>(std::move(stages), std::move(e));

@@ -1,16 +1,13 @@
-// Byte accounting by category, the cap, and aligned host buffers.
+// Byte accounting by category, the cap, and the cache of freed blocks.
 #include "runtime/allocator.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "ir/error.h"
 
 namespace fsdpc {
 
 namespace {
-constexpr size_t kAlign = 64;
 constexpr std::array<std::string_view, kNumMemCategories> kNames = {
     "parameters", "gradients", "optimizer_state", "activations", "communication"};
 }  // namespace
@@ -32,9 +29,14 @@ Storage::Storage(Allocator* owner, void* data, int64_t bytes, MemCategory catego
 
 Storage::~Storage() { owner_->release(*this); }
 
-Allocator::Allocator(Device device, std::optional<int64_t> cap_bytes) : device_(device), cap_(cap_bytes) {
+Allocator::Allocator(DeviceBackend& backend, std::optional<int64_t> cap_bytes)
+    : backend_(backend), device_(backend.device()), cap_(cap_bytes) {
   if (cap_ && *cap_ <= 0) fail("--mem-cap must be positive, got ", *cap_, " bytes");
-  FSDPC_CHECK(device_.kind == DeviceKind::cpu) << "the host allocator serves cpu tensors only";
+}
+
+size_t Allocator::rounded(int64_t bytes) const {
+  const size_t a = backend_.alignment();
+  return (static_cast<size_t>(bytes) + a - 1) / a * a;
 }
 
 Allocator::~Allocator() {
@@ -44,7 +46,7 @@ Allocator::~Allocator() {
 
 void Allocator::release_cache() {
   for (auto& [size, blocks] : cache_)
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) backend_.deallocate(p);
   cache_.clear();
   cached_bytes_ = 0;
 }
@@ -60,16 +62,22 @@ std::shared_ptr<Storage> Allocator::allocate(int64_t bytes, MemCategory category
          mem_category_name(category), " would exceed the ", format_bytes(*cap_), " cap (live: ",
          live.empty() ? "nothing" : live, ")");
   }
-  size_t rounded = (static_cast<size_t>(bytes) + kAlign - 1) / kAlign * kAlign;
+  const size_t size = rounded(bytes);
   void* data = nullptr;
-  if (auto it = cache_.find(rounded); it != cache_.end() && !it->second.empty()) {
+  if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
     data = it->second.back();
     it->second.pop_back();
-    cached_bytes_ -= static_cast<int64_t>(rounded);
-  } else if (rounded) {
-    data = std::aligned_alloc(kAlign, rounded);
+    cached_bytes_ -= static_cast<int64_t>(size);
+  } else if (size) {
+    data = backend_.allocate(size);
+    if (!data && cached_bytes_) {  // blocks of other sizes may make room
+      release_cache();
+      data = backend_.allocate(size);
+    }
   }
-  if (rounded && !data) fail("out of host memory allocating ", format_bytes(bytes), " of ", mem_category_name(category));
+  if (size && !data)
+    fail("out of memory on ", device_name(device_), " allocating ", format_bytes(bytes), " of ",
+         mem_category_name(category));
   size_t c = static_cast<size_t>(category);
   stats_.live[c] += bytes;
   stats_.peak[c] = std::max(stats_.peak[c], stats_.live[c]);
@@ -81,7 +89,7 @@ std::shared_ptr<Storage> Allocator::allocate(int64_t bytes, MemCategory category
 
 std::shared_ptr<Storage> Allocator::allocate_zeroed(int64_t bytes, MemCategory category) {
   std::shared_ptr<Storage> s = allocate(bytes, category);
-  if (bytes) std::memset(s->data(), 0, static_cast<size_t>(bytes));
+  if (bytes) backend_.zero(s->data(), static_cast<size_t>(bytes));
   return s;
 }
 
@@ -96,9 +104,9 @@ void Allocator::recategorize(Storage& s, MemCategory to) {
 
 void Allocator::release(Storage& s) {
   if (s.data_) {
-    size_t rounded = (static_cast<size_t>(s.bytes_) + kAlign - 1) / kAlign * kAlign;
-    cache_[rounded].push_back(s.data_);
-    cached_bytes_ += static_cast<int64_t>(rounded);
+    const size_t size = rounded(s.bytes_);
+    cache_[size].push_back(s.data_);
+    cached_bytes_ += static_cast<int64_t>(size);
   }
   stats_.live[static_cast<size_t>(s.category_)] -= s.bytes_;
   stats_.total_live -= s.bytes_;

@@ -1,6 +1,14 @@
 // One allocator per device: accounts live and peak bytes per category and
 // enforces an optional cap (`--mem-cap`), failing with a message that names
-// the category and the sizes. Buffers are 64-byte aligned for SIMD kernels.
+// the category and the sizes. Memory comes from the device's backend
+// (executors/device_backend.h): 64-byte aligned host memory on the CPU,
+// cudaMalloc on a GPU; freed blocks are cached by size on both.
+//
+// On a GPU, blocks are freed and handed out again in host order while
+// kernels run later on the streams. That is safe because every kernel runs
+// on the one compute stream in trace order and every collective first waits
+// for the compute stream; the one unsafe case, freeing a block a collective
+// still uses, is excluded by the stream plan (executors/cuda/stream_plan.h).
 #pragma once
 
 #include <array>
@@ -12,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "executors/device_backend.h"
 #include "ir/types.h"
 
 namespace fsdpc {
@@ -51,7 +60,7 @@ class Storage {
 
 class Allocator {
  public:
-  explicit Allocator(Device device = {}, std::optional<int64_t> cap_bytes = std::nullopt);
+  explicit Allocator(DeviceBackend& backend = cpu_backend(), std::optional<int64_t> cap_bytes = std::nullopt);
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
   ~Allocator();
@@ -69,6 +78,7 @@ class Allocator {
   const MemStats& stats() const { return stats_; }
   void reset_peaks();
   const Device& device() const { return device_; }
+  DeviceBackend& backend() const { return backend_; }
   std::optional<int64_t> cap() const { return cap_; }
   // Live buffers; zero once every Storage has been released.
   int64_t live_buffers() const { return live_buffers_; }
@@ -81,7 +91,9 @@ class Allocator {
  private:
   friend class Storage;
   void release(Storage& s);
+  size_t rounded(int64_t bytes) const;  // to the backend's alignment
 
+  DeviceBackend& backend_;
   Device device_;
   std::optional<int64_t> cap_;
   MemStats stats_;

@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <algorithm>
 #include <unordered_map>
 
@@ -33,20 +32,22 @@ HostTensor HostTensor::ints(Shape shape, std::vector<int64_t> data) {
 }
 
 Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const EngineOptions& options)
-    : options_(options), allocator_(Device{}, options.mem_cap) {
+    : options_(options),
+      mpi_(std::make_unique<MpiContext>(options_.mesh)),
+      device_(open_rank_device(options_.executor, *mpi_)),
+      allocator_(device_->backend(), options.mem_cap) {
   if (options_.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options_.grad_accum);
-  mpi_ = std::make_unique<MpiContext>(options_.mesh);
-  std::vector<const Executor*> executors = executors_for(options_.executor);
-  auto claimed = [&](const StepTraces& t) {
-    return StepTraces{claim(t.forward, executors), claim(t.backward, executors)};
+  auto lowered = [&](const StepTraces& t) {
+    return StepTraces{execution_trace(t.forward, options_.executor), execution_trace(t.backward, options_.executor)};
   };
-  sync_ = claimed(traces.sync);
+  sync_ = lowered(traces.sync);
   if (options_.no_sync && options_.grad_accum > 1) {
     FSDPC_CHECK(traces.no_sync && traces.accumulate) << "no_sync accumulation needs its traces";
-    no_sync_ = claimed(*traces.no_sync);
-    accumulate_ = claimed(*traces.accumulate);
+    no_sync_ = lowered(*traces.no_sync);
+    accumulate_ = lowered(*traces.accumulate);
   }
-  interpreter_ = std::make_unique<Interpreter>(allocator_, executors, *mpi_, [this] { mpi_->progress(); });
+  interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(options_.executor), device_->kernels(),
+                                               [this] { device_->progress(); });
 
   std::unordered_map<std::string, ParamPlan> by_path;
   for (ParamPlan& p : plans) by_path[p.path] = std::move(p);
@@ -66,13 +67,28 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       p.row_begin = mpi_->groups().rank_in(shard_group) * rows;
     }
     // Each rank materialises only its own rows.
-    init_shard(static_cast<float*>(p.value.data()), full, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
+    std::vector<float> host(static_cast<size_t>(numel(a.type.shape)));
+    init_shard(host.data(), full, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
+    to_device(p.value, host);
     params_.push_back(std::move(p));
   }
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, allocator_);
 }
 
 Engine::~Engine() = default;
+
+DeviceBackend& Engine::backend() { return allocator_.backend(); }
+
+void Engine::to_device(const TensorValue& v, const std::vector<float>& host) {
+  FSDPC_CHECK(static_cast<int64_t>(host.size()) == numel(v.type.shape)) << "host buffer size";
+  backend().copy_from_host(v.data(), host.data(), host.size() * sizeof(float));
+}
+
+std::vector<float> Engine::to_host(const TensorValue& v) {
+  std::vector<float> host(static_cast<size_t>(numel(v.type.shape)));
+  backend().copy_to_host(host.data(), v.data(), host.size() * sizeof(float));
+  return host;
+}
 
 int Engine::rank() const { return mpi_->groups().rank(); }
 
@@ -96,7 +112,7 @@ std::vector<TensorValue> Engine::forward_args(const Trace& forward, const std::v
            dtype_name(h.dtype), shape_str(h.shape));
     args[i] = allocate_tensor(allocator_, a.type, MemCategory::activations);
     const void* src = h.dtype == DType::f32 ? static_cast<const void*>(h.f32.data()) : h.i64.data();
-    std::memcpy(args[i].data(), src, static_cast<size_t>(numel(h.shape) * dtype_size(h.dtype)));
+    backend().copy_from_host(args[i].data(), src, static_cast<size_t>(numel(h.shape) * dtype_size(h.dtype)));
   }
   if (next_input != inputs.size()) fail("train_step: too many inputs (", inputs.size(), ")");
   for (const Param& p : params_) args[p.arg] = p.value;
@@ -152,12 +168,17 @@ double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& in
     FSDPC_CHECK(found) << "no accumulated gradient for " << name;
   }
   TensorValue ct = allocate_tensor(allocator_, t.backward.args.back().type, MemCategory::activations);
-  *static_cast<float*>(ct.data()) = static_cast<float>(cotangent);
+  const float ct_value = static_cast<float>(cotangent);
+  backend().copy_from_host(ct.data(), &ct_value, sizeof ct_value);
   bargs.push_back(std::move(ct));
   FSDPC_CHECK(bargs.size() == t.backward.args.size()) << "backward argument count";
   grads = interpreter_->run(t.backward, std::move(bargs));
   for (TensorValue& g : grads) allocator_.recategorize(*g.storage, MemCategory::gradients);
-  return *static_cast<const float*>(loss.data());
+  // Read after the backward was issued: on a GPU the copy waits for the
+  // stream, and the backward should not wait for the copy.
+  float loss_value = 0;
+  backend().copy_to_host(&loss_value, loss.data(), sizeof loss_value);
+  return loss_value;
 }
 
 void Engine::add_into(std::vector<TensorValue>& sum, std::vector<TensorValue>& grads) {
@@ -165,11 +186,9 @@ void Engine::add_into(std::vector<TensorValue>& sum, std::vector<TensorValue>& g
     sum = std::move(grads);
     return;
   }
-  for (size_t i = 0; i < sum.size(); ++i) {
-    float* s = static_cast<float*>(sum[i].data());
-    const float* g = static_cast<const float*>(grads[i].data());
-    for (int64_t j = 0, n = numel(sum[i].type.shape); j < n; ++j) s[j] += g[j];
-  }
+  for (size_t i = 0; i < sum.size(); ++i)
+    backend().add_into(static_cast<float*>(sum[i].data()), static_cast<const float*>(grads[i].data()),
+                       numel(sum[i].type.shape));
   grads.clear();
 }
 
@@ -203,11 +222,8 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     TensorValue& grad = sum.at(g++);
     const float* d = static_cast<const float*>(grad.data());
     int64_t n = numel(grad.type.shape);
-    if (options_.clip > 0) {  // the norm is needed only to clip
-      double sq = 0;
-      for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(d[i]) * d[i];
-      (grad.type.dist == DistType::fully_sharded ? sharded_sq : replicated_sq) += sq;
-    }
+    if (options_.clip > 0)  // the norm is needed only to clip
+      (grad.type.dist == DistType::fully_sharded ? sharded_sq : replicated_sq) += backend().sum_squares(d, n);
     refs.push_back({p.plan.path, static_cast<float*>(p.value.data()), d, n});
   }
   StepResult r;
@@ -218,11 +234,11 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     r.grad_norm = std::sqrt(total);
     if (r.grad_norm > options_.clip) {
       float scale = static_cast<float>(options_.clip / (r.grad_norm + 1e-6));
-      for (ParamRef& ref : refs)
-        for (int64_t i = 0; i < ref.numel; ++i) const_cast<float*>(ref.grad)[i] *= scale;
+      for (ParamRef& ref : refs) backend().scale(const_cast<float*>(ref.grad), ref.numel, scale);
     }
   }
   optimizer_->step(refs);
+  device_->end_step();
   r.loss = all_reduce_sum(loss_sum / k_total, "dp") / options_.mesh.world();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
@@ -230,13 +246,13 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
 
 std::vector<HostTensor> Engine::forward(const std::vector<HostTensor>& inputs) {
   std::vector<TensorValue> outs = interpreter_->run(sync_.forward, forward_args(sync_.forward, inputs));
+  device_->end_step();
   const size_t n_out = sync_.forward.returns.items.at(0).items.size();
   std::vector<HostTensor> result;
   for (size_t i = 0; i < n_out; ++i) {
     const TensorValue& v = outs[i];
     FSDPC_CHECK(v.type.dtype == DType::f32) << "forward outputs are f32";
-    const float* d = static_cast<const float*>(v.data());
-    result.push_back(HostTensor::floats(v.type.shape, std::vector<float>(d, d + numel(v.type.shape))));
+    result.push_back(HostTensor::floats(v.type.shape, to_host(v)));
   }
   return result;
 }
@@ -245,7 +261,9 @@ void Engine::load_parameters(const ShardFill& fill) {
   for (Param& p : params_) {
     const Shape& full = p.plan.full_shape;
     const int64_t rows = p.group.empty() ? (full.empty() ? 1 : full[0]) : p.value.type.shape[0];
-    fill(p.plan.path, full, p.row_begin, rows, static_cast<float*>(p.value.data()));
+    std::vector<float> host(static_cast<size_t>(numel(p.value.type.shape)));
+    fill(p.plan.path, full, p.row_begin, rows, host.data());
+    to_device(p.value, host);
   }
 }
 
@@ -259,15 +277,24 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
                                              {"world", std::to_string(world())},
                                              {"seed", std::to_string(options_.seed)},
                                              {"optimizer_steps", std::to_string(optimizer_->steps())}};
+  // Host copies of every shard and state buffer (device memory on a GPU),
+  // kept alive until the file is written.
+  std::vector<std::vector<float>> host;
+  host.reserve(3 * params_.size());
+  auto add = [&](const std::string& name, const Shape& shape, const float* device_data) {
+    host.emplace_back(static_cast<size_t>(numel(shape)));
+    backend().copy_to_host(host.back().data(), device_data, host.back().size() * sizeof(float));
+    tensors.push_back({name, shape, host.back().data()});
+  };
   for (Param& p : params_) {
     const Shape& shape = p.value.type.shape;
-    tensors.push_back({p.plan.path, shape, static_cast<const float*>(p.value.data())});
+    add(p.plan.path, shape, static_cast<const float*>(p.value.data()));
     meta[p.plan.path + ".row_begin"] = std::to_string(p.row_begin);
     if (!p.requires_grad) continue;
     Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
     meta[p.plan.path + ".step"] = std::to_string(st.step);
-    if (st.buf0) tensors.push_back({p.plan.path + ".state0", shape, st.buf0});
-    if (st.buf1) tensors.push_back({p.plan.path + ".state1", shape, st.buf1});
+    if (st.buf0) add(p.plan.path + ".state0", shape, st.buf0);
+    if (st.buf1) add(p.plan.path + ".state1", shape, st.buf1);
   }
   write_safetensors(dir + "/rank-" + std::to_string(rank()) + ".safetensors", tensors, meta);
 }
@@ -324,8 +351,10 @@ int64_t Engine::load_rank_state(const std::string& dir) {
     const Shape& shape = p.value.type.shape;
     const int64_t rows = shape.empty() ? 1 : shape[0], cols = rows ? numel(shape) / rows : 0;
     const int64_t full_rows = p.plan.full_shape.empty() ? 1 : p.plan.full_shape[0];
-    auto read = [&](const std::string& name, float* out) {
-      read_rows_from_shards(rf, name, p.plan.path, full_rows, p.row_begin, rows, cols, out);
+    auto read = [&](const std::string& name, float* device_out) {
+      std::vector<float> host(static_cast<size_t>(rows * cols));
+      read_rows_from_shards(rf, name, p.plan.path, full_rows, p.row_begin, rows, cols, host.data());
+      backend().copy_from_host(device_out, host.data(), host.size() * sizeof(float));
     };
     read(p.plan.path, static_cast<float*>(p.value.data()));
     if (!p.requires_grad) continue;
@@ -348,11 +377,12 @@ std::map<std::string, HostTensor> Engine::full_state_dict() {
   std::map<std::string, HostTensor> out;
   const bool root = rank() == 0;
   for (const Param& p : params_) {
-    const float* d = static_cast<const float*>(p.value.data());
+    const std::vector<float> local = to_host(p.value);
+    const float* d = local.data();
     const int64_t n = numel(p.value.type.shape);
     std::vector<float> full;
     if (p.group.empty()) {
-      full.assign(d, d + n);
+      full = local;
     } else {
       // Each shard group gathers its rows on its first member; world rank 0
       // is the first member of its group (other replicas gather and drop).

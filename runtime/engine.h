@@ -14,6 +14,7 @@
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
+#include "executors/rank_device.h"
 #include "runtime/allocator.h"
 #include "runtime/init.h"
 #include "runtime/interpreter.h"
@@ -90,6 +91,9 @@ class Engine {
   // The forward alone; returns the model's outputs (not the saved values).
   std::vector<HostTensor> forward(const std::vector<HostTensor>& inputs);
 
+  // A host copy of an f32 tensor of this engine (a shard's value lives on
+  // the executor's device: GPU memory under --executor cuda).
+  std::vector<float> to_host(const TensorValue& v);
   // This rank's shard of each parameter, in argument order.
   struct Shard {
     std::string path;
@@ -122,6 +126,8 @@ class Engine {
   const Trace& forward_trace() const { return sync_.forward; }
   const Trace& backward_trace() const { return sync_.backward; }
   const MemStats& memory() const { return allocator_.stats(); }
+  // "cpu" or the GPU's name, for logs.
+  std::string device_name() const { return device_->describe(); }
   void reset_peak_memory() { allocator_.reset_peaks(); }
   int rank() const;
   const Interpreter& interpreter() const { return *interpreter_; }
@@ -143,10 +149,15 @@ class Engine {
   double micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                     const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads);
   void add_into(std::vector<TensorValue>& sum, std::vector<TensorValue>& grads);
+  // Parameters, gradients and optimizer state live on the executor's device:
+  // every host access goes through its backend.
+  DeviceBackend& backend();
+  void to_device(const TensorValue& v, const std::vector<float>& host);
 
   EngineOptions options_;
-  Allocator allocator_;
-  std::unique_ptr<MpiContext> mpi_;
+  std::unique_ptr<MpiContext> mpi_;      // host-side reductions, and the CPU's collectives
+  std::unique_ptr<RankDevice> device_;   // the executor's kernel context and backend
+  Allocator allocator_;                  // after device_: returns its blocks first
   StepTraces sync_;
   std::optional<StepTraces> no_sync_, accumulate_;
   std::vector<Param> params_;

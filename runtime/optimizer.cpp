@@ -56,47 +56,28 @@ void Optimizer::step(const std::vector<ParamRef>& params) {
   ++steps_;
 }
 
-// Arithmetic in double, state kept in float: the float rounding then happens
-// once per stored value rather than once per operation.
+// The arithmetic is the device's (DeviceBackend::sgd_update, adamw_update);
+// the step counts and bias corrections are kept here, on the host.
 void Optimizer::step_sgd(const ParamRef& p) {
   State& s = state_for(p);
   ++s.step;
-  const double lr = options_.lr, wd = options_.weight_decay, mu = options_.momentum;
   float* buf = s.buf0 ? floats(s.buf0) : nullptr;
-  const bool first = s.step == 1;
-  for (int64_t i = 0; i < p.numel; ++i) {
-    double g = static_cast<double>(p.grad[i]) + wd * static_cast<double>(p.param[i]);
-    if (buf) {
-      // torch: the buffer starts as a copy of the first (decayed) gradient.
-      double b = first ? g : mu * static_cast<double>(buf[i]) + g;
-      buf[i] = static_cast<float>(b);
-      g = b;
-    }
-    p.param[i] = static_cast<float>(static_cast<double>(p.param[i]) - lr * g);
-  }
+  allocator_.backend().sgd_update(p.param, p.grad, buf, p.numel,
+                                  SgdStep{options_.lr, options_.momentum, options_.weight_decay, s.step == 1});
 }
 
 void Optimizer::step_adamw(const ParamRef& p) {
   State& s = state_for(p);
   ++s.step;
-  const double lr = options_.lr, wd = options_.weight_decay, eps = options_.eps;
-  const double b1 = options_.beta1, b2 = options_.beta2;
   const double t = static_cast<double>(s.step);
-  const double step_size = lr / (1.0 - std::pow(b1, t));
-  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(b2, t));
-  const double decay = 1.0 - lr * wd;
-  float* m = floats(s.buf0);
-  float* v = floats(s.buf1);
-  for (int64_t i = 0; i < p.numel; ++i) {
-    double g = p.grad[i];
-    double x = static_cast<double>(p.param[i]) * decay;
-    double mi = b1 * static_cast<double>(m[i]) + (1.0 - b1) * g;
-    double vi = b2 * static_cast<double>(v[i]) + (1.0 - b2) * g * g;
-    m[i] = static_cast<float>(mi);
-    v[i] = static_cast<float>(vi);
-    double denom = std::sqrt(vi) / bias_correction2_sqrt + eps;
-    p.param[i] = static_cast<float>(x - step_size * mi / denom);
-  }
+  const AdamwStep step{options_.lr,
+                       options_.beta1,
+                       options_.beta2,
+                       options_.eps,
+                       options_.weight_decay,
+                       options_.lr / (1.0 - std::pow(options_.beta1, t)),
+                       std::sqrt(1.0 - std::pow(options_.beta2, t))};
+  allocator_.backend().adamw_update(p.param, p.grad, floats(s.buf0), floats(s.buf1), p.numel, step);
 }
 
 Optimizer::StateView Optimizer::state(const ParamRef& p) {

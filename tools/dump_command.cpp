@@ -5,6 +5,7 @@
 #include "executors/claim.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
+#include "passes/place.h"
 #include "passes/stats.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -105,7 +106,7 @@ Command add_dump_command(CLI::App& app) {
   cmd->add_flag("--accumulate", a->accumulate, "Add accumulated local gradients (acc_*) before synchronising");
   cmd->add_option("--stage", a->stages, "NAME[,NAME...] | all (see `fsdpc passes`; forward, backward; exec: claimed by --executor)")
       ->capture_default_str();
-  cmd->add_option("--executor", a->executor, "Executors of the exec stage: cpu (CPU kernels + MPI) | cuda")
+  cmd->add_option("--executor", a->executor, "Executors: cpu (CPU kernels + MPI) | cuda (CUDA kernels + NCCL, on cuda:0) | auto (cuda when a GPU is visible)")
       ->capture_default_str();
   cmd->add_flag("--stats", a->stats, "Print collective counts, bytes per rank and peak live bytes");
   cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember(formats()))->capture_default_str();
@@ -113,12 +114,16 @@ Command add_dump_command(CLI::App& app) {
   return Command{cmd,
                  [a, cmd] {
                    PipelineOptions o = pipeline_options(*a, *cmd);
-                   std::vector<Stage> stages = compile(load_source_trace(a->src), o);
+                   const std::string executor = resolve_executor(a->executor);
+                   executors_for(executor);  // an unknown name fails before compiling
+                   // Every stage prints the tensors where they will live.
+                   std::vector<Stage> stages =
+                       compile(place(load_source_trace(a->src), executor_device(executor)), o);
                    // The execution traces: the final stage claimed by the executors.
                    if (a->stages.find("exec") != std::string::npos || a->stages.find("all") != std::string::npos) {
-                     std::vector<const Executor*> executors = executors_for(a->executor);
                      const Stage& last = stages.back();
-                     stages.push_back({"exec", {claim(last.traces[0], executors), claim(last.traces[1], executors)}});
+                     stages.push_back({"exec", {execution_trace(last.traces[0], executor),
+                                                execution_trace(last.traces[1], executor)}});
                    }
                    std::vector<const Trace*> traces = select(stages, a->stages);
                    if (a->stats && a->format != "text" && a->format != "json")

@@ -28,7 +28,7 @@ struct TrainArgs {
   ShardingArgs sharding;
   std::string optimizer = "adamw";
   std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save, resume;
-  std::string checkpoint = "full";
+  std::string checkpoint = "full", executor = "cpu";
   int eval_every = 0, eval_batches = 4, save_every = 0, log_every = 1;
   int steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
@@ -65,6 +65,7 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   o.engine.grad_accum = a.grad_accum;
   o.engine.no_sync = a.no_sync;
   o.engine.seed = a.seed;
+  o.engine.executor = a.executor;
   if (!a.mem_cap.empty()) o.engine.mem_cap = parse_bytes(a.mem_cap);
   return o;
 }
@@ -241,6 +242,10 @@ Command add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model sharded over the ranks of mpirun (a world of 1 without it)");
   add_model_options(cmd, a->src, /*allow_trace_file=*/false);
   add_sharding_options(cmd, a->sharding);
+  cmd->add_option("--executor", a->executor,
+                  "cpu (CPU kernels + MPI) | cuda (one GPU per rank, CUDA kernels + NCCL) | auto (cuda when a GPU is visible)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
   cmd->add_option("--steps", a->steps, "Optimizer steps")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}))
       ->capture_default_str();

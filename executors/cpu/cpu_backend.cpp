@@ -1,0 +1,81 @@
+// The CPU's DeviceBackend: host memory and the training step's loops.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "executors/device_backend.h"
+
+namespace fsdpc {
+
+namespace {
+
+class CpuBackend final : public DeviceBackend {
+ public:
+  Device device() const override { return Device{}; }
+  // A cache line, and an AVX-512 register.
+  size_t alignment() const override { return 64; }
+  void* allocate(size_t bytes) override { return bytes ? std::aligned_alloc(64, bytes) : nullptr; }
+  void deallocate(void* p) override { std::free(p); }
+  void zero(void* p, size_t bytes) override {
+    if (bytes) std::memset(p, 0, bytes);
+  }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+
+  void add_into(float* dst, const float* src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  }
+  void scale(float* x, int64_t n, float s) override {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+  }
+  // A float's square is exact in double, so only the additions round.
+  double sum_squares(const float* x, int64_t n) override {
+    double sq = 0;
+    for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(x[i]) * x[i];
+    return sq;
+  }
+
+  // Arithmetic in double, state kept in float: the float rounding then
+  // happens once per stored value rather than once per operation.
+  void sgd_update(float* param, const float* grad, float* buf, int64_t n, const SgdStep& s) override {
+    for (int64_t i = 0; i < n; ++i) {
+      double g = static_cast<double>(grad[i]) + s.weight_decay * static_cast<double>(param[i]);
+      if (buf) {
+        // torch: the buffer starts as a copy of the first (decayed) gradient.
+        double b = s.first ? g : s.momentum * static_cast<double>(buf[i]) + g;
+        buf[i] = static_cast<float>(b);
+        g = b;
+      }
+      param[i] = static_cast<float>(static_cast<double>(param[i]) - s.lr * g);
+    }
+  }
+
+  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, const AdamwStep& s) override {
+    const double decay = 1.0 - s.lr * s.weight_decay, b1 = s.beta1, b2 = s.beta2;
+    for (int64_t i = 0; i < n; ++i) {
+      double g = grad[i];
+      double x = static_cast<double>(param[i]) * decay;
+      double mi = b1 * static_cast<double>(m[i]) + (1.0 - b1) * g;
+      double vi = b2 * static_cast<double>(v[i]) + (1.0 - b2) * g * g;
+      m[i] = static_cast<float>(mi);
+      v[i] = static_cast<float>(vi);
+      double denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
+      param[i] = static_cast<float>(x - s.step_size * mi / denom);
+    }
+  }
+
+  void synchronize() override {}
+};
+
+}  // namespace
+
+DeviceBackend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace fsdpc

@@ -1,0 +1,36 @@
+// open_rank_device: the CPU's here, the CUDA one in executors/cuda/.
+#include "executors/rank_device.h"
+
+#include "executors/comm/mpi_executor.h"
+#include "ir/error.h"
+#ifdef FSDPC_HAVE_CUDA
+#include "executors/cuda/cuda_rank_device.h"
+#endif
+
+namespace fsdpc {
+
+namespace {
+
+class CpuRankDevice final : public RankDevice {
+ public:
+  explicit CpuRankDevice(MpiContext& mpi) : mpi_(mpi) {}
+  KernelContext& kernels() override { return mpi_; }
+  DeviceBackend& backend() override { return cpu_backend(); }
+  void progress() override { mpi_.progress(); }
+  std::string describe() const override { return "cpu"; }
+
+ private:
+  MpiContext& mpi_;
+};
+
+}  // namespace
+
+std::unique_ptr<RankDevice> open_rank_device(const std::string& executor, MpiContext& mpi) {
+  if (executor == "cpu") return std::make_unique<CpuRankDevice>(mpi);
+#ifdef FSDPC_HAVE_CUDA
+  if (executor == "cuda") return cuda::open_cuda_rank_device(mpi.groups().mesh());
+#endif
+  fail("--executor '", executor, "': no such device in this build (cpu", executor == "cuda" ? "; built without CUDA)" : ")");
+}
+
+}  // namespace fsdpc

@@ -1,0 +1,43 @@
+// What one rank's execution traces run with: the context every kernel and
+// collective is given, the device backend (memory, host copies, the step's
+// flat-array loops), and the two points where the runtime hands control to
+// the device. The engine is written once against this; `--executor` picks
+// the implementation:
+//  - cpu:  the MPI context (communicators, pending requests) and host memory;
+//          progress() polls MPI between kernels (mpi_executor.h).
+//  - cuda: the NCCL context (device, compute and comm streams, cuBLASLt,
+//          communicators) and device memory; end_step() waits for both
+//          streams, surfacing NCCL errors and timeouts on every rank.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "executors/device_backend.h"
+#include "executors/executor.h"
+
+namespace fsdpc {
+
+class MpiContext;
+
+class RankDevice {
+ public:
+  virtual ~RankDevice() = default;
+  virtual KernelContext& kernels() = 0;
+  virtual DeviceBackend& backend() = 0;
+  // Between two statements of a trace.
+  virtual void progress() {}
+  // After a step's traces were issued, before the host reads what they made.
+  virtual void end_step() {}
+  // "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)": for logs.
+  virtual std::string describe() const = 0;
+};
+
+// The rank's device for `executor` ("cpu" or "cuda"; resolve "auto" first).
+// `mpi` carries the communicators of the mesh and outlives the result. For
+// cuda, the rank takes the GPU of its local rank on the node (modulo the
+// devices it sees) and builds its NCCL communicators: collective over the
+// world. Throws fsdpc::Error when cuda is asked for and no device is visible.
+std::unique_ptr<RankDevice> open_rank_device(const std::string& executor, MpiContext& mpi);
+
+}  // namespace fsdpc
