@@ -41,6 +41,18 @@ const Golden kGoldens[] = {
      "--trace '" FSDPC_GOLDEN_DIR "/tied.trace' --world-size 2 --strategy zero3 --stage grad,schedule"},
 };
 
+#ifdef FSDPC_HAVE_CUDA
+// The CUDA execution traces: cuda_* kernels, nccl_* collectives on the comm
+// stream, waits on the compute stream, and no collective buffer freed before
+// its wait (executors/cuda/stream_plan.h). No GPU is needed to print them.
+const Golden kCudaGoldens[] = {
+    {"mlp-zero3-w2-cuda-exec.trace", "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cuda"},
+    {"gpt2-tiny-zero3-unit-cuda-exec.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec "
+     "--executor cuda"},
+};
+#endif
+
 std::string run_dump(const std::string& args) {
   std::string cmd = std::string("'") + FSDPC_BIN + "' dump " + args + " 2>&1";
   std::string out;
@@ -66,3 +78,14 @@ TEST_CASE("pipeline goldens match fsdpc dump", "[golden][pipeline]") {
     CHECK(r.ok);
   }
 }
+
+#ifdef FSDPC_HAVE_CUDA
+TEST_CASE("CUDA execution goldens match fsdpc dump --executor cuda", "[golden][cuda]") {
+  for (const Golden& g : kCudaGoldens) {
+    INFO("fsdpc dump " << g.args);
+    auto r = fsdpc::testing::check_golden(g.file, run_dump(g.args));
+    INFO(r.message);
+    CHECK(r.ok);
+  }
+}
+#endif

@@ -1,0 +1,461 @@
+// The NCCL executor's kernels and NcclContext: each collective issues one
+// NCCL call on the comm stream after the compute stream's work; `wait` joins
+// it back into the compute stream.
+#include "executors/comm/nccl_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <initializer_list>
+#include <thread>
+#include <utility>
+
+#include "executors/comm/nccl_check.h"
+#include "executors/cuda/cuda_check.h"
+#include "ir/error.h"
+
+namespace fsdpc {
+
+std::optional<ncclDataType_t> nccl_dtype(DType d) {
+  switch (d) {
+    case DType::f32: return ncclFloat32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
+    case DType::f64: return ncclFloat64;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+    case DType::boolean: break;
+  }
+  return std::nullopt;
+}
+
+double nccl_timeout_from_env() {
+  const char* text = std::getenv("FSDPC_NCCL_TIMEOUT_S");
+  if (text == nullptr || *text == '\0') return 600.0;
+  char* end = nullptr;
+  const double s = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(s) || s <= 0)
+    fail("FSDPC_NCCL_TIMEOUT_S must be a positive number of seconds, got '", text, "'");
+  return s;
+}
+
+namespace {
+
+// Teardown reports instead of aborting: it runs on error paths too, where a
+// second abort would hide the first message.
+void report(cudaError_t rc, const char* call) {
+  if (rc != cudaSuccess)
+    std::fprintf(stderr, "fsdpc: %s returned %s: %s\n", call, cudaGetErrorName(rc), cudaGetErrorString(rc));
+}
+
+// A stream or event query's answer: cudaSuccess when done, cudaErrorNotReady
+// when not, else the error. Like PyTorch's stream query, it clears a
+// not-ready the runtime may have recorded as its last error, so the next
+// launch check (FSDPC_CUDA_CHECK_LAUNCH) does not mistake it for its own.
+cudaError_t settled(cudaError_t rc) {
+  if (rc != cudaErrorNotReady) return rc;
+  const cudaError_t last = cudaGetLastError();
+  return last == cudaSuccess || last == cudaErrorNotReady ? cudaErrorNotReady : last;
+}
+
+}  // namespace
+
+// ---- NcclContext -------------------------------------------------------------
+
+NcclContext::NcclContext(const Mesh& mesh, const cuda::CudaOptions& options)
+    : NcclContext(ProcessGroups(mesh), options) {}
+
+NcclContext::NcclContext(ProcessGroups groups, const cuda::CudaOptions& options)
+    : cuda::CudaContext(options),
+      timeout_s_(nccl_timeout_from_env()),  // before NCCL init: a bad value throws on every rank
+      groups_(std::move(groups)),
+      world_(groups_, device()) {
+  FSDPC_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+}
+
+NcclContext::~NcclContext() {
+  if (!world_.aborted()) {
+    std::string why;
+    if (!pending_.empty())
+      why = "collectives never waited on: " + running_collectives();
+    else if (std::uncaught_exceptions() > 0)
+      why = "an exception unwinds the NCCL context";
+    else
+      drain(timeout_s_, why);  // leaves `why` empty when idle
+    if (!why.empty()) {
+      std::fprintf(stderr, "fsdpc: aborting the NCCL communicators: %s\n", why.c_str());
+      world_.abort_all();
+    }
+  }
+  for (auto& [name, p] : pending_) {
+    // Ordered after the aborted gather on the comm stream.
+    if (p.scratch) report(cudaFreeAsync(p.scratch, comm()), "cudaFreeAsync");
+    report(cudaEventDestroy(p.done), "cudaEventDestroy");
+  }
+  for (const Joined& j : joined_) report(cudaEventDestroy(j.done), "cudaEventDestroy");
+  for (cudaEvent_t e : free_events_) report(cudaEventDestroy(e), "cudaEventDestroy");
+  report(cudaEventDestroy(compute_ready_), "cudaEventDestroy");
+  // ~CudaContext then waits for both streams, which abort_all() has drained.
+}
+
+void NcclContext::comm_after_compute() {
+  // One event serves every collective: cudaStreamWaitEvent waits for the
+  // record made before it, so re-recording for the next one is safe.
+  FSDPC_CUDA_CHECK(cudaEventRecord(compute_ready_, compute()));
+  FSDPC_CUDA_CHECK(cudaStreamWaitEvent(comm(), compute_ready_, 0));
+}
+
+cudaEvent_t NcclContext::acquire_event() {
+  if (free_events_.empty()) recycle_completed();
+  if (free_events_.empty()) {
+    cudaEvent_t e = nullptr;
+    FSDPC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  cudaEvent_t e = free_events_.back();
+  free_events_.pop_back();
+  return e;
+}
+
+// Joined events go back to the pool once complete. Re-recording an
+// incomplete one would be safe for the streams, but the timeout message
+// names collectives by their events.
+void NcclContext::recycle_completed() {
+  auto done = [&](const Joined& j) {
+    const cudaError_t rc = settled(cudaEventQuery(j.done));
+    if (rc == cudaErrorNotReady) return false;
+    FSDPC_CUDA_CHECK(rc);
+    free_events_.push_back(j.done);
+    return true;
+  };
+  joined_.erase(std::remove_if(joined_.begin(), joined_.end(), done), joined_.end());
+}
+
+void NcclContext::start(const std::string& future, NcclPending p) {
+  auto [it, inserted] = pending_.emplace(future, std::move(p));
+  FSDPC_CHECK(inserted) << "collective " << future << " issued twice without a wait";
+}
+
+NcclPending NcclContext::join(const std::string& future) {
+  auto it = pending_.find(future);
+  FSDPC_CHECK(it != pending_.end()) << "wait on " << future << ", which no NCCL collective issued";
+  NcclPending p = std::move(it->second);
+  pending_.erase(it);
+  FSDPC_CUDA_CHECK(cudaStreamWaitEvent(compute(), p.done, 0));
+  joined_.push_back({p.what, p.done});
+  p.done = nullptr;
+  return p;
+}
+
+std::string NcclContext::async_error() const {
+  for (const NcclWorld::Group& g : world_.groups()) {
+    if (!g.owner || !g.comm) continue;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(g.comm, &state);
+    if (rc != ncclSuccess) state = rc;  // a communicator that cannot answer is as broken
+    if (state == ncclSuccess || state == ncclInProgress) continue;
+    const char* last = ncclGetLastError(g.comm);
+    return "the NCCL communicator of group " + g.name + " reported " + ncclGetErrorString(state) +
+           (last && *last ? std::string(": ") + last : std::string());
+  }
+  return {};
+}
+
+void NcclContext::check_async_errors() {
+  if (std::string why = async_error(); !why.empty()) abort_with(why);
+}
+
+NcclContext::Drain NcclContext::drain(double seconds, std::string& why) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto nap = std::chrono::microseconds(5);
+  for (;;) {
+    const cudaError_t a = settled(cudaStreamQuery(compute()));
+    const cudaError_t b = settled(cudaStreamQuery(comm()));
+    for (cudaError_t rc : {a, b}) {
+      if (rc != cudaSuccess && rc != cudaErrorNotReady) {
+        why = std::string("a stream reported ") + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc);
+        return Drain::error;
+      }
+    }
+    if (a == cudaSuccess && b == cudaSuccess) return Drain::idle;
+    why = async_error();
+    if (!why.empty()) return Drain::error;
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited >= seconds) {
+      const char* busy = a != cudaSuccess && b != cudaSuccess ? "compute and comm streams"
+                         : a != cudaSuccess                  ? "compute stream"
+                                                             : "comm stream";
+      why = std::string("the ") + busy + " did not finish within " + std::to_string(seconds) +
+            " s (FSDPC_NCCL_TIMEOUT_S); collectives still running: " + running_collectives();
+      return Drain::timeout;
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+  }
+}
+
+void NcclContext::synchronize_with_timeout(double seconds) {
+  std::string why;
+  if (drain(seconds, why) != Drain::idle) abort_with(why);
+  recycle_completed();  // every joined event is complete now
+}
+
+std::string NcclContext::running_collectives() {
+  std::vector<std::string> names;
+  auto running = [](cudaEvent_t e) { return e && settled(cudaEventQuery(e)) != cudaSuccess; };
+  for (const auto& [name, p] : pending_)
+    if (running(p.done)) names.push_back(p.what + " (not waited on)");
+  for (const Joined& j : joined_)
+    if (running(j.done)) names.push_back(j.what);
+  if (names.empty()) return "none issued by NCCL (a compute kernel is still running)";
+  std::sort(names.begin(), names.end());
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : "; ") + n;
+  return s;
+}
+
+void NcclContext::abort_with(const std::string& why) {
+  world_.abort_all();  // stops the kernels the peers would otherwise wait on
+  detail::CheckFailure(__FILE__, __LINE__, "NCCL collectives").stream() << why;
+  __builtin_unreachable();  // ~CheckFailure aborts
+}
+
+namespace {
+
+// ---- Shared by the kernels -------------------------------------------------
+
+NcclContext& nccl_context(KernelContext& ctx) {
+  auto* nccl = dynamic_cast<NcclContext*>(&ctx);
+  FSDPC_CHECK(nccl != nullptr) << "an NCCL kernel was run without an NcclContext";
+  return *nccl;
+}
+
+bool movable(DType d) { return nccl_dtype(d).has_value() || d == DType::boolean; }
+
+std::string where(const BoundSymbol& b) {
+  return std::string(op_name(b.op)) + " -> " + b.output().name;
+}
+
+// One collective's operands, checked, and where this rank stands in its group.
+struct Call {
+  NcclContext* ctx = nullptr;
+  const TensorType* in = nullptr;
+  const TensorType* out = nullptr;
+  void* in_data = nullptr;
+  void* out_data = nullptr;
+  ncclComm_t comm = nullptr;
+  int size = 0;
+  ncclDataType_t type = ncclUint8;
+  int64_t elem = 0;  // bytes per element
+  NcclPending pending;
+};
+
+Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+             const std::vector<TensorView>& out) {
+  FSDPC_CHECK(in.size() == 1 && out.size() == 1 && in[0].type && out[0].type)
+      << where(b) << ": expected one input and one output view";
+  Call c;
+  c.ctx = &nccl_context(kctx);
+  c.in = in[0].type;
+  c.out = out[0].type;
+  c.in_data = in[0].data;
+  c.out_data = out[0].data;
+  const std::string& group = b.attrs.get_str("group");
+  const ProcessGroups& groups = c.ctx->groups();
+  c.size = groups.size(group);
+  // A trace compiled for another world would compute silently wrong shapes.
+  const int64_t size = b.attrs.get_int("size");
+  if (size != c.size)
+    fail(where(b), ": group '", group, "' has ", c.size, " ranks on the ",
+         mesh_description(groups.mesh()), " of this job, but the trace says size=", size);
+  c.comm = c.ctx->world().comm(group);
+  FSDPC_CHECK(c.comm != nullptr) << where(b) << ": the NCCL communicators were aborted";
+  const DType d = c.in->dtype;
+  const bool sums = b.op == OpId::AllReduce || b.op == OpId::ReduceScatter;
+  if (sums && !(nccl_dtype(d) && b.attrs.get_str("op") == "sum"))
+    fail(where(b), ": NCCL sums f32, bf16, f16, f64, i32 and i64 (op=sum), not ", dtype_name(d),
+         " with op=", b.attrs.get_str("op"));
+  if (!movable(d)) fail(where(b), ": NCCL cannot move ", dtype_name(d));
+  c.type = nccl_dtype(d).value_or(ncclUint8);  // bool: one byte each
+  c.elem = dtype_size(d);
+  if (b.op == OpId::Broadcast && (b.attrs.get_int("root") < 0 || b.attrs.get_int("root") >= c.size))
+    fail(where(b), ": root ", b.attrs.get_int("root"), " is outside a group of ", c.size, " ranks");
+  FSDPC_CHECK((c.in_data || numel(c.in->shape) == 0) && (c.out_data || numel(c.out->shape) == 0))
+      << where(b) << ": a tensor without a buffer";
+  c.pending.result = c.out_data;
+  c.pending.bytes = numel(c.out->shape) * c.elem;
+  c.pending.what = std::string(op_name(b.op)) + "(" + b.inputs.at(0).name + ", group=" + group +
+                   ") -> " + b.output().name;
+  // Last, after every check that can throw: the input was produced on the
+  // compute stream.
+  c.ctx->comm_after_compute();
+  return c;
+}
+
+// Records the collective's completion on the comm stream and hands it to
+// its wait.
+void finish(Call& c, const BoundSymbol& b) {
+  c.pending.done = c.ctx->acquire_event();
+  FSDPC_CUDA_CHECK(cudaEventRecord(c.pending.done, c.ctx->comm()));
+  c.ctx->start(b.output().name, std::move(c.pending));
+}
+
+int64_t prod(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
+
+// Every rank holds the same shapes, so a zero-sized collective is skipped on
+// all of them alike (NCCL's argument checks reject null buffers).
+size_t count(const Shape& s) { return static_cast<size_t>(numel(s)); }
+
+// ---- Kernels ---------------------------------------------------------------
+
+// Members' inputs side by side along `dim`. Along dim 0 (what traces gather)
+// that is their concatenation, gathered straight into the future; along a
+// later dim the blocks land in scratch and are interleaved at wait.
+void all_gather(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                const std::vector<TensorView>& out) {
+  Call c = prepare(kctx, b, in, out);
+  const size_t dim = static_cast<size_t>(b.attrs.get_int("dim"));
+  const Shape& xs = c.in->shape;
+  FSDPC_CHECK(dim < xs.size() && numel(c.out->shape) == numel(xs) * c.size) << where(b);
+  void* recv = c.out_data;
+  if (prod(xs, 0, dim) > 1 && c.pending.bytes > 0) {
+    FSDPC_CUDA_CHECK(cudaMallocAsync(&c.pending.scratch, c.pending.bytes, c.ctx->comm()));
+    recv = c.pending.scratch;
+    c.pending.outer = prod(xs, 0, dim);
+    c.pending.inner_bytes = prod(xs, dim, xs.size()) * c.elem;
+    c.pending.members = c.size;
+  }
+  if (count(xs) > 0)
+    FSDPC_NCCL_CHECK(ncclAllGather(c.in_data, recv, count(xs), c.type, c.comm, c.ctx->comm()));
+  finish(c, b);
+}
+
+// The sum, of which the group's i-th member keeps the i-th chunk along `dim`. NCCL
+// scatters contiguous blocks, so along a later dim the input is first
+// reordered (on the comm stream) to put each member's chunk in one block.
+void reduce_scatter(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                    const std::vector<TensorView>& out) {
+  Call c = prepare(kctx, b, in, out);
+  const size_t dim = static_cast<size_t>(b.attrs.get_int("dim"));
+  const Shape& xs = c.in->shape;
+  FSDPC_CHECK(dim < xs.size() && numel(c.out->shape) * c.size == numel(xs)) << where(b);
+  FSDPC_CHECK(c.in_data != c.out_data || numel(xs) == 0 || c.size == 1)
+      << where(b) << ": the output may not alias the input";
+  const cudaStream_t stream = c.ctx->comm();
+  const void* send = c.in_data;
+  void* scratch = nullptr;
+  const int64_t outer = prod(xs, 0, dim);
+  if (outer > 1 && c.size > 1 && c.pending.bytes > 0) {
+    const size_t chunk = static_cast<size_t>(c.pending.bytes / outer);  // one member's bytes of a row
+    FSDPC_CUDA_CHECK(cudaMallocAsync(&scratch, numel(xs) * c.elem, stream));
+    // scratch[m][o] = input[o][m], one strided copy per member.
+    for (int m = 0; m < c.size; ++m)
+      FSDPC_CUDA_CHECK(cudaMemcpy2DAsync(bytes(scratch) + m * outer * chunk, chunk, bytes(c.in_data) + m * chunk,
+                                         chunk * c.size, chunk, outer, cudaMemcpyDeviceToDevice, stream));
+    send = scratch;
+  }
+  if (count(c.out->shape) > 0)
+    FSDPC_NCCL_CHECK(ncclReduceScatter(send, c.out_data, count(c.out->shape), c.type, ncclSum, c.comm, stream));
+  // Stream-ordered: released once the reduction has read it.
+  if (scratch) FSDPC_CUDA_CHECK(cudaFreeAsync(scratch, stream));
+  finish(c, b);
+}
+
+void all_reduce(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                const std::vector<TensorView>& out) {
+  Call c = prepare(kctx, b, in, out);
+  FSDPC_CHECK(c.out->shape == c.in->shape) << where(b);
+  if (count(c.in->shape) > 0)
+    FSDPC_NCCL_CHECK(ncclAllReduce(c.in_data, c.out_data, count(c.in->shape), c.type, ncclSum, c.comm,
+                                   c.ctx->comm()));
+  finish(c, b);
+}
+
+// The root's input, everywhere. NCCL broadcasts out of place, so unlike MPI
+// the root needs no copy into the future first.
+void broadcast(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+               const std::vector<TensorView>& out) {
+  Call c = prepare(kctx, b, in, out);
+  FSDPC_CHECK(c.out->shape == c.in->shape) << where(b);
+  const int root = static_cast<int>(b.attrs.get_int("root"));  // checked by prepare
+  if (count(c.in->shape) > 0)
+    FSDPC_NCCL_CHECK(ncclBroadcast(c.in_data, c.out_data, count(c.in->shape), c.type, root,
+                                   c.comm, c.ctx->comm()));
+  finish(c, b);
+}
+
+// Joins the collective that produced the future into the compute stream and
+// puts its value into the wait's output there: interleaved from scratch for
+// a gather along dim > 0, copied when the output is not the future's buffer.
+void wait_collective(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                     const std::vector<TensorView>& out) {
+  FSDPC_CHECK(in.size() == 1 && out.size() == 1 && out[0].type) << where(b);
+  NcclContext& ctx = nccl_context(kctx);
+  NcclPending p = ctx.join(b.inputs.at(0).name);
+  FSDPC_CHECK(numel(out[0].type->shape) * dtype_size(out[0].type->dtype) == p.bytes)
+      << where(b) << ": output of " << type_str(*out[0].type) << " for " << p.bytes << " bytes";
+  const cudaStream_t stream = ctx.compute();
+  if (p.scratch) {
+    // scratch is [member][outer][inner]; the result is [outer][member][inner].
+    const size_t inner = static_cast<size_t>(p.inner_bytes);
+    for (int m = 0; m < p.members; ++m)
+      FSDPC_CUDA_CHECK(cudaMemcpy2DAsync(bytes(out[0].data) + m * inner, inner * p.members,
+                                         bytes(p.scratch) + m * p.outer * inner, inner, inner, p.outer,
+                                         cudaMemcpyDeviceToDevice, stream));
+    FSDPC_CUDA_CHECK(cudaFreeAsync(p.scratch, stream));
+  } else if (out[0].data != p.result && p.bytes > 0) {
+    FSDPC_CUDA_CHECK(cudaMemcpyAsync(out[0].data, p.result, p.bytes, cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
+// ---- The executor ----------------------------------------------------------
+
+KernelFn kernel_or_null(OpId op) {
+  switch (op) {
+    case OpId::AllGather: return all_gather;
+    case OpId::ReduceScatter: return reduce_scatter;
+    case OpId::AllReduce: return all_reduce;
+    case OpId::Broadcast: return broadcast;
+    case OpId::Wait: return wait_collective;
+    default: return nullptr;
+  }
+}
+
+class NcclExecutor final : public Executor {
+ public:
+  std::string_view name() const override { return "nccl"; }
+
+  bool claims(const BoundSymbol& b) const override {
+    if (kernel_or_null(b.op) == nullptr || b.outputs.size() != 1) return false;
+    const TensorType& t = b.output().type;
+    if (t.device.kind != DeviceKind::cuda || !movable(t.dtype)) return false;
+    if (b.op == OpId::AllReduce || b.op == OpId::ReduceScatter)
+      return b.attrs.has("op") && b.attrs.get_str("op") == "sum" && nccl_dtype(t.dtype).has_value();
+    return true;
+  }
+
+  KernelFn kernel(OpId op) const override {
+    KernelFn k = kernel_or_null(op);
+    FSDPC_CHECK(k != nullptr) << "the nccl executor has no kernel for " << op_name(op);
+    return k;
+  }
+};
+
+}  // namespace
+
+const Executor& nccl_executor() {
+  static const NcclExecutor executor;
+  return executor;
+}
+
+}  // namespace fsdpc

@@ -1,0 +1,108 @@
+// The CUDA executor: which bound symbols it claims and the kernel of each op
+// (the kernels live in cuda_<family>.cpp).
+#include "executors/cuda/cuda_executor.h"
+
+#include <initializer_list>
+
+#include "executors/cuda/cuda_kernels.h"
+
+namespace fsdpc {
+
+namespace cuda {
+
+namespace {
+
+bool is_one_of(DType d, std::initializer_list<DType> set) {
+  for (DType s : set)
+    if (s == d) return true;
+  return false;
+}
+
+KernelFn kernel_of(OpId op) {
+  switch (op) {
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt:
+    case OpId::Rsqrt:
+      return unary_kernel;
+    case OpId::ConvertElementType: return convert_kernel;
+    case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow:
+    case OpId::Maximum:
+      return binary_kernel;
+    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
+      return compare_kernel;
+    case OpId::Where: return where_kernel;
+    case OpId::Sum: case OpId::Amax: return reduce_kernel;
+    case OpId::Reshape: return reshape_kernel;
+    case OpId::Permute: return permute_kernel;
+    case OpId::BroadcastInDim: return broadcast_in_dim_kernel;
+    case OpId::Slice: return slice_kernel;
+    case OpId::Pad: return pad_kernel;
+    case OpId::Cat: return cat_kernel;
+    case OpId::Take: return take_kernel;
+    case OpId::IndexAdd: return index_add_kernel;
+    case OpId::Matmul: return matmul_kernel;
+    case OpId::Full: return full_kernel;
+    case OpId::Iota: return iota_kernel;
+    case OpId::Linear: return linear_kernel;
+    case OpId::Gelu: return gelu_kernel;
+    case OpId::Softmax: return softmax_kernel;
+    case OpId::LayerNorm: return layer_norm_kernel;
+    case OpId::ScaledDotProductAttention: return sdpa_kernel;
+    case OpId::CrossEntropy: return cross_entropy_kernel;
+    case OpId::Pack: return pack_kernel;
+    case OpId::Unpack: return unpack_kernel;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+bool supports(OpId op, DType d) {
+  const std::initializer_list<DType> kFloat = {DType::f32, DType::bf16};
+  switch (op) {
+    case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Div: case OpId::Pow: case OpId::Sum: case OpId::Amax: case OpId::Matmul:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy:
+      return is_one_of(d, kFloat);
+    case OpId::Neg: case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Maximum:
+    case OpId::IndexAdd: case OpId::Iota:
+      return is_one_of(d, {DType::f32, DType::bf16, DType::i32, DType::i64});
+    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
+      return d == DType::boolean;  // operands: checked by the kernel
+    case OpId::ConvertElementType: case OpId::Where: case OpId::Reshape: case OpId::Permute:
+    case OpId::BroadcastInDim: case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take:
+    case OpId::Full: case OpId::Pack: case OpId::Unpack:
+      return is_one_of(d, {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64,
+                           DType::boolean});
+    default:
+      return false;  // synchronize, collectives, wait, del: NCCL and the runtime
+  }
+}
+
+}  // namespace cuda
+
+namespace {
+
+class CudaExecutor final : public Executor {
+ public:
+  std::string_view name() const override { return "cuda"; }
+
+  bool claims(const BoundSymbol& b) const override {
+    if (!cuda::kernel_of(b.op)) return false;
+    for (const Proxy& p : b.outputs)
+      if (p.type.device.kind != DeviceKind::cuda || p.type.future || !cuda::supports(b.op, p.type.dtype))
+        return false;
+    return true;
+  }
+
+  KernelFn kernel(OpId op) const override { return cuda::kernel_of(op); }
+};
+
+}  // namespace
+
+const Executor& cuda_executor() {
+  static const CudaExecutor executor;
+  return executor;
+}
+
+}  // namespace fsdpc

@@ -1,0 +1,74 @@
+// open_cuda_rank_device (cuda_rank_device.h).
+#include "executors/cuda/cuda_rank_device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "executors/comm/mpi_check.h"
+#include "executors/comm/mpi_world.h"
+#include "executors/comm/nccl_executor.h"
+#include "executors/cuda/cuda_backend.h"
+#include "executors/cuda/cuda_check.h"
+#include "executors/cuda/device.h"
+#include "executors/cuda/kernels/index.h"
+#include "ir/error.h"
+
+namespace fsdpc::cuda {
+
+namespace {
+
+int local_rank() {
+  mpi_init();
+  MPI_Comm node = MPI_COMM_NULL;
+  FSDPC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int r = 0;
+  FSDPC_MPI_CHECK(MPI_Comm_rank(node, &r));
+  FSDPC_MPI_CHECK(MPI_Comm_free(&node));
+  return r;
+}
+
+class CudaRankDevice final : public RankDevice {
+ public:
+  CudaRankDevice(const Mesh& mesh, const CudaOptions& options)
+      : nccl_(mesh, options), backend_(make_cuda_backend(nccl_)) {
+    cudaDeviceProp prop{};
+    FSDPC_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
+    name_ = "cuda:" + std::to_string(options.device) + " (" + prop.name + ")";
+  }
+  KernelContext& kernels() override { return nccl_; }
+  DeviceBackend& backend() override { return *backend_; }
+  // NCCL progresses on the device; between statements only its errors need
+  // looking at, and that costs a call per communicator: the step's end does it.
+  // Index faults are read here, where the host waits anyway: a kernel cannot
+  // throw at the bad index (kernels/index.h).
+  void end_step() override {
+    nccl_.synchronize_with_timeout();
+    const IndexFaults f = read_index_faults(nccl_.compute());
+    if (f.count)
+      fail(f.in_take ? "cuda_take" : "cuda_index_add", ": ", f.count,
+           " index(es) outside the table in this step, the first at flat position ", f.first_position,
+           " (token ids must be below the vocabulary size)");
+  }
+  std::string describe() const override { return name_; }
+
+ private:
+  NcclContext nccl_;
+  std::unique_ptr<DeviceBackend> backend_;  // after nccl_: freed before its streams
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<RankDevice> open_cuda_rank_device(const Mesh& mesh) {
+  const DeviceQuery q = query_devices();
+  if (q.count == 0) fail("--executor cuda: no CUDA device is visible (", q.reason, ")");
+  CudaOptions options;
+  options.device = local_rank() % q.count;
+  const char* tf32 = std::getenv("FSDPC_CUDA_TF32");
+  options.allow_tf32 = tf32 && std::strcmp(tf32, "1") == 0;
+  return std::make_unique<CudaRankDevice>(mesh, options);
+}
+
+}  // namespace fsdpc::cuda

@@ -1,0 +1,159 @@
+// cross_entropy in two kernels, without float atomics so a loss is the same
+// run to run: one computes each row's logsumexp(z) - z[target] into scratch
+// (a warp per short row, a block per long one: nn_plan.h), then a single
+// block sums the rows in a fixed order, in double as the CPU does, and
+// writes the mean.
+//
+// A row keeps its max m and the "rest" r = sum exp(z - m) over every
+// element but one max (whose term is exactly 1), so logsumexp = m +
+// log1p(r): a confident right answer's small loss keeps f32 precision,
+// where log(1 + r) in f32 would lose everything below 1e-7.
+#include "executors/cuda/kernels/cross_entropy.h"
+
+#include <cmath>
+
+#include "executors/cuda/cuda_check.h"
+#include "executors/cuda/kernels/device_util.cuh"
+#include "executors/cuda/launch.h"
+#include "executors/cuda/nn_plan.h"
+
+namespace fsdpc::cuda {
+
+namespace {
+
+constexpr float kNegInf = -INFINITY;
+// Threads of the summing block: a fixed count, so the order of the sum
+// (and with it the result) does not depend on the device.
+constexpr int kMeanBlock = 256;
+
+// The max m of the elements seen and r = sum exp(x - m) over all of them
+// but one max. Empty: m = -inf, r = 0. No member initializers: it lives
+// in __shared__ memory.
+struct MaxRest {
+  float m, r;
+};
+
+// Adds x. A new max turns the old one into an ordinary term (1 before
+// rescaling; exp(-inf) = 0 drops the empty start's). -inf adds nothing; a
+// NaN makes r NaN, poisoning the row as on the CPU.
+__device__ __forceinline__ MaxRest push(MaxRest a, float x) {
+  if (x > a.m) {
+    a.r = (a.r + 1.0f) * expf(a.m - x);
+    a.m = x;
+  } else if (x != kNegInf) {
+    a.r += expf(x - a.m);
+  }
+  return a;
+}
+
+// The merge for warp_reduce / block_reduce. Symmetric bit for bit, so
+// both lanes of a shuffle pair, and in the end the whole row, hold the same
+// result: the smaller max's partial joins the larger's (its own max
+// becoming an ordinary term); equal maxes keep one.
+struct MergeMaxRest {
+  __device__ __forceinline__ MaxRest operator()(MaxRest a, MaxRest b) const {
+    const float m = fmaxf(a.m, b.m);
+    if (m == kNegInf) return {m, a.r + b.r};
+    if (a.m == b.m) return {m, (a.r + b.r) + 1.0f};
+    const MaxRest& big = a.m > b.m ? a : b;
+    const MaxRest& small = a.m > b.m ? b : a;
+    return {m, big.r + (small.r + 1.0f) * expf(small.m - m)};
+  }
+};
+
+// losses[row] = logsumexp(z) - z[target], NaN for a target out of range.
+// The row loop's bounds are uniform over a warp (kWarpRows) or a block, so
+// every member reaches each reduction.
+template <class T, class TIdx, bool kWarpRows>
+__global__ void row_loss_kernel(const T* __restrict__ logits, const TIdx* __restrict__ targets,
+                                float* __restrict__ losses, int64_t rows, int64_t classes) {
+  int64_t row, step;
+  int rank, size;
+  if constexpr (kWarpRows) {
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    row = t / kWarp;
+    step = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
+    rank = static_cast<int>(threadIdx.x) % kWarp;
+    size = kWarp;
+  } else {
+    row = blockIdx.x;
+    step = gridDim.x;
+    rank = static_cast<int>(threadIdx.x);
+    size = static_cast<int>(blockDim.x);
+  }
+  for (; row < rows; row += step) {
+    const T* z = logits + row * classes;
+    MaxRest acc{kNegInf, 0.0f};
+    for (int64_t j = rank; j < classes; j += size) acc = push(acc, to_f32(z[j]));
+    if constexpr (kWarpRows)
+      acc = warp_reduce(acc, MergeMaxRest{});
+    else
+      acc = block_reduce(acc, MergeMaxRest{}, MaxRest{kNegInf, 0.0f});
+    if (rank == 0) {
+      const auto t = static_cast<int64_t>(targets[row]);
+      losses[row] = t >= 0 && t < classes ? log1pf(acc.r) + (acc.m - to_f32(z[t])) : NAN;
+    }
+  }
+}
+
+// One block of kMeanBlock threads: strided partial sums, a butterfly per
+// warp, then thread 0 adds the warps' sums in order.
+template <class T>
+__global__ void mean_kernel(const float* __restrict__ losses, T* __restrict__ out, int64_t rows) {
+  __shared__ double partial[kMeanBlock / kWarp];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) s += losses[i];
+  s = warp_reduce(s, [](double a, double b) { return a + b; });
+  if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int w = 0; w < kMeanBlock / kWarp; ++w) total += partial[w];
+    // No rows: 0 / 0, NaN, as the CPU and the reference give.
+    out[0] = from_f32<T>(static_cast<float>(total / static_cast<double>(rows)));
+  }
+}
+
+template <class T, class TIdx>
+void cross_entropy(const T* logits, const TIdx* targets, T* out, float* row_losses, int64_t rows,
+                   int64_t classes, cudaStream_t stream) {
+  FSDPC_CHECK(rows >= 0 && classes >= 0) << "cross_entropy of " << rows << "x" << classes;
+  // No classes: every target is out of range, every loss NaN (the kernel
+  // would read no logits).
+  const RowLaunch r = plan_row_launch(rows, classes > 0 ? classes : 1);
+  if (r.launch.grid != 0) {
+    if (r.warp_per_row)
+      row_loss_kernel<T, TIdx, true>
+          <<<r.launch.grid, r.launch.block, 0, stream>>>(logits, targets, row_losses, rows, classes);
+    else
+      row_loss_kernel<T, TIdx, false>
+          <<<r.launch.grid, r.launch.block, 0, stream>>>(logits, targets, row_losses, rows, classes);
+    FSDPC_CUDA_CHECK_LAUNCH();
+  }
+  mean_kernel<T><<<1, kMeanBlock, 0, stream>>>(row_losses, out, rows);
+  FSDPC_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_cross_entropy(const float* logits, const int32_t* targets, float* out, float* row_losses,
+                          int64_t rows, int64_t classes, cudaStream_t stream) {
+  cross_entropy(logits, targets, out, row_losses, rows, classes, stream);
+}
+
+void launch_cross_entropy(const float* logits, const int64_t* targets, float* out, float* row_losses,
+                          int64_t rows, int64_t classes, cudaStream_t stream) {
+  cross_entropy(logits, targets, out, row_losses, rows, classes, stream);
+}
+
+void launch_cross_entropy(const __nv_bfloat16* logits, const int32_t* targets, __nv_bfloat16* out,
+                          float* row_losses, int64_t rows, int64_t classes, cudaStream_t stream) {
+  cross_entropy(logits, targets, out, row_losses, rows, classes, stream);
+}
+
+void launch_cross_entropy(const __nv_bfloat16* logits, const int64_t* targets, __nv_bfloat16* out,
+                          float* row_losses, int64_t rows, int64_t classes, cudaStream_t stream) {
+  cross_entropy(logits, targets, out, row_losses, rows, classes, stream);
+}
+
+}  // namespace fsdpc::cuda

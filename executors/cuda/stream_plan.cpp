@@ -1,0 +1,79 @@
+// plan_streams (stream_plan.h): stream attributes and del placement.
+#include "executors/cuda/stream_plan.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/error.h"
+
+namespace fsdpc::cuda {
+
+namespace {
+
+bool is_async_collective(const BoundSymbol& b) {
+  return op_info(b.op).category == OpCategory::collective && b.op != OpId::Wait && b.op != OpId::Synchronize;
+}
+
+}  // namespace
+
+StreamKind stream_of(const BoundSymbol& b) {
+  if (b.op == OpId::Del) return StreamKind::host;
+  if (const AttrValue* s = b.attrs.find("stream"); s && std::get<std::string>(*s) == "comm")
+    return StreamKind::comm;
+  return StreamKind::compute;
+}
+
+Trace plan_streams(const Trace& claimed) {
+  Trace out = claimed;
+  out.bsyms.clear();
+  // Buffers a collective may still touch, by value name -> its future; and
+  // dels postponed until that future's wait.
+  std::unordered_map<std::string, std::string> busy;
+  std::unordered_map<std::string, std::vector<std::string>> deferred;  // future -> names
+  for (const BoundSymbol& src : claimed.bsyms) {
+    BoundSymbol b = src;
+    if (b.executor == "nccl" && is_async_collective(b)) {
+      FSDPC_CHECK(b.outputs.size() == 1 && b.outputs[0].type.future) << op_name(b.op) << " without a future";
+      const std::string& future = b.outputs[0].name;
+      b.attrs.set("stream", std::string("comm"));
+      for (const Operand& o : b.inputs)
+        if (!o.is_scalar()) busy[o.name] = future;
+      busy[future] = future;
+    } else if (b.executor == "nccl" && b.op == OpId::Wait) {
+      b.attrs.set("stream", std::string("compute"));
+    }
+    if (b.op == OpId::Del) {
+      // Keep the names no collective is using; hold back the others.
+      std::vector<Operand> now;
+      for (const Operand& o : b.inputs) {
+        auto it = busy.find(o.name);
+        if (it == busy.end()) now.push_back(o);
+        else deferred[it->second].push_back(o.name);
+      }
+      if (now.empty()) continue;
+      b.inputs = std::move(now);
+      out.bsyms.push_back(std::move(b));
+      continue;
+    }
+    const bool is_wait = b.op == OpId::Wait;
+    const std::string future = is_wait ? b.inputs.at(0).name : std::string();
+    out.bsyms.push_back(std::move(b));
+    if (!is_wait) continue;
+    // The compute stream has now passed the collective: its buffers are free
+    // to go. The future itself lives on as the wait's output.
+    for (auto it = busy.begin(); it != busy.end();)
+      it = it->second == future ? busy.erase(it) : std::next(it);
+    if (auto d = deferred.find(future); d != deferred.end()) {
+      BoundSymbol del;
+      del.op = OpId::Del;
+      for (const std::string& n : d->second) del.inputs.push_back(Operand::of(n));
+      out.bsyms.push_back(std::move(del));
+      deferred.erase(d);
+    }
+  }
+  FSDPC_CHECK(deferred.empty()) << claimed.name << ": a collective's buffers are freed but it is never waited";
+  out.provenance = claimed.provenance;
+  return out;
+}
+
+}  // namespace fsdpc::cuda

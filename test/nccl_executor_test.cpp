@@ -1,0 +1,232 @@
+// The NCCL executor's host-side logic, which needs no GPU: what it claims
+// (collectives and waits of CUDA tensors, sums of NCCL's arithmetic types),
+// the dtype mapping, its kernels, the claim pass over a CUDA trace and the
+// timeout setting. One case runs the kernels in a world of one when a device
+// is visible, and says it skipped otherwise.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "executors/claim.h"
+#include "executors/comm/nccl_executor.h"
+#include "executors/cuda/cuda_check.h"
+#include "executors/cuda/device.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/printer.h"
+
+using namespace fsdpc;
+using Catch::Contains;
+
+namespace {
+
+const DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64,
+                            DType::i64, DType::i32, DType::boolean};
+const OpId kCollectives[] = {OpId::AllGather, OpId::ReduceScatter, OpId::AllReduce, OpId::Broadcast};
+
+TensorType tensor(Shape shape, DType d, DeviceKind kind = DeviceKind::cuda) {
+  TensorType t;
+  t.shape = std::move(shape);
+  t.dtype = d;
+  t.device = Device{kind, 0};
+  return t;
+}
+
+Attrs attrs_of(OpId op) {
+  switch (op) {
+    case OpId::AllGather: return {{"group", "dp"}, {"size", int64_t{2}}, {"dim", int64_t{0}}};
+    case OpId::ReduceScatter:
+      return {{"group", "dp"}, {"size", int64_t{2}}, {"dim", int64_t{0}}, {"op", "sum"}};
+    case OpId::AllReduce: return {{"group", "dp"}, {"size", int64_t{2}}, {"op", "sum"}};
+    case OpId::Broadcast: return {{"group", "dp"}, {"size", int64_t{2}}, {"root", int64_t{0}}};
+    default: return {};
+  }
+}
+
+// x -> op(x) -> wait, built (and meta-checked) by the TraceBuilder.
+Trace collective_trace(OpId op, const TensorType& x, Attrs attrs) {
+  Trace t;
+  TraceBuilder tb(t);
+  tb.add_arg(Proxy{"x", x, "", true});
+  const Proxy f = tb.emit1(op, {Operand::of("x")}, std::move(attrs));
+  const Proxy w = tb.emit1(OpId::Wait, {Operand::of(f.name)});
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(w.name)});
+  return t;
+}
+
+// Sets or clears an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) {
+      old_ = old;
+      had_ = true;
+    }
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("nccl: dtypes map to NCCL's types; bool has no sum", "[nccl]") {
+  CHECK(nccl_dtype(DType::f32) == ncclFloat32);
+  CHECK(nccl_dtype(DType::bf16) == ncclBfloat16);
+  CHECK(nccl_dtype(DType::f16) == ncclFloat16);
+  CHECK(nccl_dtype(DType::f64) == ncclFloat64);
+  CHECK(nccl_dtype(DType::i32) == ncclInt32);
+  CHECK(nccl_dtype(DType::i64) == ncclInt64);
+  CHECK_FALSE(nccl_dtype(DType::boolean).has_value());
+}
+
+TEST_CASE("nccl: claims collectives and waits of CUDA tensors", "[nccl]") {
+  const Executor& nccl = nccl_executor();
+  CHECK(nccl.name() == "nccl");
+  for (OpId op : kCollectives) {
+    for (DType d : kAllDTypes) {
+      INFO(op_name(op) << " " << dtype_name(d));
+      const bool sums = op == OpId::AllReduce || op == OpId::ReduceScatter;
+      const Trace gpu = collective_trace(op, tensor({4, 2}, d), attrs_of(op));
+      // Bool is moved as bytes, never summed.
+      CHECK(nccl.claims(gpu.bsyms[0]) == (!sums || d != DType::boolean));
+      CHECK(nccl.claims(gpu.bsyms[1]));  // its wait
+      const Trace cpu = collective_trace(op, tensor({4, 2}, d, DeviceKind::cpu), attrs_of(op));
+      CHECK_FALSE(nccl.claims(cpu.bsyms[0]));
+      CHECK_FALSE(nccl.claims(cpu.bsyms[1]));
+    }
+  }
+}
+
+TEST_CASE("nccl: sums only with op=sum", "[nccl]") {
+  const Executor& nccl = nccl_executor();
+  for (OpId op : {OpId::AllReduce, OpId::ReduceScatter}) {
+    BoundSymbol b = collective_trace(op, tensor({4, 2}, DType::f32), attrs_of(op)).bsyms[0];
+    CHECK(nccl.claims(b));
+    b.attrs.set("op", "max");
+    CHECK_FALSE(nccl.claims(b));
+  }
+}
+
+TEST_CASE("nccl: leaves compute ops and del to others", "[nccl]") {
+  const Executor& nccl = nccl_executor();
+  BoundSymbol b;
+  b.op = OpId::Tanh;
+  b.outputs.push_back(Proxy{"t0", tensor({2}, DType::f32), "", true});
+  CHECK_FALSE(nccl.claims(b));
+  b.op = OpId::Synchronize;
+  CHECK_FALSE(nccl.claims(b));
+  BoundSymbol del;
+  del.op = OpId::Del;
+  CHECK_FALSE(nccl.claims(del));
+}
+
+TEST_CASE("nccl: every claimed op has a kernel", "[nccl]") {
+  const Executor& nccl = nccl_executor();
+  for (OpId op : kCollectives) {
+    const Trace t = collective_trace(op, tensor({4, 2}, DType::bf16), attrs_of(op));
+    for (const BoundSymbol& b : t.bsyms) {
+      INFO(op_name(b.op));
+      REQUIRE(nccl.claims(b));
+      CHECK(nccl.kernel(b.op) != nullptr);
+    }
+  }
+}
+
+TEST_CASE("nccl: the claim pass binds a CUDA trace's collectives to nccl", "[nccl]") {
+  const Trace t = collective_trace(OpId::AllGather, tensor({4, 2}, DType::f32), attrs_of(OpId::AllGather));
+  const Trace claimed = claim(t, {&nccl_executor()});
+  const std::string text = print_trace(claimed);
+  CHECK_THAT(text, Contains("= nccl_all_gather(x, group=dp, size=2, dim=0)") && Contains("= nccl_wait("));
+  // A CPU trace is not NCCL's: with nccl alone nothing claims it.
+  const Trace cpu = collective_trace(OpId::AllGather, tensor({4, 2}, DType::f32, DeviceKind::cpu),
+                                     attrs_of(OpId::AllGather));
+  CHECK_THROWS_WITH(claim(cpu, {&nccl_executor()}), Contains("all_gather"));
+}
+
+TEST_CASE("nccl: the timeout comes from FSDPC_NCCL_TIMEOUT_S", "[nccl]") {
+  {
+    ScopedEnv env("FSDPC_NCCL_TIMEOUT_S", nullptr);
+    CHECK(nccl_timeout_from_env() == 600.0);
+  }
+  {
+    ScopedEnv env("FSDPC_NCCL_TIMEOUT_S", "2.5");
+    CHECK(nccl_timeout_from_env() == 2.5);
+  }
+  for (const char* bad : {"0", "-1", "soon", "10s", "inf"}) {
+    ScopedEnv env("FSDPC_NCCL_TIMEOUT_S", bad);
+    CHECK_THROWS_AS(nccl_timeout_from_env(), Error);
+    CHECK_THROWS_WITH(nccl_timeout_from_env(), Contains("FSDPC_NCCL_TIMEOUT_S") && Contains(bad));
+  }
+}
+
+// ---- With a device: the kernels in a world of one ----------------------------
+
+namespace {
+
+std::vector<float> iota_floats(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i + 1);
+  return v;
+}
+
+// Runs op(x) -> wait on the device, the wait into a separate buffer, and
+// returns what the wait wrote.
+std::vector<float> run_one(NcclContext& ctx, OpId op, const Shape& shape, Attrs attrs) {
+  const Trace t = collective_trace(op, tensor(shape, DType::f32), std::move(attrs));
+  const std::vector<float> host = iota_floats(numel(shape));
+  const size_t bytes = host.size() * sizeof(float);
+  void *x = nullptr, *future = nullptr, *result = nullptr;
+  FSDPC_CUDA_CHECK(cudaMalloc(&x, bytes));
+  FSDPC_CUDA_CHECK(cudaMalloc(&future, bytes));
+  FSDPC_CUDA_CHECK(cudaMalloc(&result, bytes));
+  FSDPC_CUDA_CHECK(cudaMemcpyAsync(x, host.data(), bytes, cudaMemcpyHostToDevice, ctx.compute()));
+  const Executor& nccl = nccl_executor();
+  const BoundSymbol& issue = t.bsyms[0];
+  const BoundSymbol& wait = t.bsyms[1];
+  nccl.kernel(issue.op)(ctx, issue, {{x, &t.args[0].type}}, {{future, &issue.output().type}});
+  CHECK(ctx.pending() == 1);
+  nccl.kernel(wait.op)(ctx, wait, {{future, &issue.output().type}}, {{result, &wait.output().type}});
+  CHECK(ctx.pending() == 0);
+  std::vector<float> out(host.size());
+  FSDPC_CUDA_CHECK(cudaMemcpyAsync(out.data(), result, bytes, cudaMemcpyDeviceToHost, ctx.compute()));
+  ctx.synchronize_with_timeout(60);
+  for (void* p : {x, future, result}) FSDPC_CUDA_CHECK(cudaFree(p));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("nccl: a world of one runs every collective on the device", "[nccl][gpu]") {
+  const cuda::DeviceQuery q = cuda::query_devices();
+  if (q.count == 0) {
+    WARN("skipped, no CUDA device: " << q.reason);
+    return;
+  }
+  NcclContext ctx(flat_mesh(1));
+  const std::vector<float> want = iota_floats(12);
+  auto with_size = [](OpId op, int64_t dim) {
+    Attrs a = attrs_of(op);
+    a.set("size", int64_t{1});
+    if (a.has("dim")) a.set("dim", dim);
+    return a;
+  };
+  CHECK(run_one(ctx, OpId::AllGather, {3, 4}, with_size(OpId::AllGather, 0)) == want);
+  CHECK(run_one(ctx, OpId::AllGather, {3, 4}, with_size(OpId::AllGather, 1)) == want);  // via scratch
+  CHECK(run_one(ctx, OpId::ReduceScatter, {3, 4}, with_size(OpId::ReduceScatter, 1)) == want);
+  CHECK(run_one(ctx, OpId::AllReduce, {3, 4}, with_size(OpId::AllReduce, 0)) == want);
+  CHECK(run_one(ctx, OpId::Broadcast, {3, 4}, with_size(OpId::Broadcast, 0)) == want);
+  CHECK_THROWS_WITH(run_one(ctx, OpId::AllReduce, {3, 4}, attrs_of(OpId::AllReduce)),
+                    Contains("size=2") && Contains("1 ranks"));
+  ctx.check_async_errors();
+}
