@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#ifdef FSDPC_HAVE_CUDA
+#include "executors/cuda/device.h"
+#endif
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +157,10 @@ TEST_CASE("user errors print one line and exit 2", "[cli]") {
       {"train --model gpt2-tiny --optimizer adam", "adam"},
       {"train --model gpt2-tiny --mem-cap lots", "--mem-cap 'lots'"},
       {"train --model gpt2-tiny --strategy hybrid --mesh 2,2", "has 4 ranks but mpirun started 1"},
+      {"train --model gpt2-tiny --precision bf16", "--precision bf16 needs --executor cuda"},
+      {"train --model gpt2-tiny --precision fp8", "fp8"},
+      {"train --model gpt2-tiny --executor tpu", "tpu"},
+      {"dump --model mlp --precision bf16 --bucketing unit", "--bucketing unit is not supported yet"},
       {"frobnicate", "frobnicate"},
       {"", "subcommand"},
   };
@@ -165,6 +172,19 @@ TEST_CASE("user errors print one line and exit 2", "[cli]") {
     CHECK(count_lines(r.err) == 1);
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("--executor cuda without a usable GPU is one clear line and exit 2", "[cli]") {
+#ifdef FSDPC_HAVE_CUDA
+  if (fsdpc::cuda::query_devices().count > 0) return;  // a GPU machine trains instead (test/gpu)
+  const std::string expect = "--executor cuda: no CUDA device is visible";
+#else
+  const std::string expect = "this build has no CUDA executor";
+#endif
+  Run r = fsdpc_run("train --model gpt2-tiny --steps 1 --executor cuda");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains(expect));
+  CHECK(count_lines(r.err) == 1);
 }
 
 TEST_CASE("a failed write leaves no partial file", "[cli]") {
