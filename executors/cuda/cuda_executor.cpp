@@ -20,36 +20,11 @@ bool is_one_of(DType d, std::initializer_list<DType> set) {
 
 KernelFn kernel_of(OpId op) {
   switch (op) {
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt:
-    case OpId::Rsqrt:
-      return unary_kernel;
-    case OpId::ConvertElementType: return convert_kernel;
-    case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow:
-    case OpId::Maximum:
-      return binary_kernel;
-    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
-      return compare_kernel;
-    case OpId::Where: return where_kernel;
-    case OpId::Sum: case OpId::Amax: return reduce_kernel;
-    case OpId::Reshape: return reshape_kernel;
-    case OpId::Permute: return permute_kernel;
-    case OpId::BroadcastInDim: return broadcast_in_dim_kernel;
-    case OpId::Slice: return slice_kernel;
-    case OpId::Pad: return pad_kernel;
-    case OpId::Cat: return cat_kernel;
-    case OpId::Take: return take_kernel;
-    case OpId::IndexAdd: return index_add_kernel;
-    case OpId::Matmul: return matmul_kernel;
-    case OpId::Full: return full_kernel;
-    case OpId::Iota: return iota_kernel;
-    case OpId::Linear: return linear_kernel;
-    case OpId::Gelu: return gelu_kernel;
-    case OpId::Softmax: return softmax_kernel;
-    case OpId::LayerNorm: return layer_norm_kernel;
-    case OpId::ScaledDotProductAttention: return sdpa_kernel;
-    case OpId::CrossEntropy: return cross_entropy_kernel;
-    case OpId::Pack: return pack_kernel;
-    case OpId::Unpack: return unpack_kernel;
+#define FSDPC_KERNEL(op, kernel) \
+  case OpId::op:                 \
+    return kernel;
+#include "executors/kernel_families.def"
+#undef FSDPC_KERNEL
     default: return nullptr;
   }
 }
