@@ -4,23 +4,30 @@
 # line per model. MFU counts 6*N + 12*L*C*T FLOPs per token (PaLM's formula:
 # matmuls forward and backward, attention included) against PEAK_TFLOPS.
 #
-#   bench/gpu/run.sh [build-dir]          # f32, TF32 off (the parity setting)
-#   FSDPC_CUDA_TF32=1 PEAK_TFLOPS=494 bench/gpu/run.sh
+#   bench/gpu/run.sh [build-dir]                 # bf16 mixed precision
+#   PRECISION=f32 bench/gpu/run.sh               # f32, TF32 off (the parity setting)
+#   PRECISION=f32 FSDPC_CUDA_TF32=1 PEAK_TFLOPS=494 bench/gpu/run.sh
 #
-# PEAK_TFLOPS defaults to 67, the H100 SXM's dense f32 (non-tensor-core)
-# figure; with TF32 on use 494 (dense TF32 tensor cores). The collectives of
-# a sharded run need two or more GPUs (NCCL gives each rank its own device);
-# with NRANKS=N (N GPUs) the script launches mpirun -np N with zero3 and
-# reports the time the interpreter spent blocked in waits.
+# PEAK_TFLOPS defaults to the H100 SXM's dense figure for the precision:
+# 989 for bf16 tensor cores, 67 for f32 without them (494 with TF32). The
+# collectives of a sharded run need two or more GPUs (NCCL gives each rank
+# its own device): with NRANKS=N the script launches mpirun -np N with zero3.
+# Per-collective times are not reported yet (the interpreter times the host
+# side only); a profiler (nsys) shows them.
 #
 # Not yet measured by this project: no GPU was available when it was written
-# (see README, "What has run on a GPU"). bf16 kernels exist, but training in
-# bf16 needs the mixed-precision pass, which is not written yet.
+# (see README, "What has run on a GPU").
 set -euo pipefail
 build=${1:-build}
 fsdpc="$build/tools/fsdpc"
 [[ -x "$fsdpc" ]] || { echo "bench/gpu/run.sh: $fsdpc not found (build first: tools/build.sh)" >&2; exit 2; }
-peak=${PEAK_TFLOPS:-67}
+precision=${PRECISION:-bf16}
+case "$precision" in
+  bf16) default_peak=989 ;;
+  f32) default_peak=67 ;;
+  *) echo "bench/gpu/run.sh: PRECISION must be bf16 or f32, got '$precision'" >&2; exit 2 ;;
+esac
+peak=${PEAK_TFLOPS:-$default_peak}
 nranks=${NRANKS:-1}
 steps=${STEPS:-20}
 launch=()
@@ -34,17 +41,17 @@ trap 'rm -f "$log"' EXIT
 
 # name params layers width batch seq
 while read -r model params layers width batch seq; do
-  "${launch[@]}" "$fsdpc" train --model "$model" --executor cuda "${strategy[@]}" --batch "$batch" --seq "$seq" \
+  "${launch[@]}" "$fsdpc" train --model "$model" --executor cuda --precision "$precision" "${strategy[@]}" --batch "$batch" --seq "$seq" \
     --steps "$steps" --optimizer adamw --lr 3e-4 --log-json "$log" >/dev/null
   # The median step after the first three (warm-up: cuBLASLt heuristics,
   # allocator growth), from the per-step JSON lines.
   ms=$(grep -o '"step_ms": [0-9.e+-]*' "$log" | tail -n +4 | awk '{print $2}' | sort -g |
        awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}')
   awk -v m="$model" -v n="$params" -v l="$layers" -v c="$width" -v b="$batch" -v t="$seq" -v ms="$ms" \
-      -v peak="$peak" -v r="$nranks" 'BEGIN {
+       -v peak="$peak" -v r="$nranks" -v p="$precision" 'BEGIN {
     tokens = b * t; tps = tokens / (ms / 1000); flops = 6 * n + 12 * l * c * t;
-    printf("{\"model\": \"%s\", \"ranks\": %d, \"batch\": %d, \"seq\": %d, \"step_ms\": %.2f, \"tokens_per_s\": %.0f, \"tflops\": %.1f, \"mfu\": %.3f}\n",
-           m, r, b, t, ms, tps, tps * flops / 1e12 / r, tps * flops / 1e12 / (peak * r));
+    printf("{\"model\": \"%s\", \"precision\": \"%s\", \"ranks\": %d, \"batch\": %d, \"seq\": %d, \"step_ms\": %.2f, \"tokens_per_s\": %.0f, \"tflops\": %.1f, \"mfu\": %.3f}\n",
+           m, p, r, b, t, ms, tps, tps * flops / 1e12 / r, tps * flops / 1e12 / (peak * r));
   }'
 done <<'MODELS'
 gpt2 124439808 12 768 16 1024
