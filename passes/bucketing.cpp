@@ -6,6 +6,10 @@
 //       structure: all_gather(param shard) -> wait [-> slice off padding];
 //       [div/pad ->] reduce_scatter -> wait [-> all_reduce(replicate) -> wait]
 //       or (no_shard) all_reduce -> wait, ending in a returned gradient.
+//       Mixed precision (autocast) adds a cast before a gather
+//       (convert(param shard) -> all_gather) and after a reduction (-> convert
+//       to f32): a bucket then packs the f32 shards and casts the flat buffer
+//       once, and casts the reduced flat shard back once before unpacking.
 // Post: FSDP with unit_buckets: one pack -> all_gather -> wait per unit where
 //       its first parameter was gathered, each parameter cut out of the
 //       gathered [N*total] buffer under its old name; one reduce_scatter per
@@ -46,6 +50,9 @@ struct Chain {
   Shape shape;                   // result's shape
   Attrs attrs;                   // the collective's
   std::optional<Attrs> replicate;  // hybrid: the all_reduce over replicas
+  // Mixed precision: the dtype a gather's shard is cast to before it is
+  // gathered, or a reduced gradient is cast to after its reduction.
+  std::optional<DType> cast;
 };
 
 struct Bucket {
@@ -59,15 +66,19 @@ struct Index {
   std::unordered_map<std::string, const Proxy*> args;
   std::unordered_map<std::string, TensorType> types;
   std::unordered_map<std::string, size_t> returned;  // name -> position in the returns
+  std::unordered_map<std::string, size_t> def;       // name -> defining statement
 };
 
 Index index_of(const Trace& t) {
-  Index ix{t, {}, {}, {}, {}};
+  Index ix{t, {}, {}, {}, {}, {}};
   for (const Proxy& a : t.args) ix.types[a.name] = a.type;
   for (size_t i = 0; i < t.bsyms.size(); ++i) {
     for (const Operand& in : t.bsyms[i].inputs)
       if (!in.is_scalar()) ix.users[in.name].push_back(i);
-    for (const Proxy& o : t.bsyms[i].outputs) ix.types[o.name] = o.type;
+    for (const Proxy& o : t.bsyms[i].outputs) {
+      ix.types[o.name] = o.type;
+      ix.def[o.name] = i;
+    }
   }
   for (const Proxy& a : t.args) ix.args[a.name] = &a;
   std::vector<std::string> names;
@@ -101,13 +112,27 @@ bool drops_padding(const BoundSymbol& s, const Shape& in) {
 // all_gather(param shard, dim=0) -> wait [-> slice off padding].
 std::optional<Chain> gather_chain(const Index& ix, size_t i) {
   const BoundSymbol& ag = ix.trace.bsyms[i];
-  auto arg = ix.args.find(ag.inputs[0].name);
+  std::string shard = ag.inputs[0].name;
+  std::optional<size_t> cast;  // convert(param shard), read by this gather only
+  if (!ix.args.count(shard)) {
+    auto def = ix.def.find(shard);
+    if (def == ix.def.end()) return std::nullopt;
+    const BoundSymbol& cv = ix.trace.bsyms[def->second];
+    if (cv.op != OpId::ConvertElementType || !sole_user(ix, shard, OpId::AllGather)) return std::nullopt;
+    cast = def->second;
+    shard = cv.inputs[0].name;
+  }
+  auto arg = ix.args.find(shard);
   if (arg == ix.args.end() || !arg->second->is_param() || ag.attrs.get_int_or("dim", -1) != 0)
     return std::nullopt;
   if (arg->second->type.dist != DistType::fully_sharded) return std::nullopt;
   auto w = sole_user(ix, ag.output().name, OpId::Wait);
   if (!w) return std::nullopt;
-  Chain c{arg->first, {i, *w}, arg->first, "", {}, ag.attrs, std::nullopt};
+  Chain c{arg->first, {i, *w}, arg->first, "", {}, ag.attrs, std::nullopt, std::nullopt};
+  if (cast) {
+    c.stmts.push_back(*cast);
+    c.cast = ag.output().type.dtype;
+  }
   const Proxy& full = ix.trace.bsyms[*w].output();
   c.result = full.name;
   c.shape = full.type.shape;
@@ -126,7 +151,7 @@ std::optional<Chain> reduce_chain(const Index& ix, size_t i, bool follow_replica
   if (coll.op == OpId::ReduceScatter && coll.attrs.get_int_or("dim", -1) != 0) return std::nullopt;
   auto w = sole_user(ix, coll.output().name, OpId::Wait);
   if (!w) return std::nullopt;
-  Chain c{"", {i, *w}, coll.inputs[0].name, "", {}, coll.attrs, std::nullopt};
+  Chain c{"", {i, *w}, coll.inputs[0].name, "", {}, coll.attrs, std::nullopt, std::nullopt};
   const Proxy* out = &ix.trace.bsyms[*w].output();
   if (follow_replicate) {
     if (auto ar = sole_user(ix, out->name, OpId::AllReduce)) {
@@ -137,6 +162,11 @@ std::optional<Chain> reduce_chain(const Index& ix, size_t i, bool follow_replica
       out = &ix.trace.bsyms[*w2].output();
     }
   }
+  if (auto cv = sole_user(ix, out->name, OpId::ConvertElementType)) {  // autocast's cast back
+    c.stmts.push_back(*cv);
+    c.cast = ix.trace.bsyms[*cv].output().type.dtype;
+    out = &ix.trace.bsyms[*cv].output();
+  }
   if (used_by_statements(ix, out->name) || !ix.returned.count(out->name)) return std::nullopt;
   c.result = out->name;
   c.shape = out->type.shape;
@@ -144,13 +174,13 @@ std::optional<Chain> reduce_chain(const Index& ix, size_t i, bool follow_replica
 }
 
 // What chains must share to travel in one buffer: unit, group, size,
-// element type, device, replicate group.
-using BucketKey = std::tuple<size_t, std::string, int64_t, DType, std::string, std::string>;
+// element type, device, replicate group, and the cast (if any).
+using BucketKey = std::tuple<size_t, std::string, int64_t, DType, std::string, std::string, int>;
 
 BucketKey key_of(const Index& ix, const Chain& c, size_t unit) {
   const TensorType& t = ix.types.at(c.input);
   return {unit, c.attrs.get_str("group"), c.attrs.get_int("size"), t.dtype, device_name(t.device),
-          c.replicate ? c.replicate->get_str("group") : ""};
+          c.replicate ? c.replicate->get_str("group") : "", c.cast ? static_cast<int>(*c.cast) : -1};
 }
 
 // Where each parameter sits: its unit and its place in the unit.
@@ -272,6 +302,8 @@ void emit_gather(TraceBuilder& b, const Bucket& bucket) {
     total += numel(b.type_of(c.input).shape);
   }
   Proxy buf = b.emit1(OpId::Pack, std::move(shards));
+  if (const auto& cast = bucket.chains[0].cast)  // one cast of the flat buffer
+    buf = b.emit1(OpId::ConvertElementType, {use(buf)}, Attrs{{"dtype", std::string(dtype_name(*cast))}});
   Proxy gathered = b.emit1(OpId::Wait, {use(b.emit1(OpId::AllGather, {use(buf)}, bucket.chains[0].attrs))});
   Proxy rows = reshape(b, gathered.name, {n, total});
   int64_t offset = 0;
@@ -310,6 +342,8 @@ void emit_reduce_scatter(TraceBuilder& b, const Bucket& bucket) {
   Proxy shard = b.emit1(OpId::Wait, {use(b.emit1(OpId::ReduceScatter, {use(flat)}, first.attrs))});
   if (first.replicate)
     shard = b.emit1(OpId::Wait, {use(b.emit1(OpId::AllReduce, {use(shard)}, *first.replicate))});
+  if (first.cast)  // one cast of the reduced flat shard
+    shard = b.emit1(OpId::ConvertElementType, {use(shard)}, Attrs{{"dtype", std::string(dtype_name(*first.cast))}});
   emit_named(b, OpId::Unpack, {use(shard)}, Attrs{{"shapes", std::move(shapes)}}, names);
 }
 
@@ -325,6 +359,8 @@ void emit_all_reduce(TraceBuilder& b, const Bucket& bucket) {
   }
   Proxy buf = b.emit1(OpId::Pack, std::move(grads));
   Proxy sum = b.emit1(OpId::Wait, {use(b.emit1(OpId::AllReduce, {use(buf)}, bucket.chains[0].attrs))});
+  if (const auto& cast = bucket.chains[0].cast)
+    sum = b.emit1(OpId::ConvertElementType, {use(sum)}, Attrs{{"dtype", std::string(dtype_name(*cast))}});
   emit_named(b, OpId::Unpack, {use(sum)}, Attrs{{"shapes", std::move(shapes)}}, names);
 }
 

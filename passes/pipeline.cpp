@@ -46,9 +46,6 @@ void validate(const PipelineOptions& o) {
   if (o.max_inflight < 1) fail("--max-inflight must be >= 1, got ", o.max_inflight);
   if (!(o.bucket_mb > 0)) fail("--bucket-mb must be positive, got ", o.bucket_mb);
   if (o.mesh.world() < 1) fail("world size must be at least 1");
-  if (o.precision != DType::f32 && o.bucketing)
-    fail("--precision ", dtype_name(o.precision), " with --bucketing unit is not supported yet (bucketing packs f32 "
-         "parameter shards; use --bucketing none)");
 }
 }  // namespace
 

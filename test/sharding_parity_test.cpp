@@ -177,6 +177,9 @@ std::vector<Case> cases(const std::string& model) {
   for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard})
     for (int n : {1, 3}) out.push_back({model, s, flat_mesh(n), false, DType::bf16});
   out.push_back({model, Strategy::hybrid, Mesh{2, 2}, false, DType::bf16});
+  out.push_back({model, Strategy::zero3, flat_mesh(3), /*bucketing=*/true, DType::bf16});
+  out.push_back({model, Strategy::zero2, flat_mesh(2), /*bucketing=*/true, DType::bf16});
+  out.push_back({model, Strategy::hybrid, Mesh{2, 2}, /*bucketing=*/true, DType::bf16});
   return out;
 }
 
