@@ -32,8 +32,9 @@ class CudaBackend final : public DeviceBackend {
     FSDPC_CUDA_CHECK(rc);
     return p;
   }
-  // cudaFree waits for the device: the allocator calls it only when it drops
-  // its cache, never inside a step.
+  // cudaFree waits for the device, so a block is never freed under a kernel
+  // still using it. The allocator calls it when it drops its cache: at the
+  // end, or mid-step when cudaMalloc fails and the cache may make room.
   void deallocate(void* p) override { FSDPC_CUDA_CHECK(cudaFree(p)); }
   void zero(void* p, size_t bytes) override {
     if (bytes) FSDPC_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx_.compute()));

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_world.h"
@@ -19,14 +20,17 @@ namespace fsdpc::cuda {
 
 namespace {
 
-int local_rank() {
+// This rank's place among the ranks of its node, and how many there are.
+// Collective over the world: every rank calls it before anything can fail.
+std::pair<int, int> node_rank_and_size() {
   mpi_init();
   MPI_Comm node = MPI_COMM_NULL;
   FSDPC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int r = 0;
+  int r = 0, n = 0;
   FSDPC_MPI_CHECK(MPI_Comm_rank(node, &r));
+  FSDPC_MPI_CHECK(MPI_Comm_size(node, &n));
   FSDPC_MPI_CHECK(MPI_Comm_free(&node));
-  return r;
+  return {r, n};
 }
 
 class CudaRankDevice final : public RankDevice {
@@ -62,10 +66,16 @@ class CudaRankDevice final : public RankDevice {
 }  // namespace
 
 std::unique_ptr<RankDevice> open_cuda_rank_device(const Mesh& mesh) {
+  const auto [node_rank, node_size] = node_rank_and_size();
   const DeviceQuery q = query_devices();
   if (q.count == 0) fail("--executor cuda: no CUDA device is visible (", q.reason, ")");
+  // NCCL refuses two ranks of one communicator on one GPU, deep inside its
+  // init; say so plainly first.
+  if (node_size > q.count)
+    fail("--executor cuda: ", node_size, " ranks on this node but ", q.count,
+         " GPU(s) visible; run one rank per GPU (mpirun -np <= ", q.count, " per node)");
   CudaOptions options;
-  options.device = local_rank() % q.count;
+  options.device = node_rank;
   const char* tf32 = std::getenv("FSDPC_CUDA_TF32");
   options.allow_tf32 = tf32 && std::strcmp(tf32, "1") == 0;
   return std::make_unique<CudaRankDevice>(mesh, options);
