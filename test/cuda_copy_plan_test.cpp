@@ -5,6 +5,7 @@
 // with the op computed by plain nested loops.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <numeric>
 
 #include "executors/cuda/copy_plan.h"
@@ -265,4 +266,12 @@ TEST_CASE("fill patterns convert the value as the IR does", "[cuda][copy_plan]")
   CHECK(fill_pattern(0.5, DType::boolean) == 1u);
   CHECK(fill_pattern(0.0, DType::boolean) == 0u);
   CHECK(fill_pattern(-1e30, DType::f32) == 0xf149f2cau);
+  // Out of range saturates and NaN is 0, as launch_convert (a plain cast is undefined).
+  CHECK(fill_pattern(1e10, DType::i32) == 0x7fffffffu);
+  CHECK(fill_pattern(-INFINITY, DType::i32) == 0x80000000u);
+  CHECK(fill_pattern(NAN, DType::i32) == 0u);
+  CHECK(fill_pattern(1e30, DType::i64) == 0x7fffffffffffffffull);
+  CHECK(fill_pattern(-1e30, DType::i64) == 0x8000000000000000ull);
+  CHECK(fill_pattern(NAN, DType::i64) == 0u);
+  CHECK(fill_pattern(2147483647.0, DType::i32) == 0x7fffffffu);
 }

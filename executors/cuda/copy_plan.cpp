@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 
@@ -63,6 +64,16 @@ uint64_t bits_of(T v) {
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));  // little-endian: the low bytes
   return bits;
+}
+
+// Toward zero, saturating at the range and NaN to 0, as launch_convert
+// does on the device (a plain cast of an out-of-range value is undefined).
+template <class I>
+I saturating_int(double v) {
+  if (!(v == v)) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (v >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
 }
 
 }  // namespace
@@ -273,8 +284,8 @@ uint64_t fill_pattern(double value, DType d) {
     case DType::f64: return bits_of(value);
     case DType::f16: return bits_of(__double2half(value));
     case DType::bf16: return bits_of(__double2bfloat16(value));
-    case DType::i32: return bits_of(static_cast<int32_t>(value));
-    case DType::i64: return bits_of(static_cast<int64_t>(value));
+    case DType::i32: return bits_of(saturating_int<int32_t>(value));
+    case DType::i64: return bits_of(saturating_int<int64_t>(value));
     case DType::boolean: return value != 0 ? 1 : 0;
   }
   FSDPC_CHECK(false) << "fill_pattern of dtype " << static_cast<int>(d);

@@ -79,8 +79,9 @@ int widest_unit(std::initializer_list<uint64_t> values);
 int widen(CopyDesc& desc, int elem_size, uintptr_t src_addr, uintptr_t dst_addr);
 
 // The bytes of `value` converted to dtype d as the IR converts (to bool:
-// nonzero; float to integer: toward zero; to bf16/f16: round to nearest
-// even), in the low dtype_size(d) bytes.
+// nonzero; float to integer: toward zero, saturating at the range, NaN to
+// 0, as launch_convert; to bf16/f16: round to nearest even), in the low
+// dtype_size(d) bytes.
 uint64_t fill_pattern(double value, DType d);
 
 }  // namespace fsdpc::cuda

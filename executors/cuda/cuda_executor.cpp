@@ -40,8 +40,10 @@ bool supports(OpId op, DType d) {
     case OpId::ScaledDotProductAttention: case OpId::CrossEntropy:
       return is_one_of(d, kFloat);
     case OpId::Neg: case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Maximum:
-    case OpId::IndexAdd: case OpId::Iota:
+    case OpId::IndexAdd:
       return is_one_of(d, {DType::f32, DType::bf16, DType::i32, DType::i64});
+    case OpId::Iota:  // every numeric dtype kernels/copy.cu's iota writes (the CPU's f64 too)
+      return is_one_of(d, {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64});
     case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
       return d == DType::boolean;  // operands: checked by the kernel
     case OpId::ConvertElementType: case OpId::Where: case OpId::Reshape: case OpId::Permute:
