@@ -11,7 +11,9 @@
 #pragma once
 
 #include <memory>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "executors/device_backend.h"
 #include "executors/executor.h"
@@ -19,6 +21,16 @@
 namespace fsdpc {
 
 class MpiContext;
+
+// Device time of the collectives of one kind (all_gather, reduce_scatter,
+// all_reduce, broadcast) over some span, measured by events on the stream
+// that ran them.
+struct CollectiveTime {
+  std::string kind;
+  int64_t count = 0;
+  int64_t bytes = 0;  // of their results
+  double ms = 0;
+};
 
 class RankDevice {
  public:
@@ -29,6 +41,10 @@ class RankDevice {
   virtual void progress() {}
   // After a step's traces were issued, before the host reads what they made.
   virtual void end_step() {}
+  // The collectives completed since the last call, by kind; after end_step().
+  // Empty where they are not timed (MPI's progress is polled on the host; on
+  // cuda, FSDPC_NCCL_TIMING=1 turns the timing events on).
+  virtual std::vector<CollectiveTime> take_collective_times() { return {}; }
   // "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)": for logs.
   virtual std::string describe() const = 0;
 };

@@ -239,6 +239,7 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   }
   optimizer_->step(refs);
   device_->end_step();
+  r.collectives = device_->take_collective_times();
   r.loss = all_reduce_sum(loss_sum / k_total, "dp") / options_.mesh.world();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

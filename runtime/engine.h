@@ -60,6 +60,9 @@ struct StepResult {
   double loss = 0;       // mean over the global batch (all-reduced)
   double grad_norm = 0;  // global, before clipping (0 when clipping is off)
   double seconds = 0;
+  // Device time of the step's collectives by kind, where the executor
+  // measures it (--executor cuda with FSDPC_NCCL_TIMING=1).
+  std::vector<CollectiveTime> collectives;
 };
 
 // A forward and its backward: the pipeline's final traces (unclaimed).

@@ -77,7 +77,17 @@ std::string step_json(int step, const StepResult& r, double tokens_per_s, const 
      << ", \"step_ms\": " << r.seconds * 1e3 << ", \"tokens_per_s\": " << tokens_per_s << ", \"peak_bytes\": {";
   for (size_t c = 0; c < kNumMemCategories; ++c)
     js << (c ? ", " : "") << "\"" << mem_category_name(static_cast<MemCategory>(c)) << "\": " << m.peak[c];
-  js << ", \"total\": " << m.total_peak << "}}";
+  js << ", \"total\": " << m.total_peak << "}";
+  if (!r.collectives.empty()) {  // device time per kind, where measured
+    js << ", \"collectives\": {";
+    for (size_t i = 0; i < r.collectives.size(); ++i) {
+      const CollectiveTime& c = r.collectives[i];
+      js << (i ? ", " : "") << "\"" << c.kind << "\": {\"count\": " << c.count << ", \"bytes\": " << c.bytes
+         << ", \"ms\": " << c.ms << "}";
+    }
+    js << "}";
+  }
+  js << "}";
   return js.str();
 }
 

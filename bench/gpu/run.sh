@@ -12,8 +12,9 @@
 # 989 for bf16 tensor cores, 67 for f32 without them (494 with TF32). The
 # collectives of a sharded run need two or more GPUs (NCCL gives each rank
 # its own device): with NRANKS=N the script launches mpirun -np N with zero3.
-# Per-collective times are not reported yet (the interpreter times the host
-# side only); a profiler (nsys) shows them.
+# Each collective kind's device time per step (events around every NCCL
+# call, FSDPC_NCCL_TIMING=1) is reported as "collectives_ms"; its count and
+# bytes are in the per-step JSON of `fsdpc train --log-json`.
 #
 # Not yet measured by this project: no GPU was available when it was written
 # (see README, "What has run on a GPU").
@@ -41,17 +42,21 @@ trap 'rm -f "$log"' EXIT
 
 # name params layers width batch seq
 while read -r model params layers width batch seq; do
-  "${launch[@]}" "$fsdpc" train --model "$model" --executor cuda --precision "$precision" "${strategy[@]}" --batch "$batch" --seq "$seq" \
+  FSDPC_NCCL_TIMING=1 "${launch[@]}" "$fsdpc" train --model "$model" --executor cuda --precision "$precision" "${strategy[@]}" --batch "$batch" --seq "$seq" \
     --steps "$steps" --optimizer adamw --lr 3e-4 --log-json "$log" >/dev/null
   # The median step after the first three (warm-up: cuBLASLt heuristics,
   # allocator growth), from the per-step JSON lines.
   ms=$(grep -o '"step_ms": [0-9.e+-]*' "$log" | tail -n +4 | awk '{print $2}' | sort -g |
        awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}')
+  # Mean device ms per step of each collective kind, after the same warm-up.
+  coll=$(tail -n +4 "$log" | { grep -o '"[a-z_]*": {"count": [0-9]*, "bytes": [0-9]*, "ms": [0-9.e+-]*}' || true; } |
+         awk -F'[":,{} ]+' -v steps=$((steps - 3)) '{ms[$2] += $8} END {
+           s = ""; for (k in ms) s = s (s == "" ? "" : ", ") sprintf("\"%s\": %.3f", k, ms[k] / steps); print "{" s "}" }')
   awk -v m="$model" -v n="$params" -v l="$layers" -v c="$width" -v b="$batch" -v t="$seq" -v ms="$ms" \
-       -v peak="$peak" -v r="$nranks" -v p="$precision" 'BEGIN {
+        -v peak="$peak" -v r="$nranks" -v p="$precision" -v coll="$coll" 'BEGIN {
     tokens = b * t; tps = tokens / (ms / 1000); flops = 6 * n + 12 * l * c * t;
-    printf("{\"model\": \"%s\", \"precision\": \"%s\", \"ranks\": %d, \"batch\": %d, \"seq\": %d, \"step_ms\": %.2f, \"tokens_per_s\": %.0f, \"tflops\": %.1f, \"mfu\": %.3f}\n",
-           m, p, r, b, t, ms, tps, tps * flops / 1e12 / r, tps * flops / 1e12 / (peak * r));
+    printf("{\"model\": \"%s\", \"precision\": \"%s\", \"ranks\": %d, \"batch\": %d, \"seq\": %d, \"step_ms\": %.2f, \"tokens_per_s\": %.0f, \"tflops\": %.1f, \"mfu\": %.3f, \"collectives_ms\": %s}\n",
+           m, p, r, b, t, ms, tps, tps * flops / 1e12 / r, tps * flops / 1e12 / (peak * r), coll);
   }'
 done <<'MODELS'
 gpt2 124439808 12 768 16 1024

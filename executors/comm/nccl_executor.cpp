@@ -71,6 +71,7 @@ NcclContext::NcclContext(const Mesh& mesh, const cuda::CudaOptions& options)
 NcclContext::NcclContext(ProcessGroups groups, const cuda::CudaOptions& options)
     : cuda::CudaContext(options),
       timeout_s_(nccl_timeout_from_env()),  // before NCCL init: a bad value throws on every rank
+      timing_(std::getenv("FSDPC_NCCL_TIMING") && std::string(std::getenv("FSDPC_NCCL_TIMING")) == "1"),
       groups_(std::move(groups)),
       world_(groups_, device()) {
   FSDPC_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
@@ -94,8 +95,12 @@ NcclContext::~NcclContext() {
     // Ordered after the aborted gather on the comm stream.
     if (p.scratch) report(cudaFreeAsync(p.scratch, comm()), "cudaFreeAsync");
     report(cudaEventDestroy(p.done), "cudaEventDestroy");
+    if (p.started) report(cudaEventDestroy(p.started), "cudaEventDestroy");
   }
-  for (const Joined& j : joined_) report(cudaEventDestroy(j.done), "cudaEventDestroy");
+  for (const Joined& j : joined_) {
+    report(cudaEventDestroy(j.done), "cudaEventDestroy");
+    if (j.started) report(cudaEventDestroy(j.started), "cudaEventDestroy");
+  }
   for (cudaEvent_t e : free_events_) report(cudaEventDestroy(e), "cudaEventDestroy");
   report(cudaEventDestroy(compute_ready_), "cudaEventDestroy");
   // ~CudaContext then waits for both streams, which abort_all() has drained.
@@ -112,7 +117,7 @@ cudaEvent_t NcclContext::acquire_event() {
   if (free_events_.empty()) recycle_completed();
   if (free_events_.empty()) {
     cudaEvent_t e = nullptr;
-    FSDPC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    FSDPC_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing_ ? cudaEventDefault : cudaEventDisableTiming));
     return e;
   }
   cudaEvent_t e = free_events_.back();
@@ -128,6 +133,16 @@ void NcclContext::recycle_completed() {
     const cudaError_t rc = settled(cudaEventQuery(j.done));
     if (rc == cudaErrorNotReady) return false;
     FSDPC_CUDA_CHECK(rc);
+    if (j.started) {
+      float ms = 0;
+      FSDPC_CUDA_CHECK(cudaEventElapsedTime(&ms, j.started, j.done));
+      auto t = std::find_if(times_.begin(), times_.end(), [&](const CollectiveTime& c) { return c.kind == j.kind; });
+      if (t == times_.end()) t = times_.insert(times_.end(), CollectiveTime{j.kind, 0, 0, 0});
+      ++t->count;
+      t->bytes += j.bytes;
+      t->ms += ms;
+      free_events_.push_back(j.started);
+    }
     free_events_.push_back(j.done);
     return true;
   };
@@ -145,8 +160,9 @@ NcclPending NcclContext::join(const std::string& future) {
   NcclPending p = std::move(it->second);
   pending_.erase(it);
   FSDPC_CUDA_CHECK(cudaStreamWaitEvent(compute(), p.done, 0));
-  joined_.push_back({p.what, p.done});
+  joined_.push_back({p.what, p.done, p.started, p.kind, p.bytes});
   p.done = nullptr;
+  p.started = nullptr;
   return p;
 }
 
@@ -196,6 +212,12 @@ NcclContext::Drain NcclContext::drain(double seconds, std::string& why) {
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, std::chrono::microseconds(1000));
   }
+}
+
+std::vector<CollectiveTime> NcclContext::take_times() {
+  std::vector<CollectiveTime> out;
+  out.swap(times_);
+  return out;
 }
 
 void NcclContext::synchronize_with_timeout(double seconds) {
@@ -290,9 +312,14 @@ Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tensor
   c.pending.bytes = numel(c.out->shape) * c.elem;
   c.pending.what = std::string(op_name(b.op)) + "(" + b.inputs.at(0).name + ", group=" + group +
                    ") -> " + b.output().name;
+  c.pending.kind = std::string(op_name(b.op));
   // Last, after every check that can throw: the input was produced on the
   // compute stream.
   c.ctx->comm_after_compute();
+  if (c.ctx->timing()) {
+    c.pending.started = c.ctx->acquire_event();
+    FSDPC_CUDA_CHECK(cudaEventRecord(c.pending.started, c.ctx->comm()));
+  }
   return c;
 }
 

@@ -42,6 +42,7 @@
 #include "executors/comm/nccl_world.h"
 #include "executors/cuda/cuda_context.h"
 #include "executors/executor.h"
+#include "executors/rank_device.h"  // CollectiveTime
 
 namespace fsdpc {
 
@@ -53,6 +54,10 @@ std::optional<ncclDataType_t> nccl_dtype(DType d);
 // its wait.
 struct NcclPending {
   cudaEvent_t done = nullptr;  // recorded on the comm stream after the call
+  // With timing on: recorded on the comm stream once it may start the call
+  // (after earlier collectives and the compute stream's event).
+  cudaEvent_t started = nullptr;
+  std::string kind;  // "all_gather", ...: what the time is booked under
   void* result = nullptr;      // the future's buffer
   int64_t bytes = 0;           // of the result
   // A gather along dim > 0 lands here (stream-ordered allocation, freed on
@@ -64,6 +69,7 @@ struct NcclPending {
   int members = 0;
   std::string what;  // "all_gather(t_0_weight, group=dp) -> ft0": for messages
 };
+
 
 // What the NCCL kernels need beyond their operands: the CUDA context (device
 // and streams), the communicators, and the collectives between issue and wait.
@@ -85,6 +91,13 @@ class NcclContext : public cuda::CudaContext {
   // Collectives issued and not yet waited on.
   size_t pending() const { return pending_.size(); }
   double timeout_s() const { return timeout_s_; }
+  // FSDPC_NCCL_TIMING=1: each collective is timed on the device by a pair of
+  // events (timing events cost a little more than the default ones, so it
+  // is off unless asked for; bench/gpu asks).
+  bool timing() const { return timing_; }
+  // The times of the collectives completed since the last call, by kind;
+  // call after synchronize_with_timeout(). Empty when timing is off.
+  std::vector<CollectiveTime> take_times();
 
   // Asks every communicator for an asynchronous error; on one, aborts the
   // communicators and the process with NCCL's message.
@@ -120,9 +133,14 @@ class NcclContext : public cuda::CudaContext {
   struct Joined {
     std::string what;
     cudaEvent_t done = nullptr;
+    cudaEvent_t started = nullptr;
+    std::string kind;
+    int64_t bytes = 0;
   };
 
   double timeout_s_;
+  bool timing_;
+  std::vector<CollectiveTime> times_;
   ProcessGroups groups_;
   NcclWorld world_;
   cudaEvent_t compute_ready_ = nullptr;

@@ -55,6 +55,7 @@ class CudaRankDevice final : public RankDevice {
            " index(es) outside the table in this step, the first at flat position ", f.first_position,
            " (token ids must be below the vocabulary size)");
   }
+  std::vector<CollectiveTime> take_collective_times() override { return nccl_.take_times(); }
   std::string describe() const override { return name_; }
 
  private:
