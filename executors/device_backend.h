@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ir/types.h"
 
@@ -42,10 +43,16 @@ class DeviceBackend {
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
 
-  // dst += src; x *= s; the sum of squares of x in double (returns to the host).
+  // dst += src; x *= s.
   virtual void add_into(float* dst, const float* src, int64_t n) = 0;
   virtual void scale(float* x, int64_t n, float s) = 0;
-  virtual double sum_squares(const float* x, int64_t n) = 0;
+  // The sum of the squares of every element of every span, in double,
+  // returned to the host once (one synchronisation for all the gradients).
+  struct Span {
+    const float* data;
+    int64_t n;
+  };
+  virtual double sum_squares(const std::vector<Span>& xs) = 0;
 
   // momentum_buf may be null (no momentum).
   virtual void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n, const SgdStep& s) = 0;

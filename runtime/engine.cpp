@@ -215,22 +215,23 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
 
   // The gradients, one per parameter that requires grad, in argument order.
   std::vector<ParamRef> refs;
-  double sharded_sq = 0, replicated_sq = 0;
+  std::vector<DeviceBackend::Span> sharded, replicated;  // gradients, for the clipping norm
   size_t g = 0;
   for (Param& p : params_) {
     if (!p.requires_grad) continue;
     TensorValue& grad = sum.at(g++);
     const float* d = static_cast<const float*>(grad.data());
     int64_t n = numel(grad.type.shape);
-    if (options_.clip > 0)  // the norm is needed only to clip
-      (grad.type.dist == DistType::fully_sharded ? sharded_sq : replicated_sq) += backend().sum_squares(d, n);
+    (grad.type.dist == DistType::fully_sharded ? sharded : replicated).push_back({d, n});
     refs.push_back({p.plan.path, static_cast<float*>(p.value.data()), d, n});
   }
   StepResult r;
   if (options_.clip > 0) {
     // Shards of one gradient live on the ranks of its shard group; replicas
     // hold the same rows, so the sum runs over the shard group only.
-    double total = replicated_sq + all_reduce_sum(sharded_sq, options_.mesh.replicas == 1 ? "dp" : "shard");
+    const double sharded_sq = backend().sum_squares(sharded);
+    double total = backend().sum_squares(replicated) +
+                   all_reduce_sum(sharded_sq, options_.mesh.replicas == 1 ? "dp" : "shard");
     r.grad_norm = std::sqrt(total);
     if (r.grad_norm > options_.clip) {
       float scale = static_cast<float>(options_.clip / (r.grad_norm + 1e-6));

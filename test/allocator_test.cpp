@@ -97,7 +97,7 @@ class FakeDevice final : public DeviceBackend {
   void copy_to_host(void*, const void*, size_t) override {}
   void add_into(float*, const float*, int64_t) override {}
   void scale(float*, int64_t, float) override {}
-  double sum_squares(const float*, int64_t) override { return 0; }
+  double sum_squares(const std::vector<Span>&) override { return 0; }
   void sgd_update(float*, const float*, float*, int64_t, const SgdStep&) override {}
   void adamw_update(float*, const float*, float*, float*, int64_t, const AdamwStep&) override {}
   void synchronize() override {}

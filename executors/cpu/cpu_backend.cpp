@@ -32,11 +32,16 @@ class CpuBackend final : public DeviceBackend {
   void scale(float* x, int64_t n, float s) override {
     for (int64_t i = 0; i < n; ++i) x[i] *= s;
   }
-  // A float's square is exact in double, so only the additions round.
-  double sum_squares(const float* x, int64_t n) override {
-    double sq = 0;
-    for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(x[i]) * x[i];
-    return sq;
+  // A float's square is exact in double, so only the additions round; each
+  // span is summed on its own, then the spans' sums.
+  double sum_squares(const std::vector<Span>& xs) override {
+    double total = 0;
+    for (const Span& x : xs) {
+      double sq = 0;
+      for (int64_t i = 0; i < x.n; ++i) sq += static_cast<double>(x.data[i]) * x.data[i];
+      total += sq;
+    }
+    return total;
   }
 
   // Arithmetic in double, state kept in float: the float rounding then

@@ -4,6 +4,8 @@
 // soon as the call returns.
 #include "executors/cuda/cuda_backend.h"
 
+#include <algorithm>
+
 #include "executors/cuda/cuda_check.h"
 #include "executors/cuda/kernels/optimizer.h"
 
@@ -56,10 +58,14 @@ class CudaBackend final : public DeviceBackend {
   }
   void scale(float* x, int64_t n, float s) override { launch_scale(x, n, s, ctx_.compute()); }
 
-  double sum_squares(const float* x, int64_t n) override {
-    if (n == 0) return 0;
+  // Every launch adds into one device double; the partials' scratch is
+  // reused launch after launch (they are ordered on the stream).
+  double sum_squares(const std::vector<Span>& xs) override {
+    int64_t most = 0;
+    for (const Span& x : xs) most = std::max(most, x.n);
+    if (most == 0) return 0;
     // One double result after the block partials: [0] the sum, then scratch.
-    const size_t need = (1 + static_cast<size_t>(sum_squares_scratch_elems(n))) * sizeof(double);
+    const size_t need = (1 + static_cast<size_t>(sum_squares_scratch_elems(most))) * sizeof(double);
     if (need > scratch_bytes_) {
       if (scratch_) FSDPC_CUDA_CHECK(cudaFree(scratch_));
       FSDPC_CUDA_CHECK(cudaMalloc(&scratch_, need));
@@ -67,7 +73,7 @@ class CudaBackend final : public DeviceBackend {
     }
     double* result = static_cast<double*>(scratch_);
     FSDPC_CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(double), ctx_.compute()));
-    launch_sum_squares(x, n, result, result + 1, ctx_.compute());
+    for (const Span& x : xs) launch_sum_squares(x.data, x.n, result, result + 1, ctx_.compute());
     double host = 0;
     FSDPC_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof host, cudaMemcpyDeviceToHost, ctx_.compute()));
     FSDPC_CUDA_CHECK(cudaStreamSynchronize(ctx_.compute()));
