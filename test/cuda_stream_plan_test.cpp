@@ -98,3 +98,19 @@ TEST_CASE("a trace whose dels already follow the waits is left in order", "[cuda
     CHECK(planned.bsyms[i].inputs == claimed.bsyms[i].inputs);
   }
 }
+
+TEST_CASE("a buffer two collectives read is freed after the later of their waits", "[cuda][streams]") {
+  const char* text = R"(# Constructed by del
+def forward(g):
+  # g: "cuda:0 f32[4, 4]"
+  ft0 = all_reduce(g, group=dp, size=2, op=sum)  # ft0: "FUTURE cuda:0 f32[4, 4]" replicated
+  ft1 = reduce_scatter(g, group=dp, size=2, dim=0, op=sum)  # ft1: "FUTURE cuda:0 f32[2, 4]" fully_sharded
+  del g
+  t2 = wait(ft1)  # t2: "cuda:0 f32[2, 4]" fully_sharded
+  t3 = wait(ft0)  # t3: "cuda:0 f32[4, 4]" replicated
+  return (t2, t3)
+)";
+  const std::vector<std::string> want = {"nccl_all_reduce g", "nccl_reduce_scatter g", "nccl_wait ft1",
+                                         "nccl_wait ft0", "del g"};
+  CHECK(lines_of(execution_trace(parse_trace(text), "cuda")) == want);
+}

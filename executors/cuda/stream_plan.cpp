@@ -26,10 +26,10 @@ StreamKind stream_of(const BoundSymbol& b) {
 Trace plan_streams(const Trace& claimed) {
   Trace out = claimed;
   out.bsyms.clear();
-  // Buffers a collective may still touch, by value name -> its future; and
-  // dels postponed until that future's wait.
-  std::unordered_map<std::string, std::string> busy;
-  std::unordered_map<std::string, std::vector<std::string>> deferred;  // future -> names
+  // The collectives (by future) that may still touch each buffer, and the
+  // buffers whose del waits for them, in the order their dels came.
+  std::unordered_map<std::string, std::unordered_set<std::string>> busy;
+  std::vector<std::string> deferred;
   for (const BoundSymbol& src : claimed.bsyms) {
     BoundSymbol b = src;
     if (b.executor == "nccl" && is_async_collective(b)) {
@@ -37,8 +37,8 @@ Trace plan_streams(const Trace& claimed) {
       const std::string& future = b.outputs[0].name;
       b.attrs.set("stream", std::string("comm"));
       for (const Operand& o : b.inputs)
-        if (!o.is_scalar()) busy[o.name] = future;
-      busy[future] = future;
+        if (!o.is_scalar()) busy[o.name].insert(future);
+      busy[future].insert(future);
     } else if (b.executor == "nccl" && b.op == OpId::Wait) {
       b.attrs.set("stream", std::string("compute"));
     }
@@ -46,9 +46,8 @@ Trace plan_streams(const Trace& claimed) {
       // Keep the names no collective is using; hold back the others.
       std::vector<Operand> now;
       for (const Operand& o : b.inputs) {
-        auto it = busy.find(o.name);
-        if (it == busy.end()) now.push_back(o);
-        else deferred[it->second].push_back(o.name);
+        if (busy.count(o.name)) deferred.push_back(o.name);
+        else now.push_back(o);
       }
       if (now.empty()) continue;
       b.inputs = std::move(now);
@@ -59,17 +58,22 @@ Trace plan_streams(const Trace& claimed) {
     const std::string future = is_wait ? b.inputs.at(0).name : std::string();
     out.bsyms.push_back(std::move(b));
     if (!is_wait) continue;
-    // The compute stream has now passed the collective: its buffers are free
-    // to go. The future itself lives on as the wait's output.
-    for (auto it = busy.begin(); it != busy.end();)
-      it = it->second == future ? busy.erase(it) : std::next(it);
-    if (auto d = deferred.find(future); d != deferred.end()) {
-      BoundSymbol del;
-      del.op = OpId::Del;
-      for (const std::string& n : d->second) del.inputs.push_back(Operand::of(n));
-      out.bsyms.push_back(std::move(del));
-      deferred.erase(d);
+    // The compute stream has now passed the collective: a buffer no other
+    // pending collective uses is free to go. The future itself lives on as
+    // the wait's output.
+    for (auto it = busy.begin(); it != busy.end();) {
+      it->second.erase(future);
+      it = it->second.empty() ? busy.erase(it) : std::next(it);
     }
+    BoundSymbol del;
+    del.op = OpId::Del;
+    std::vector<std::string> still;
+    for (const std::string& n : deferred) {
+      if (busy.count(n)) still.push_back(n);
+      else del.inputs.push_back(Operand::of(n));
+    }
+    deferred = std::move(still);
+    if (!del.inputs.empty()) out.bsyms.push_back(std::move(del));
   }
   FSDPC_CHECK(deferred.empty()) << claimed.name << ": a collective's buffers are freed but it is never waited";
   out.provenance = claimed.provenance;
