@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "executors/reference/reference.h"
+#include "executors/strided.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 
@@ -99,12 +100,6 @@ struct Value {
   std::vector<double> data;
 };
 
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (int64_t i = static_cast<int64_t>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
-  return st;
-}
-
 // Runs the composite's decomposition on `inputs` (in its input order) on the
 // float64 reference executor, which runs a composite's sub-symbols.
 Value run(const Built& t, const std::vector<Value>& inputs) {
@@ -128,7 +123,7 @@ Value filled(Shape shape, double seed) {
 }
 
 double at(const Value& v, std::vector<int64_t> idx) {
-  auto st = strides_of(v.shape);
+  auto st = row_major_strides(v.shape);
   int64_t f = 0;
   for (size_t i = 0; i < idx.size(); ++i) f += idx[i] * st[i];
   return v.data[f];

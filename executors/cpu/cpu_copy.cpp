@@ -56,12 +56,6 @@ void copy_dims(const T* src, T* dst, const std::vector<Dim>& dims) {
 
 }  // namespace
 
-Strides strides_of(const Shape& shape) {
-  Strides s(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
-
 int64_t prod(const Shape& shape, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end; ++i) p *= shape[i];
@@ -80,14 +74,6 @@ void strided_copy(const void* src, const Strides& ss, void* dst, const Strides& 
     default: break;
   }
   FSDPC_CHECK(false) << "strided_copy of " << elem_size << "-byte elements";
-}
-
-void push_coalesced(std::vector<Dim>& dims, Dim d) {
-  if (d.size == 1) return;
-  if (!dims.empty() && dims.back().src == d.src * d.size && dims.back().dst == d.dst * d.size)
-    dims.back() = Dim{dims.back().size * d.size, d.src, d.dst};
-  else
-    dims.push_back(d);
 }
 
 }  // namespace fsdpc::cpu

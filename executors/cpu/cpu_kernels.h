@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "executors/executor.h"
+#include "executors/strided.h"
 #include "ir/error.h"
 
 namespace fsdpc::cpu {
 
 using Views = std::vector<TensorView>;
-using Strides = std::vector<int64_t>;
 
 // Every kernel has KernelFn's signature.
 #define FSDPC_CPU_KERNEL(name)                                                              \
@@ -76,8 +76,6 @@ T* mdata(const TensorView& v) {
   return static_cast<T*>(v.data);
 }
 
-// Row-major strides of `shape`.
-Strides strides_of(const Shape& shape);
 
 // Product of shape[begin, end).
 int64_t prod(const Shape& shape, size_t begin, size_t end);
@@ -113,15 +111,8 @@ decltype(auto) visit_dtype(const BoundSymbol& b, const char* what, DType d, F&& 
 // Checks that a kernel's tensor is f32 (what claims() cannot see: input dtypes).
 void require_f32(const BoundSymbol& b, const TensorView& v, const char* what);
 
-// One dim of a walk over two strided buffers: extent, source stride,
-// destination stride (in elements; 0 on a side that does not move).
-struct Dim {
-  int64_t size, src, dst;
-};
-
-// Appends `d` to `dims`: size-1 dims are dropped, and a dim whose two sides
-// continue the previous one contiguously is merged into it.
-void push_coalesced(std::vector<Dim>& dims, Dim d);
+// Walks over two strided buffers (executors/strided.h).
+using Dim = StridedDim;
 
 // Calls f(src_offset, dst_offset) for every index of dims[0, outer), the
 // last of them fastest.

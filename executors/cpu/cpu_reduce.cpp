@@ -13,7 +13,7 @@ namespace {
 
 // The input's dims with output strides (0 on reduced dims), coalesced.
 std::vector<Dim> coalesced_dims(const Shape& shape, const IntList& reduced, const Shape& out_shape) {
-  const Strides xs = strides_of(shape), os = strides_of(out_shape);
+  const Strides xs = row_major_strides(shape), os = row_major_strides(out_shape);
   std::vector<Dim> dims;
   size_t next = 0, kept = 0;
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -32,25 +32,25 @@ FSDPC_CPU_KERNEL(reshape_kernel) {
 
 FSDPC_CPU_KERNEL(permute_kernel) {
   const IntList& dims = b.attrs.get_ints("dims");
-  const Strides xs = strides_of(shape_of(in[0]));
+  const Strides xs = row_major_strides(shape_of(in[0]));
   Strides src(dims.size());
   for (size_t k = 0; k < dims.size(); ++k) src[k] = xs[dims[k]];
-  strided_copy(in[0].data, src, out[0].data, strides_of(shape_of(out[0])), shape_of(out[0]), elem_size(out[0]));
+  strided_copy(in[0].data, src, out[0].data, row_major_strides(shape_of(out[0])), shape_of(out[0]), elem_size(out[0]));
 }
 
 FSDPC_CPU_KERNEL(broadcast_in_dim_kernel) {
   const IntList& bd = b.attrs.get_ints("broadcast_dims");
   const Shape& xs = shape_of(in[0]);
-  const Strides x_strides = strides_of(xs);
+  const Strides x_strides = row_major_strides(xs);
   Strides src(shape_of(out[0]).size(), 0);  // new and size-1 dims repeat the input
   for (size_t i = 0; i < bd.size(); ++i) src[bd[i]] = xs[i] == 1 ? 0 : x_strides[i];
-  strided_copy(in[0].data, src, out[0].data, strides_of(shape_of(out[0])), shape_of(out[0]), elem_size(out[0]));
+  strided_copy(in[0].data, src, out[0].data, row_major_strides(shape_of(out[0])), shape_of(out[0]), elem_size(out[0]));
 }
 
 FSDPC_CPU_KERNEL(slice_kernel) {
   const IntList& starts = b.attrs.get_ints("starts");
   const IntList& steps = b.attrs.get_ints("strides");
-  const Strides xs = strides_of(shape_of(in[0]));
+  const Strides xs = row_major_strides(shape_of(in[0]));
   Strides src(xs.size());
   int64_t base = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -59,14 +59,14 @@ FSDPC_CPU_KERNEL(slice_kernel) {
   }
   if (count_of(out[0]) == 0) return;  // starts may sit at the end of an empty input
   const int64_t es = elem_size(out[0]);
-  strided_copy(bytes(in[0]) + base * es, src, out[0].data, strides_of(shape_of(out[0])), shape_of(out[0]), es);
+  strided_copy(bytes(in[0]) + base * es, src, out[0].data, row_major_strides(shape_of(out[0])), shape_of(out[0]), es);
 }
 
 FSDPC_CPU_KERNEL(pad_kernel) {
   const Shape& xs = shape_of(in[0]);
   const IntList& lo = b.attrs.get_ints("lo");
   const IntList interior = b.attrs.has("interior") ? b.attrs.get_ints("interior") : IntList(xs.size(), 0);
-  const Strides os = strides_of(shape_of(out[0]));
+  const Strides os = row_major_strides(shape_of(out[0]));
   Strides dst(xs.size());
   int64_t base = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -77,18 +77,18 @@ FSDPC_CPU_KERNEL(pad_kernel) {
   fill(b, out[0].data, out[0].type->dtype, n, b.attrs.get_double("value"));
   if (count_of(in[0]) == 0) return;
   const int64_t es = elem_size(out[0]);
-  strided_copy(in[0].data, strides_of(xs), static_cast<char*>(out[0].data) + base * es, dst, xs, es);
+  strided_copy(in[0].data, row_major_strides(xs), static_cast<char*>(out[0].data) + base * es, dst, xs, es);
 }
 
 FSDPC_CPU_KERNEL(cat_kernel) {
   const int64_t dim = b.attrs.get_int("dim");
-  const Strides os = strides_of(shape_of(out[0]));
+  const Strides os = row_major_strides(shape_of(out[0]));
   const int64_t es = elem_size(out[0]);
   char* dst = static_cast<char*>(out[0].data);
   int64_t offset = 0;
   for (const TensorView& x : in) {
     const Shape& xs = shape_of(x);
-    strided_copy(x.data, strides_of(xs), dst + offset * os[dim] * es, os, xs, es);
+    strided_copy(x.data, row_major_strides(xs), dst + offset * os[dim] * es, os, xs, es);
     offset += xs[dim];
   }
 }

@@ -17,20 +17,7 @@ namespace fsdpc::cuda {
 
 namespace {
 
-struct Dim {
-  int64_t size, src, dst;
-};
-
-// The CPU's rule (cpu_copy.cpp): size-1 dims carry no data; a dim whose
-// stride times extent equals the previous one's stride on both sides
-// continues it, so the two are one longer dim.
-void push_coalesced(std::vector<Dim>& dims, Dim d) {
-  if (d.size == 1) return;
-  if (!dims.empty() && dims.back().src == d.src * d.size && dims.back().dst == d.dst * d.size)
-    dims.back() = Dim{dims.back().size * d.size, d.src, d.dst};
-  else
-    dims.push_back(d);
-}
+using Dim = StridedDim;  // coalesced by the CPU's rule (executors/strided.h)
 
 int widest_unit_of(std::span<const uint64_t> values) {
   for (int w : {16, 8, 4, 2}) {
@@ -77,12 +64,6 @@ I saturating_int(double v) {
 }
 
 }  // namespace
-
-Strides row_major_strides(const Shape& shape) {
-  Strides s(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
 
 bool CopyPlan::contiguous() const {
   if (pieces.size() != 1) return false;

@@ -12,15 +12,11 @@
 #include <vector>
 
 #include "executors/cuda/kernels/copy.h"
+#include "executors/strided.h"  // Strides, row_major_strides
 #include "ir/attr.h"
 #include "ir/types.h"
 
 namespace fsdpc::cuda {
-
-using Strides = std::vector<int64_t>;
-
-// Row-major strides of `shape`, in elements.
-Strides row_major_strides(const Shape& shape);
 
 // One launch: the walk `desc`, starting `src_offset` / `dst_offset`
 // elements into the buffers.

@@ -116,12 +116,6 @@ const Value& lookup(const Env& env, const std::string& name) {
   return it->second;
 }
 
-Strides strides_of(const Shape& shape) {
-  Strides s(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
-
 std::vector<std::vector<Value>> run_spmd(const Trace& trace, const Mesh& mesh,
                                          const std::vector<std::vector<Value>>& args) {
   const int world = mesh.world();

@@ -43,13 +43,13 @@ Data sum_of(const Group& g) {
 
 // Members' inputs side by side along `dim`, in group order.
 Data concat(const Group& g, int64_t dim, const TensorType& out) {
-  const Strides os = strides_of(out.shape);
+  const Strides os = row_major_strides(out.shape);
   Data d(numel(out.shape));
   for (size_t m = 0; m < g.inputs.size(); ++m) {
     const Value& x = *g.inputs[m];
     const Shape& xs = x.type.shape;
     const int64_t base = static_cast<int64_t>(m) * xs[dim] * os[dim];
-    walk2(xs, strides_of(xs), 0, os, base, [&](int64_t from, int64_t to) { d[to] = x.data[from]; });
+    walk2(xs, row_major_strides(xs), 0, os, base, [&](int64_t from, int64_t to) { d[to] = x.data[from]; });
   }
   return d;
 }
@@ -58,10 +58,10 @@ Data concat(const Group& g, int64_t dim, const TensorType& out) {
 Data reduce_scatter(const Group& g, int64_t dim, const TensorType& out) {
   const Data full = sum_of(g);
   const Shape& fs = g.inputs[0]->type.shape;
-  const Strides fst = strides_of(fs);
+  const Strides fst = row_major_strides(fs);
   const int64_t base = static_cast<int64_t>(g.me) * out.shape[dim] * fst[dim];
   Data d(numel(out.shape));
-  walk2(out.shape, fst, base, strides_of(out.shape), 0, [&](int64_t from, int64_t to) { d[to] = full[from]; });
+  walk2(out.shape, fst, base, row_major_strides(out.shape), 0, [&](int64_t from, int64_t to) { d[to] = full[from]; });
   return d;
 }
 

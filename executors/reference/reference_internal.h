@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "executors/reference/reference.h"
+#include "executors/strided.h"
 #include "ir/error.h"
 
 namespace fsdpc::reference {
 
 using Data = std::vector<double>;
-using Strides = std::vector<int64_t>;
 
 // One rank's live values by name.
 using Env = std::unordered_map<std::string, Value>;
@@ -38,8 +38,6 @@ inline double to_dtype(double x, DType d) {
   return x;
 }
 
-// Row-major strides of `shape`.
-Strides strides_of(const Shape& shape);
 
 // Calls f(a_offset, b_offset) for every index of `shape` in row-major order,
 // the offsets being a0 + sum(index[i] * sa[i]) and likewise for b. Strides of

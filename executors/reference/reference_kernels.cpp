@@ -75,7 +75,7 @@ Data elementwise(const BoundSymbol& b, const std::vector<Input>& in, const Tenso
 // element it lands on; reduced dims get output stride 0.
 Data reduce(const BoundSymbol& b, const Value& x, const TensorType& out) {
   const IntList& dims = b.attrs.get_ints("dims");
-  const Strides out_strides = strides_of(out.shape);
+  const Strides out_strides = row_major_strides(out.shape);
   Strides dst(x.type.shape.size(), 0);
   size_t next = 0, kept = 0;
   for (size_t i = 0; i < dst.size(); ++i) {
@@ -89,9 +89,9 @@ Data reduce(const BoundSymbol& b, const Value& x, const TensorType& out) {
   Data d(numel(out.shape), is_sum ? 0.0 : -std::numeric_limits<double>::infinity());
   const Data& src = x.data;
   if (is_sum)
-    walk2(x.type.shape, strides_of(x.type.shape), 0, dst, 0, [&](int64_t s, int64_t o) { d[o] += src[s]; });
+    walk2(x.type.shape, row_major_strides(x.type.shape), 0, dst, 0, [&](int64_t s, int64_t o) { d[o] += src[s]; });
   else
-    walk2(x.type.shape, strides_of(x.type.shape), 0, dst, 0,
+    walk2(x.type.shape, row_major_strides(x.type.shape), 0, dst, 0,
           [&](int64_t s, int64_t o) { d[o] = nan_max(d[o], src[s]); });
   for (double& v : d) v = to_dtype(v, out.dtype);
   return d;

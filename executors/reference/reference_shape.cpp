@@ -13,14 +13,14 @@ namespace {
 Data gather(const Value& x, const TensorType& out, const Strides& src_strides, int64_t src_base) {
   Data d(numel(out.shape));
   const Data& s = x.data;
-  walk2(out.shape, src_strides, src_base, strides_of(out.shape), 0,
+  walk2(out.shape, src_strides, src_base, row_major_strides(out.shape), 0,
         [&](int64_t from, int64_t to) { d[to] = s[from]; });
   return d;
 }
 
 Data permute(const BoundSymbol& b, const Value& x, const TensorType& out) {
   const IntList& dims = b.attrs.get_ints("dims");
-  const Strides xs = strides_of(x.type.shape);
+  const Strides xs = row_major_strides(x.type.shape);
   Strides src(dims.size());
   for (size_t k = 0; k < dims.size(); ++k) src[k] = xs[dims[k]];
   return gather(x, out, src, 0);
@@ -28,7 +28,7 @@ Data permute(const BoundSymbol& b, const Value& x, const TensorType& out) {
 
 Data broadcast_in_dim(const BoundSymbol& b, const Value& x, const TensorType& out) {
   const IntList& bd = b.attrs.get_ints("broadcast_dims");
-  const Strides xs = strides_of(x.type.shape);
+  const Strides xs = row_major_strides(x.type.shape);
   Strides src(out.shape.size(), 0);  // new dims repeat the input
   for (size_t i = 0; i < bd.size(); ++i) src[bd[i]] = x.type.shape[i] == 1 ? 0 : xs[i];
   return gather(x, out, src, 0);
@@ -37,7 +37,7 @@ Data broadcast_in_dim(const BoundSymbol& b, const Value& x, const TensorType& ou
 Data slice(const BoundSymbol& b, const Value& x, const TensorType& out) {
   const IntList& starts = b.attrs.get_ints("starts");
   const IntList& steps = b.attrs.get_ints("strides");
-  const Strides xs = strides_of(x.type.shape);
+  const Strides xs = row_major_strides(x.type.shape);
   Strides src(xs.size());
   int64_t base = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -55,7 +55,7 @@ Data pad(const BoundSymbol& b, const Value& x, const TensorType& out) {
   const IntList& hi = b.attrs.get_ints("hi");
   const IntList interior = b.attrs.has("interior") ? b.attrs.get_ints("interior") : IntList(xs.size(), 0);
   FSDPC_CHECK(interior.size() == xs.size()) << "pad: interior has " << interior.size() << " entries";
-  const Strides os = strides_of(out.shape);
+  const Strides os = row_major_strides(out.shape);
   Strides dst(xs.size());
   int64_t base = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -66,19 +66,19 @@ Data pad(const BoundSymbol& b, const Value& x, const TensorType& out) {
   }
   Data d(numel(out.shape), to_dtype(b.attrs.get_double("value"), out.dtype));
   const Data& s = x.data;
-  walk2(xs, strides_of(xs), 0, dst, base, [&](int64_t from, int64_t to) { d[to] = s[from]; });
+  walk2(xs, row_major_strides(xs), 0, dst, base, [&](int64_t from, int64_t to) { d[to] = s[from]; });
   return d;
 }
 
 Data cat(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out) {
   const int64_t dim = b.attrs.get_int("dim");
-  const Strides os = strides_of(out.shape);
+  const Strides os = row_major_strides(out.shape);
   Data d(numel(out.shape));
   int64_t offset = 0;
   for (const Input& x : in) {
     const Shape& xs = x.value->type.shape;
     const Data& s = x.value->data;
-    walk2(xs, strides_of(xs), 0, os, offset * os[dim], [&](int64_t from, int64_t to) { d[to] = s[from]; });
+    walk2(xs, row_major_strides(xs), 0, os, offset * os[dim], [&](int64_t from, int64_t to) { d[to] = s[from]; });
     offset += xs[dim];
   }
   return d;
