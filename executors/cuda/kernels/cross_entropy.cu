@@ -67,20 +67,10 @@ struct MergeMaxRest {
 template <class T, class TIdx, bool kWarpRows>
 __global__ void row_loss_kernel(const T* __restrict__ logits, const TIdx* __restrict__ targets,
                                 float* __restrict__ losses, int64_t rows, int64_t classes) {
-  int64_t row, step;
-  int rank, size;
-  if constexpr (kWarpRows) {
-    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    row = t / kWarp;
-    step = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
-    rank = static_cast<int>(threadIdx.x) % kWarp;
-    size = kWarp;
-  } else {
-    row = blockIdx.x;
-    step = gridDim.x;
-    rank = static_cast<int>(threadIdx.x);
-    size = static_cast<int>(blockDim.x);
-  }
+  const RowCursor c = row_cursor<kWarpRows>();
+  const int rank = c.rank, size = c.size;
+  const int64_t step = c.step;
+  int64_t row = c.first;
   for (; row < rows; row += step) {
     const T* z = logits + row * classes;
     MaxRest acc{kNegInf, 0.0f};

@@ -1,9 +1,9 @@
-// Device helpers the kernel .cu files share: f32 conversions of the stored
-// float types, and warp and block reductions of a small value under a merge
-// rule the caller supplies (each kernel keeps its own rule: softmax's online
-// max and sum, layer_norm's sums, and so on). Only .cu files include it: it
-// holds device code and __shared__ memory, which host .cpp files cannot
-// compile.
+// Device helpers the kernel .cu files share: the rows a warp or block walks,
+// f32 conversions of the stored float types, and warp and block reductions
+// of a small value under a merge rule the caller supplies (each kernel keeps
+// its own rule: softmax's online max and sum, layer_norm's sums, and so on).
+// Only .cu files include it: it holds device code and __shared__ memory,
+// which host .cpp files cannot compile.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -80,6 +80,26 @@ __device__ T block_reduce(T v, Merge merge, T identity) {
   __syncthreads();
   v = lane < static_cast<int>(blockDim.x) / kWarp ? partial[lane] : identity;
   return warp_reduce(v, merge);
+}
+
+// The rows a thread's group (a warp per row when kWarpRows, else a block
+// per row) walks: the first, the step between them, and the thread's place
+// and count in its group. Row loops over it are uniform across the group,
+// so every member reaches each reduction.
+struct RowCursor {
+  int64_t first, step;
+  int rank, size;
+};
+
+template <bool kWarpRows>
+__device__ __forceinline__ RowCursor row_cursor() {
+  if constexpr (kWarpRows) {
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    return {t / kWarp, static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp,
+            static_cast<int>(threadIdx.x) % kWarp, kWarp};
+  } else {
+    return {blockIdx.x, gridDim.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+  }
 }
 
 }  // namespace fsdpc::cuda

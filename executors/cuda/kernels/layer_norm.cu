@@ -47,20 +47,10 @@ __device__ __forceinline__ Sums row_reduce(Sums v) {
 template <class T, bool kWarpRows>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                   T* __restrict__ y, int64_t rows, int64_t cols, float eps) {
-  int64_t row, step;
-  int rank, size;
-  if constexpr (kWarpRows) {
-    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    row = t / kWarp;
-    step = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
-    rank = static_cast<int>(threadIdx.x) % kWarp;
-    size = kWarp;
-  } else {
-    row = blockIdx.x;
-    step = gridDim.x;
-    rank = static_cast<int>(threadIdx.x);
-    size = static_cast<int>(blockDim.x);
-  }
+  const RowCursor c = row_cursor<kWarpRows>();
+  const int rank = c.rank, size = c.size;
+  const int64_t step = c.step;
+  int64_t row = c.first;
   const float n = static_cast<float>(cols);
   for (; row < rows; row += step) {
     const T* xr = x + row * cols;

@@ -49,25 +49,6 @@ struct MergeMaxSum {
   }
 };
 
-// The rows a thread's group (its warp, or its block) visits, and the
-// thread's place in the group. The row loop's bounds are uniform over the
-// group, so every member reaches each reduction.
-struct RowCursor {
-  int64_t first, step;
-  int rank, size;
-};
-
-template <bool kWarpRows>
-__device__ __forceinline__ RowCursor row_cursor() {
-  if constexpr (kWarpRows) {
-    const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    return {t / kWarp, static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp,
-            static_cast<int>(threadIdx.x) % kWarp, kWarp};
-  } else {
-    return {blockIdx.x, gridDim.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-  }
-}
-
 // x and y may alias (attention's in-place f32 scores): a thread writes only
 // the elements it read, and all of a row's first-pass reads finish before
 // the reduction that precedes the writes.
