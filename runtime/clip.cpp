@@ -7,15 +7,20 @@
 
 namespace fsdpc {
 
-double clip_grad_norm(const std::vector<std::pair<float*, int64_t>>& grads, double max_norm,
-                      const std::function<double(double)>& sum_across_ranks) {
+namespace {
+std::vector<DeviceBackend::Span> spans(const GradViews& grads) {
+  std::vector<DeviceBackend::Span> out;
+  for (const auto& [g, n] : grads) out.push_back({g, n});
+  return out;
+}
+}  // namespace
+
+double clip_grad_norm(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
+                      double max_norm, const std::function<double(double)>& sum_across_ranks) {
   if (!(max_norm > 0) || std::isinf(max_norm))
     fail("clip_grad_norm: max_norm must be a positive number, got ", max_norm);
-  // A float's square is exact in double, so only the additions round.
-  double local = 0.0;
-  for (const auto& [g, n] : grads)
-    for (int64_t i = 0; i < n; ++i) local += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-  const double global = sum_across_ranks ? sum_across_ranks(local) : local;
+  const double local = backend.sum_squares(spans(sharded));
+  const double global = (sum_across_ranks ? sum_across_ranks(local) : local) + backend.sum_squares(spans(replicated));
   const double norm = std::sqrt(global);
   const double coef = max_norm / (norm + 1e-6);
   // Written so that a NaN coefficient scales (and poisons), as torch's
@@ -23,8 +28,8 @@ double clip_grad_norm(const std::vector<std::pair<float*, int64_t>>& grads, doub
   if (coef >= 1.0) return norm;
   // torch multiplies float32 gradients by a float32 coefficient.
   const float c = static_cast<float>(coef);
-  for (const auto& [g, n] : grads)
-    for (int64_t i = 0; i < n; ++i) g[i] *= c;
+  for (const GradViews* set : {&sharded, &replicated})
+    for (const auto& [g, n] : *set) backend.scale(g, n, c);
   return norm;
 }
 

@@ -2,7 +2,6 @@
 #include "runtime/engine.h"
 
 #include <chrono>
-#include <cmath>
 #include <algorithm>
 #include <unordered_map>
 
@@ -10,6 +9,7 @@
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_executor.h"
 #include "ir/error.h"
+#include "runtime/clip.h"
 #include "runtime/safetensors.h"
 
 namespace fsdpc {
@@ -215,28 +215,23 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
 
   // The gradients, one per parameter that requires grad, in argument order.
   std::vector<ParamRef> refs;
-  std::vector<DeviceBackend::Span> sharded, replicated;  // gradients, for the clipping norm
+  GradViews sharded, replicated;  // for the clipping norm
   size_t g = 0;
   for (Param& p : params_) {
     if (!p.requires_grad) continue;
     TensorValue& grad = sum.at(g++);
-    const float* d = static_cast<const float*>(grad.data());
+    float* d = static_cast<float*>(grad.data());
     int64_t n = numel(grad.type.shape);
-    (grad.type.dist == DistType::fully_sharded ? sharded : replicated).push_back({d, n});
+    (grad.type.dist == DistType::fully_sharded ? sharded : replicated).emplace_back(d, n);
     refs.push_back({p.plan.path, static_cast<float*>(p.value.data()), d, n});
   }
   StepResult r;
   if (options_.clip > 0) {
     // Shards of one gradient live on the ranks of its shard group; replicas
     // hold the same rows, so the sum runs over the shard group only.
-    const double sharded_sq = backend().sum_squares(sharded);
-    double total = backend().sum_squares(replicated) +
-                   all_reduce_sum(sharded_sq, options_.mesh.replicas == 1 ? "dp" : "shard");
-    r.grad_norm = std::sqrt(total);
-    if (r.grad_norm > options_.clip) {
-      float scale = static_cast<float>(options_.clip / (r.grad_norm + 1e-6));
-      for (ParamRef& ref : refs) backend().scale(const_cast<float*>(ref.grad), ref.numel, scale);
-    }
+    const std::string group = options_.mesh.replicas == 1 ? "dp" : "shard";
+    r.grad_norm = clip_grad_norm(backend(), sharded, replicated, options_.clip,
+                                 [&](double local) { return all_reduce_sum(local, group); });
   }
   optimizer_->step(refs);
   device_->end_step();
