@@ -17,7 +17,6 @@ class CpuRankDevice final : public RankDevice {
   KernelContext& kernels() override { return mpi_; }
   DeviceBackend& backend() override { return cpu_backend(); }
   void progress() override { mpi_.progress(); }
-  std::string describe() const override { return "cpu"; }
 
  private:
   MpiContext& mpi_;

@@ -45,8 +45,6 @@ class RankDevice {
   // Empty where they are not timed (MPI's progress is polled on the host; on
   // cuda, FSDPC_NCCL_TIMING=1 turns the timing events on).
   virtual std::vector<CollectiveTime> take_collective_times() { return {}; }
-  // "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)": for logs.
-  virtual std::string describe() const = 0;
 };
 
 // The rank's device for `executor` ("cpu" or "cuda"; resolve "auto" first).

@@ -129,8 +129,6 @@ class Engine {
   const Trace& forward_trace() const { return sync_.forward; }
   const Trace& backward_trace() const { return sync_.backward; }
   const MemStats& memory() const { return allocator_.stats(); }
-  // "cpu" or the GPU's name, for logs.
-  std::string device_name() const { return device_->describe(); }
   void reset_peak_memory() { allocator_.reset_peaks(); }
   int rank() const;
   const Interpreter& interpreter() const { return *interpreter_; }

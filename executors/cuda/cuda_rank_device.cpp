@@ -1,7 +1,6 @@
 // open_cuda_rank_device (cuda_rank_device.h).
 #include "executors/cuda/cuda_rank_device.h"
 
-#include <cuda_runtime_api.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -11,7 +10,6 @@
 #include "executors/comm/mpi_world.h"
 #include "executors/comm/nccl_executor.h"
 #include "executors/cuda/cuda_backend.h"
-#include "executors/cuda/cuda_check.h"
 #include "executors/cuda/device.h"
 #include "executors/cuda/kernels/index.h"
 #include "ir/error.h"
@@ -36,11 +34,7 @@ std::pair<int, int> node_rank_and_size() {
 class CudaRankDevice final : public RankDevice {
  public:
   CudaRankDevice(const Mesh& mesh, const CudaOptions& options)
-      : nccl_(mesh, options), backend_(make_cuda_backend(nccl_)) {
-    cudaDeviceProp prop{};
-    FSDPC_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
-    name_ = "cuda:" + std::to_string(options.device) + " (" + prop.name + ")";
-  }
+      : nccl_(mesh, options), backend_(make_cuda_backend(nccl_)) {}
   KernelContext& kernels() override { return nccl_; }
   DeviceBackend& backend() override { return *backend_; }
   // NCCL progresses on the device; between statements only its errors need
@@ -56,12 +50,10 @@ class CudaRankDevice final : public RankDevice {
            " (token ids must be below the vocabulary size)");
   }
   std::vector<CollectiveTime> take_collective_times() override { return nccl_.take_times(); }
-  std::string describe() const override { return name_; }
 
  private:
   NcclContext nccl_;
   std::unique_ptr<DeviceBackend> backend_;  // after nccl_: freed before its streams
-  std::string name_;
 };
 
 }  // namespace
