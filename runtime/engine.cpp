@@ -8,6 +8,7 @@
 #include "executors/claim.h"
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_executor.h"
+#include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
 #include "runtime/clip.h"
 #include "runtime/safetensors.h"
@@ -37,6 +38,17 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       device_(open_rank_device(options_.executor, *mpi_)),
       allocator_(device_->backend(), options.mem_cap) {
   if (options_.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options_.grad_accum);
+  if (options_.executor == "cpu") {
+    // The CPU kernels share the host's cores among its ranks. Collective
+    // over the world, as building the communicators just was.
+    MPI_Comm host = MPI_COMM_NULL;
+    int on_host = 1;
+    FSDPC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+    FSDPC_MPI_CHECK(MPI_Comm_size(host, &on_host));
+    FSDPC_MPI_CHECK(MPI_Comm_free(&host));
+    set_cpu_ranks_per_host(on_host);
+    cpu_threads();  // a bad FSDPC_CPU_THREADS fails here, before any work
+  }
   auto lowered = [&](const StepTraces& t) {
     return StepTraces{execution_trace(t.forward, options_.executor), execution_trace(t.backward, options_.executor)};
   };

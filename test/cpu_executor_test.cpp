@@ -636,7 +636,8 @@ TEST_CASE("cpu: claims compute ops of supported dtypes, never communication", "[
   CHECK_FALSE(cpu.claims(bsym(OpId::Matmul, DType::i64)));
   CHECK_FALSE(cpu.claims(bsym(OpId::Exp, DType::f32, DeviceKind::cuda)));
   CHECK_FALSE(cpu.claims(bsym(OpId::Exp, DType::f32, DeviceKind::cpu, true)));
-  CHECK(cpu_backend_info().find("1 thread") != std::string::npos);
+  const int threads = cpu_threads();  // the rank's cores: cpu_threads_test checks the count
+  CHECK(cpu_backend_info().find(std::to_string(threads) + (threads == 1 ? " thread)" : " threads)")) != std::string::npos);
 }
 
 // ---------------------------------------------------------------- models

@@ -30,6 +30,20 @@ void transpose_tiles(const T* src, T* dst, const Dim& a, const Dim& b) {
     }
 }
 
+// One innermost run of copy_dims: a memcpy, a fill, or a strided loop.
+template <class T>
+void copy_run(const T* p, T* q, const Dim& last) {
+  if (last.src == 1 && last.dst == 1)
+    std::memcpy(q, p, last.size * sizeof(T));
+  else if (last.src == 0 && last.dst == 1)
+    std::fill(q, q + last.size, *p);
+  else
+    for (int64_t i = 0; i < last.size; ++i) q[i * last.dst] = p[i * last.src];
+}
+
+// Every element is written once from one source element, so splitting the
+// outermost dim (or one long run) over the rank's threads changes nothing
+// but the time.
 template <class T>
 void copy_dims(const T* src, T* dst, const std::vector<Dim>& dims) {
   if (dims.empty()) {
@@ -38,20 +52,34 @@ void copy_dims(const T* src, T* dst, const std::vector<Dim>& dims) {
   }
   const size_t r = dims.size();
   const Dim last = dims.back();
-  if (r >= 2 && last.dst == 1 && last.src != 1 && dims[r - 2].src == 1) {
-    for_each_outer(dims, r - 2, [&](int64_t s, int64_t o) { transpose_tiles(src + s, dst + o, dims[r - 2], last); });
+  const bool tiled = r >= 2 && last.dst == 1 && last.src != 1 && dims[r - 2].src == 1;
+  auto inner = [&](int64_t s, int64_t o) {
+    if (tiled)
+      transpose_tiles(src + s, dst + o, dims[r - 2], last);
+    else
+      copy_run(src + s, dst + o, last);
+  };
+  const size_t outer = tiled ? r - 2 : r - 1;
+  int64_t total = 1;
+  for (const Dim& d : dims) total *= d.size;
+  const int threads = cpu_threads();
+  if (total < kParallelMin || threads == 1) return for_each_outer(dims, outer, inner);
+  if (outer >= 1) {
+    const Dim first = dims.front();
+    const std::vector<Dim> rest(dims.begin() + 1, dims.end());
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < first.size; ++i)
+      for_each_outer(rest, outer - 1, [&](int64_t s, int64_t o) { inner(s + i * first.src, o + i * first.dst); });
     return;
   }
-  for_each_outer(dims, r - 1, [&](int64_t s, int64_t o) {
-    const T* p = src + s;
-    T* q = dst + o;
-    if (last.src == 1 && last.dst == 1)
-      std::memcpy(q, p, last.size * sizeof(T));
-    else if (last.src == 0 && last.dst == 1)
-      std::fill(q, q + last.size, *p);
-    else
-      for (int64_t i = 0; i < last.size; ++i) q[i * last.dst] = p[i * last.src];
-  });
+  if (tiled) return inner(0, 0);
+  // One long run: equal pieces of it.
+  const int64_t chunk = (last.size + threads - 1) / threads;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int t = 0; t < threads; ++t) {
+    const int64_t lo = std::min(last.size, t * chunk), hi = std::min(last.size, lo + chunk);
+    if (lo < hi) copy_run(src + lo * last.src, dst + lo * last.dst, Dim{hi - lo, last.src, last.dst});
+  }
 }
 
 }  // namespace

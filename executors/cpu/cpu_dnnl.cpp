@@ -1,6 +1,7 @@
 // oneDNN for the CPU executor: one engine and one stream created once, a
-// primitive cache keyed by shape and attributes, one OpenMP thread per rank,
-// and the gemm / eltwise / softmax calls the kernel families share.
+// primitive cache keyed by shape and attributes, the OpenMP threads of this
+// rank (cpu_threads.cpp), and the gemm / eltwise / softmax calls the kernel
+// families share.
 #include "executors/cpu/cpu_dnnl.h"
 
 #include <cstdlib>
@@ -34,27 +35,19 @@ struct DnnlState {
   std::unordered_map<PrimKey, CachedPrimitive, KeyHash> cache;
 };
 
-// One thread per rank unless FSDPC_CPU_THREADS says otherwise (a single
-// process on a many-core machine).
-int thread_count() {
-  static const int n = [] {
-    const char* env = std::getenv("FSDPC_CPU_THREADS");
-    const int v = env ? std::atoi(env) : 1;
-    return v > 0 ? v : 1;
-  }();
-  return n;
-}
-
 // OpenMP's thread count is an ICV of the calling thread, and oneDNN sizes
 // its work split by it when a primitive is created and when it runs, so
-// every thread that builds or runs a primitive sets it once. With one thread
-// libgomp starts no workers: nothing spins beside MPI's progress.
+// every thread that builds or runs a primitive sets it, again whenever the
+// count changed (the engine learns the ranks per host after the first
+// kernels may have run). With one thread libgomp starts no workers: nothing
+// spins beside MPI's progress.
 void pin_threads() {
 #if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
-  thread_local bool pinned = false;
-  if (!pinned) {
-    omp_set_num_threads(thread_count());
-    pinned = true;
+  thread_local int pinned = 0;
+  const int n = cpu_threads();
+  if (pinned != n) {
+    omp_set_num_threads(n);
+    pinned = n;
   }
 #endif
 }

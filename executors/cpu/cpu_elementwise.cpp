@@ -2,7 +2,8 @@
 // comparisons and where. Plain loops the compiler vectorises, except exp and
 // tanh: libm has no vector forms without -ffast-math, and oneDNN's eltwise
 // JIT runs them 5-10x faster than a scalar loop. log stays on libm: oneDNN's
-// loses ~50 ulp near 1, where log's result is small.
+// loses ~50 ulp near 1, where log's result is small. Large tensors split
+// over the rank's threads, element by element.
 #include <cmath>
 
 #include "executors/cpu/cpu_dnnl.h"
@@ -24,6 +25,7 @@ T nan_max(T a, T b) {
 
 template <class T, class F>
 void map(const T* x, T* y, int64_t n, F f) {
+  FSDPC_CPU_PARALLEL_FOR(n)
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
@@ -54,14 +56,17 @@ void zip(const BoundSymbol& b, const Views& in, R* o, int64_t n, F f) {
   if (b.inputs[0].is_scalar()) {
     const T a = convert_value<T>(*b.inputs[0].scalar);
     const T* y = cdata<T>(in[1]);
+    FSDPC_CPU_PARALLEL_FOR(n)
     for (int64_t i = 0; i < n; ++i) o[i] = f(a, y[i]);
   } else if (b.inputs[1].is_scalar()) {
     const T* x = cdata<T>(in[0]);
     const T c = convert_value<T>(*b.inputs[1].scalar);
+    FSDPC_CPU_PARALLEL_FOR(n)
     for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], c);
   } else {
     const T* x = cdata<T>(in[0]);
     const T* y = cdata<T>(in[1]);
+    FSDPC_CPU_PARALLEL_FOR(n)
     for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
   }
 }
@@ -140,6 +145,7 @@ FSDPC_CPU_KERNEL(convert_kernel) {
       using To = decltype(to);
       const From* x = cdata<From>(in[0]);
       To* y = mdata<To>(out[0]);
+      FSDPC_CPU_PARALLEL_FOR(n)
       for (int64_t i = 0; i < n; ++i) y[i] = convert_value<To>(x[i]);
     });
   });
@@ -174,12 +180,15 @@ FSDPC_CPU_KERNEL(where_kernel) {
     const T* x = cdata<T>(in[1]);
     const T* y = cdata<T>(in[2]);
     if (!ea.is_scalar() && !eb.is_scalar()) {
+      FSDPC_CPU_PARALLEL_FOR(n)
       for (int64_t i = 0; i < n; ++i) o[i] = cond[i] ? x[i] : y[i];
     } else if (!ea.is_scalar()) {
       const T ys = convert_value<T>(*eb.scalar);
+      FSDPC_CPU_PARALLEL_FOR(n)
       for (int64_t i = 0; i < n; ++i) o[i] = cond[i] ? x[i] : ys;
     } else {
       const T xs = convert_value<T>(*ea.scalar);
+      FSDPC_CPU_PARALLEL_FOR(n)
       for (int64_t i = 0; i < n; ++i) o[i] = cond[i] ? xs : y[i];
     }
   });

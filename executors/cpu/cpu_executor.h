@@ -15,13 +15,24 @@ namespace fsdpc {
 // f32, f64, i32, i64 and bool) and its tensors live on the CPU. Never claims
 // synchronize, the collectives, wait or del.
 //
-// Threads: a process runs one rank on one core, so the kernels are
-// single-threaded and oneDNN is held to one OpenMP thread on every thread
-// that calls a kernel (omp_set_num_threads(1), whatever OMP_NUM_THREADS says;
-// Debian's libdnnl uses OpenMP). FSDPC_CPU_THREADS=N gives oneDNN N threads
-// instead, for a single process on a many-core machine. Kernels of one
-// process must not run concurrently: they share one oneDNN stream.
+// Threads: each rank's kernels (oneDNN's, and the loops of the others over
+// large tensors) run on cpu_threads() OpenMP threads; oneDNN is held to that
+// count on every thread that calls a kernel, whatever OMP_NUM_THREADS says.
+// Results depend on the thread count only where oneDNN's do (a gemm may
+// split its sums by thread): the executor's own loops split over elements
+// and rows, never inside one sum. Kernels of one process must not run
+// concurrently: they share one oneDNN stream.
 const Executor& cpu_executor();
+
+// The threads of this rank: FSDPC_CPU_THREADS when set (fsdpc::Error unless
+// a whole number from 1 to 4096), else the cores in the process's affinity
+// mask divided by the ranks on this host, at least 1, so ranks that
+// oversubscribe the cores get one thread each.
+int cpu_threads();
+// The ranks sharing this host (the engine asks MPI: MPI_COMM_TYPE_SHARED).
+// Until told, the launcher's OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS
+// is used, else 1.
+void set_cpu_ranks_per_host(int ranks);
 
 // "oneDNN 2.6.3 (OpenMP, 1 thread)": what the matmuls run on, for benchmarks
 // and logs.

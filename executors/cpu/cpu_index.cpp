@@ -60,6 +60,8 @@ FSDPC_CPU_KERNEL(take_kernel) {
   if (block == 0) return;
   const char* src = static_cast<const char*>(in[0].data);
   char* dst = static_cast<char*>(out[0].data);
+  // Each output block is written once: split over the rank's threads.
+  FSDPC_CPU_PARALLEL_FOR(r.outer * n * r.inner)
   for (int64_t o = 0; o < r.outer; ++o)
     for (int64_t j = 0; j < n; ++j) std::memcpy(dst + (o * n + j) * block, src + (o * r.rows + rows[j]) * block, block);
 }

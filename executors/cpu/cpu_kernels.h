@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "executors/cpu/cpu_executor.h"
 #include "executors/executor.h"
 #include "executors/strided.h"
 #include "ir/error.h"
@@ -61,6 +62,17 @@ FSDPC_CPU_KERNEL(sdpa_kernel);
 #else
 #define FSDPC_CPU_CLONES
 #endif
+
+// A loop over at least kParallelMin elements splits over the rank's threads
+// (cpu_threads()) in equal static chunks; below it a parallel region, a few
+// microseconds, costs more than it saves. Each iteration must write its own
+// outputs and read nothing another writes, so results do not depend on the
+// thread count. (-fopenmp on the file, else the pragma is ignored.)
+constexpr int64_t kParallelMin = int64_t{1} << 15;
+#define FSDPC_CPU_PRAGMA(x) _Pragma(#x)
+#define FSDPC_CPU_PARALLEL_FOR(n)                                                    \
+  FSDPC_CPU_PRAGMA(omp parallel for schedule(static) num_threads(::fsdpc::cpu_threads()) \
+                       if ((n) >= ::fsdpc::cpu::kParallelMin))
 
 // The dtypes the CPU kernels hold: bool is one byte (0 or 1) seen as uint8_t.
 bool is_cpu_dtype(DType d);

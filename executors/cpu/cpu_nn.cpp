@@ -3,7 +3,8 @@
 // loops and oneDNN's exp along any other), layer_norm (a loop with
 // double statistics: oneDNN's f32 ones lose 1e-5 when rstd is large) and
 // cross_entropy (a stable log-sum-exp in row blocks, its exponentials on
-// oneDNN, without a [rows, V] temporary).
+// oneDNN, without a [rows, V] temporary). The loops split over the rank's
+// threads by rows (softmax: by slabs), never inside one row's sum.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -51,9 +52,11 @@ FSDPC_CPU_CLONES void layer_norm_row(const float* x, const float* w, const float
 // x - max, then one oneDNN exp over the whole output, then each column
 // divided by its sum (in double). Every loop runs along contiguous inner.
 void softmax_strided(const float* x, float* y, int64_t outer, int64_t n, int64_t inner) {
-  std::vector<float> m(inner);
-  std::vector<double> s(inner);
+  const int64_t total = outer * n * inner;
+  // Slabs split over the rank's threads; each column is one thread's.
+  FSDPC_CPU_PARALLEL_FOR(total)
   for (int64_t o = 0; o < outer; ++o) {
+    std::vector<float> m(inner);
     const float* xs = x + o * n * inner;
     float* ys = y + o * n * inner;
     std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
@@ -63,7 +66,9 @@ void softmax_strided(const float* x, float* y, int64_t outer, int64_t n, int64_t
       for (int64_t i = 0; i < inner; ++i) ys[j * inner + i] = xs[j * inner + i] - m[i];
   }
   eltwise(dnnl::algorithm::eltwise_exp, 0.0f, 0.0f, y, y, outer * n * inner);
+  FSDPC_CPU_PARALLEL_FOR(total)
   for (int64_t o = 0; o < outer; ++o) {
+    std::vector<double> s(inner);
     float* ys = y + o * n * inner;
     std::fill(s.begin(), s.end(), 0.0);
     for (int64_t j = 0; j < n; ++j)
@@ -123,9 +128,12 @@ double summed_losses(const float* logits, const std::vector<int64_t>& targets, i
   const int64_t block = std::clamp<int64_t>(kScratchFloats / std::max<int64_t>(v, 1), 1, std::max<int64_t>(rows, 1));
   float* e = scratch_floats(block * v, 0);
   std::vector<float> maxes(block);
-  double total = 0.0;
+  // Each row's loss on its own, summed in row order afterwards: rows split
+  // over the rank's threads and the total does not depend on their count.
+  std::vector<double> losses(static_cast<size_t>(rows));
   for (int64_t r0 = 0; r0 < rows; r0 += block) {
     const int64_t n = std::min(block, rows - r0);
+    FSDPC_CPU_PARALLEL_FOR(n * v)
     for (int64_t r = 0; r < n; ++r) {
       const float* z = logits + (r0 + r) * v;
       maxes[r] = row_max(z, v);
@@ -133,12 +141,15 @@ double summed_losses(const float* logits, const std::vector<int64_t>& targets, i
       for (int64_t j = 0; j < v; ++j) er[j] = z[j] - maxes[r];
     }
     eltwise(dnnl::algorithm::eltwise_exp, 0.0f, 0.0f, e, e, n * v);
+    FSDPC_CPU_PARALLEL_FOR(n * v)
     for (int64_t r = 0; r < n; ++r) {
       const double rest = row_sum(e + r * v, v) - 1.0;
       const double picked = logits[(r0 + r) * v + targets[r0 + r]];
-      total += std::log1p(rest) + (static_cast<double>(maxes[r]) - picked);
+      losses[r0 + r] = std::log1p(rest) + (static_cast<double>(maxes[r]) - picked);
     }
   }
+  double total = 0.0;
+  for (double l : losses) total += l;
   return total;
 }
 
@@ -168,7 +179,9 @@ FSDPC_CPU_KERNEL(layer_norm_kernel) {
   const double eps = b.attrs.get_double("eps");
   const float* x = cdata<float>(in[0]);
   float* y = mdata<float>(out[0]);
-  for (int64_t r = 0; r < rows && c > 0; ++r)
+  if (c == 0) return;
+  FSDPC_CPU_PARALLEL_FOR(rows * c)
+  for (int64_t r = 0; r < rows; ++r)
     layer_norm_row(x + r * c, cdata<float>(in[1]), cdata<float>(in[2]), y + r * c, c, eps);
 }
 

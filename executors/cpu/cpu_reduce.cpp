@@ -3,6 +3,8 @@
 // output (a row sum) or added element by element into a row of outputs (a
 // column sum), both loops the compiler vectorises. f32 sums accumulate in
 // double so long reductions stay within f32 rounding of the exact result.
+// Large inputs split over the rank's threads by outputs (rows or columns).
+#include <algorithm>
 #include <limits>
 
 #include "executors/cpu/cpu_kernels.h"
@@ -51,7 +53,7 @@ Acc fold_row(const float* p, int64_t n, Acc a, Acc identity, Fold fold) {
 
 // Folds x into acc (one accumulator per output): Fold is sum or max.
 template <class Acc, class Fold>
-void reduce_into(const float* x, const std::vector<Dim>& dims, Acc* acc, Acc identity, Fold fold) {
+void reduce_serial(const float* x, const std::vector<Dim>& dims, Acc* acc, Acc identity, Fold fold) {
   if (dims.empty()) {
     acc[0] = fold(acc[0], x[0]);
     return;
@@ -66,6 +68,41 @@ void reduce_into(const float* x, const std::vector<Dim>& dims, Acc* acc, Acc ide
       for (int64_t i = 0; i < last.size; ++i) q[i] = fold(q[i], p[i]);
     });
   }
+}
+
+// reduce_serial split over the rank's threads by outputs, never inside one
+// output's fold: every output sees the same values in the same order, so
+// the result does not depend on the thread count.
+template <class Acc, class Fold>
+void reduce_into(const float* x, const std::vector<Dim>& dims, Acc* acc, Acc identity, Fold fold) {
+  int64_t total = 1;
+  for (const Dim& d : dims) total *= d.size;
+  const int threads = cpu_threads();
+  if (dims.empty() || total < kParallelMin || threads == 1) return reduce_serial(x, dims, acc, identity, fold);
+  const Dim first = dims.front(), last = dims.back();
+  if (dims.size() >= 2 && first.dst != 0) {
+    // The outermost dim is kept: its entries own disjoint outputs (row sums).
+    const std::vector<Dim> inner(dims.begin() + 1, dims.end());
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < first.size; ++i)
+      reduce_serial(x + i * first.src, inner, acc + i * first.dst, identity, fold);
+    return;
+  }
+  if (last.dst != 0) {
+    // The innermost dim is kept (column sums): threads take column ranges.
+    const int64_t chunk = (last.size + threads - 1) / threads;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int t = 0; t < threads; ++t) {
+      const int64_t lo = std::min(last.size, t * chunk), hi = std::min(last.size, lo + chunk);
+      for_each_run(dims, [&](int64_t s, int64_t o) {
+        const float* p = x + s;
+        Acc* q = acc + o;
+        for (int64_t i = lo; i < hi; ++i) q[i] = fold(q[i], p[i]);
+      });
+    }
+    return;
+  }
+  reduce_serial(x, dims, acc, identity, fold);
 }
 
 }  // namespace
