@@ -25,7 +25,9 @@ struct JitOptions {
   // the whole batch and splits it.
   CaptureOptions capture;
   PipelineOptions pipeline;   // strategy, mesh, wrap, bucketing, prefetch, ...
-  EngineOptions engine;       // executor, optimizer, clip, seed, mem cap (mesh: pipeline's)
+  // executor, optimizer (AdamW betas and eps too), lr schedule, clip, seed,
+  // mem cap (mesh: pipeline's)
+  EngineOptions engine;
   // A model whose first output is not a scalar (the tutorial mlp) trains on
   // the mean of its squared output when this is set.
   bool mean_square_loss = false;

@@ -38,6 +38,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       device_(open_rank_device(options_.executor, *mpi_)),
       allocator_(device_->backend(), options.mem_cap) {
   if (options_.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options_.grad_accum);
+  check_lr_schedule(options_.lr_schedule, options_.optimizer.lr);
   if (options_.executor == "cpu") {
     // The CPU kernels share the host's cores among its ranks. Collective
     // over the world, as building the communicators just was.
@@ -245,6 +246,9 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     r.grad_norm = clip_grad_norm(backend(), sharded, replicated, options_.clip,
                                  [&](double local) { return all_reduce_sum(local, group); });
   }
+  // The optimizer's step count is the global step, also after a resume.
+  r.lr = scheduled_lr(options_.lr_schedule, options_.optimizer.lr, optimizer_->steps());
+  optimizer_->set_lr(r.lr);
   optimizer_->step(refs);
   device_->end_step();
   r.collectives = device_->take_collective_times();

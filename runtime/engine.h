@@ -18,6 +18,7 @@
 #include "runtime/allocator.h"
 #include "runtime/init.h"
 #include "runtime/interpreter.h"
+#include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
 
 namespace fsdpc {
@@ -50,7 +51,10 @@ struct EngineOptions {
   int grad_accum = 1;
   bool no_sync = false;
   std::string executor = "cpu";
-  OptimizerOptions optimizer;
+  OptimizerOptions optimizer;  // optimizer.lr is the schedule's base rate
+  // The rate of each step: scheduled_lr(lr_schedule, optimizer.lr, step),
+  // step the optimizer's count (restored by load_rank_state).
+  LrSchedule lr_schedule;
   double clip = 0;  // max gradient norm; 0: no clipping
   uint64_t seed = 0;
   std::optional<int64_t> mem_cap;  // bytes per rank
@@ -59,6 +63,7 @@ struct EngineOptions {
 struct StepResult {
   double loss = 0;       // mean over the global batch (all-reduced)
   double grad_norm = 0;  // global, before clipping (0 when clipping is off)
+  double lr = 0;         // the learning rate this step's update used
   double seconds = 0;
   // Device time of the step's collectives by kind, where the executor
   // measures it (--executor cuda with FSDPC_NCCL_TIMING=1).

@@ -28,6 +28,11 @@ Optimizer::Optimizer(const OptimizerOptions& options, Allocator& allocator)
   check_options(options_);
 }
 
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0)) fail("optimizer: invalid learning rate ", lr);
+  options_.lr = lr;
+}
+
 Optimizer::State& Optimizer::state_for(const ParamRef& p) {
   auto [it, inserted] = state_.try_emplace(p.name);
   State& s = it->second;

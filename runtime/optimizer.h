@@ -52,6 +52,8 @@ class Optimizer {
   // Number of step() calls so far.
   int64_t steps() const { return steps_; }
   const OptimizerOptions& options() const { return options_; }
+  // The rate of the next step() (a schedule's); throws fsdpc::Error when negative.
+  void set_lr(double lr);
 
   // The state of one parameter, for checkpoints: its step count and its
   // buffers (exp_avg and exp_avg_sq for adamw, the momentum buffer for sgd;

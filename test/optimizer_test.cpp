@@ -187,3 +187,35 @@ TEST_CASE("options out of range are rejected", "[optimizer]") {
   CHECK_THROWS_AS(Optimizer({Kind::sgd, 0.1, -0.9}, alloc), Error);
   CHECK_NOTHROW(Optimizer({Kind::sgd, 0.1, 0, 0, 5.0}, alloc));  // betas are adamw's only
 }
+
+TEST_CASE("adamw's betas and eps default to torch.optim.AdamW's", "[optimizer]") {
+  const OptimizerOptions o;
+  CHECK(o.beta1 == 0.9);
+  CHECK(o.beta2 == 0.999);
+  CHECK(o.eps == 1e-8);
+  Allocator alloc;
+  CHECK_THROWS_WITH(Optimizer({Kind::adamw, 1e-3, 0, 0, 0.9, 0.999, -1e-8}, alloc), Catch::Contains("invalid eps"));
+  CHECK_THROWS_WITH(Optimizer({Kind::adamw, 1e-3, 0, 0, 0.9, 1.0}, alloc), Catch::Contains("beta2"));
+  CHECK_NOTHROW(Optimizer({Kind::adamw, 1e-3, 0, 0, 0.0, 0.0, 0.0}, alloc));  // the closed ends of the ranges
+}
+
+TEST_CASE("set_lr changes the rate of the next step only", "[optimizer]") {
+  // A schedule's rate per step equals an optimizer built with that rate,
+  // given the same state: AdamW's bias corrections use the step count, not lr.
+  const int64_t n = 16;
+  Allocator alloc;
+  Optimizer scheduled({Kind::adamw, 1e-3, 0, 0.01}, alloc);
+  std::vector<float> p = initial(n);
+  const std::vector<double> rates = {1e-4, 5e-4, 1e-3, 2e-4};
+  Reference ref{{Kind::adamw, 0.0, 0, 0.01, 0.9, 0.999, 1e-8}, std::vector<double>(p.begin(), p.end()), {}, {}, 0};
+  for (size_t s = 0; s < rates.size(); ++s) {
+    std::vector<float> g = gradient(n, static_cast<int>(s));
+    scheduled.set_lr(rates[s]);
+    scheduled.step({{"w", p.data(), g.data(), n}});
+    ref.o.lr = rates[s];
+    ref.step(g);
+  }
+  for (int64_t i = 0; i < n; ++i) CHECK(p[i] == Approx(ref.p[i]).epsilon(1e-6).margin(1e-7));
+  CHECK(scheduled.options().lr == 2e-4);
+  CHECK_THROWS_WITH(scheduled.set_lr(-1.0), Catch::Contains("invalid learning rate"));
+}
