@@ -49,7 +49,6 @@ class Tracer {
 
   // Records `op` with exactly one output.
   Tensor record(OpId op, std::vector<Operand> inputs, Attrs attrs = {});
-  std::vector<Tensor> record_multi(OpId op, std::vector<Operand> inputs, Attrs attrs = {});
 
   // Ends capture: the trace returns `outputs` (one: a bare name; several: a tuple).
   Trace finish(const std::vector<Tensor>& outputs);

@@ -43,14 +43,6 @@ Tensor Tracer::record(OpId op, std::vector<Operand> inputs, Attrs attrs) {
   return Tensor(this, builder_.emit1(op, std::move(inputs), std::move(attrs)));
 }
 
-std::vector<Tensor> Tracer::record_multi(OpId op, std::vector<Operand> inputs, Attrs attrs) {
-  FSDPC_CHECK(!finished_) << "recording on a finished tracer";
-  std::vector<Tensor> out;
-  for (Proxy& p : builder_.emit(op, std::move(inputs), std::move(attrs)))
-    out.emplace_back(this, std::move(p));
-  return out;
-}
-
 Trace Tracer::finish(const std::vector<Tensor>& outputs) {
   FSDPC_CHECK(!finished_) << "Tracer::finish called twice";
   finished_ = true;

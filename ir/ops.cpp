@@ -34,13 +34,6 @@ const OpInfo& op_info(OpId op) { return kOps[static_cast<size_t>(op)]; }
 
 std::string_view op_name(OpId op) { return op_info(op).name; }
 
-std::string_view category_name(OpCategory c) {
-  constexpr std::array<std::string_view, 10> kNames = {
-      "elementwise", "reduction", "shape",      "indexing", "matmul",
-      "creation",    "nn",        "collective", "buffer",   "memory"};
-  return kNames[static_cast<size_t>(c)];
-}
-
 std::optional<OpId> find_op(std::string_view name) {
   for (const OpInfo& info : kOps)
     if (info.name == name) return info.id;

@@ -42,7 +42,6 @@ extern const int kNumOps;
 
 const OpInfo& op_info(OpId op);
 std::string_view op_name(OpId op);
-std::string_view category_name(OpCategory c);
 std::optional<OpId> find_op(std::string_view name);
 
 // Executors known to the IR's text form; a bound symbol claimed by one

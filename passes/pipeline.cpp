@@ -49,10 +49,6 @@ void validate(const PipelineOptions& o) {
 }
 }  // namespace
 
-std::vector<std::string> stage_names() {
-  return {"trace", "fsdp", "autocast", "grad", "split", "dce", "cse", "bucketing", "schedule", "del"};
-}
-
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   validate(o);
   std::vector<Stage> stages;

@@ -38,9 +38,4 @@ struct Stage {
 // Runs every pass, verifying after each; throws fsdpc::Error on bad options.
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& options);
 
-// The stage names compile() can produce, in order ("autocast" only with a
-// low precision); "forward" and "backward" name the two traces of the split
-// stage.
-std::vector<std::string> stage_names();
-
 }  // namespace fsdpc

@@ -19,10 +19,4 @@ const std::vector<PassInfo>& pass_registry() {
   return kPasses;
 }
 
-bool is_pass_name(const std::string& name) {
-  for (const PassInfo& p : pass_registry())
-    if (p.name == name) return true;
-  return false;
-}
-
 }  // namespace fsdpc

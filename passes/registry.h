@@ -13,7 +13,5 @@ struct PassInfo {
 };
 
 const std::vector<PassInfo>& pass_registry();
-// True when `name` is a registered pass (or the captured stage "trace").
-bool is_pass_name(const std::string& name);
 
 }  // namespace fsdpc

@@ -90,7 +90,6 @@ class NcclContext : public cuda::CudaContext {
   const NcclWorld& world() const { return world_; }
   // Collectives issued and not yet waited on.
   size_t pending() const { return pending_.size(); }
-  double timeout_s() const { return timeout_s_; }
   // FSDPC_NCCL_TIMING=1: each collective is timed on the device by a pair of
   // events (timing events cost a little more than the default ones, so it
   // is off unless asked for; bench/gpu asks).
