@@ -5,8 +5,6 @@
 // storage, f32 arithmetic; outputs take the dtype the IR's meta gave them.
 #include <cuda_bf16.h>
 
-#include <string_view>
-
 #include "executors/cuda/cuda_check.h"
 #include "executors/cuda/cuda_context.h"
 #include "executors/cuda/cuda_kernels.h"
@@ -49,26 +47,17 @@ void require_dtype_of(const BoundSymbol& b, const TensorView& x, const char* x_n
          " has ", dtype_name(x.type->dtype), "; expected the same");
 }
 
-GeluForm gelu_form(const BoundSymbol& b) {
-  const std::string_view a = b.attrs.has("approximate") ? std::string_view(b.attrs.get_str("approximate"))
-                                                        : std::string_view("tanh");
-  if (a == "tanh") return GeluForm::tanh;
-  if (a == "none") return GeluForm::exact;
-  fail("cuda_gelu: approximate '", a, "' is not supported (expected tanh or none)");
-}
-
 }  // namespace
 
 FSDPC_CUDA_KERNEL(gelu_kernel) {
   const bool bf = is_bf16(b, in[0], "x");
   require_dtype_of(b, in[0], "x", out[0], "the output");
-  const GeluForm form = gelu_form(b);
   const int64_t n = numel(out[0].type->shape);
   const cudaStream_t s = cuda_context(ctx).compute();
   if (bf)
-    launch_gelu(cptr<bf16>(in[0]), mptr<bf16>(out[0]), n, form, s);
+    launch_gelu(cptr<bf16>(in[0]), mptr<bf16>(out[0]), n, s);
   else
-    launch_gelu(cptr<float>(in[0]), mptr<float>(out[0]), n, form, s);
+    launch_gelu(cptr<float>(in[0]), mptr<float>(out[0]), n, s);
 }
 
 FSDPC_CUDA_KERNEL(softmax_kernel) {

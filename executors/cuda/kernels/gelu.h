@@ -9,12 +9,9 @@
 
 namespace fsdpc::cuda {
 
-// Which gelu: PyTorch's approximate='tanh' (the IR's) or the exact erf one
-// (approximate='none').
-enum class GeluForm : int32_t { tanh, exact };
-
-// y[i] = gelu(x[i]) for i < n; nothing is launched when n is 0.
-void launch_gelu(const float* x, float* y, int64_t n, GeluForm form, cudaStream_t stream);
-void launch_gelu(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n, GeluForm form, cudaStream_t stream);
+// y[i] = gelu(x[i]) for i < n, PyTorch's approximate='tanh' (the only form
+// the IR's meta accepts); nothing is launched when n is 0.
+void launch_gelu(const float* x, float* y, int64_t n, cudaStream_t stream);
+void launch_gelu(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n, cudaStream_t stream);
 
 }  // namespace fsdpc::cuda
