@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "frontend/models.h"
 #include "runtime/safetensors.h"
@@ -263,4 +266,210 @@ TEST_CASE("a checkpoint with tensors the model does not have lists them", "[mpi]
   r = train(1, "--model gpt2-tiny --steps 1 --init '" + tied.string() + "'");
   CHECK(r.code == 2);
   CHECK_THAT(r.output, Contains("lm_head.weight differs from the tied wte.weight at row 0"));
+}
+
+// ---- --val-data / --eval-every, --log-every, --init from a sharded index ----
+
+namespace {
+
+// The JSON lines of the last train() run's --log-json.
+std::vector<nlohmann::json> log_lines() {
+  std::vector<nlohmann::json> out;
+  std::ifstream l(scratch("log.jsonl"));
+  for (std::string line; std::getline(l, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The step numbers of the printed "step N  loss ..." lines, and the text
+// after "val " on each (empty when the line has no val loss).
+std::vector<std::pair<int, std::string>> printed_steps(const std::string& output) {
+  std::vector<std::pair<int, std::string>> out;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("step ", 0) != 0) continue;
+    const size_t v = line.find(" val ");
+    std::string val;
+    if (v != std::string::npos) val = line.substr(v + 5, line.find(' ', v + 5) - (v + 5));
+    out.emplace_back(std::stoi(line.substr(5)), val);
+  }
+  return out;
+}
+
+fs::path text_file(const std::string& name, int variant) {
+  fs::path p = scratch(name);
+  std::ofstream out(p);
+  const char* words[] = {"alpha ", "beta ", "gamma ", "delta ", "omega\n", "zeta ", "eta ", "theta "};
+  for (int i = 0; i < 3000; ++i) out << words[(i * (3 + 2 * variant) + i / (5 + variant)) % 8];
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("train --val-data with --eval-every K: a finite val loss after every K-th step and the last",
+          "[mpi][checkpoint][eval]") {
+  const fs::path val_a = text_file("val-a.txt", 0), val_b = text_file("val-b.txt", 1);
+  const std::string base = "--model gpt2-tiny --steps 7 --eval-every 3" + kData + "'" + corpus().string() + "'";
+  Result a = train(2, base + " --strategy zero3 --val-data '" + val_a.string() + "'");
+  INFO(a.output);
+  REQUIRE(a.code == 0);
+  // Evaluations after steps 3 and 6 (0-based 2 and 5) and after the last (6).
+  const std::set<int> expected = {2, 5, 6};
+  const std::vector<nlohmann::json> lines = log_lines();
+  REQUIRE(lines.size() == 7);
+  std::vector<double> val_a_losses;
+  for (const nlohmann::json& j : lines) {
+    const int step = j["step"].get<int>();
+    INFO("step " << step);
+    CHECK(j.contains("val_loss") == (expected.count(step) == 1));
+    if (j.contains("val_loss")) {
+      const double v = j["val_loss"].get<double>();
+      CHECK(std::isfinite(v));
+      CHECK(v > 0);
+      val_a_losses.push_back(v);
+    }
+  }
+  REQUIRE(val_a_losses.size() == 3);
+  // The printout shows the same values (4 decimals) on the same steps, rank 0 only.
+  const auto printed = printed_steps(a.output);
+  REQUIRE(printed.size() == 7);
+  size_t k = 0;
+  for (const auto& [step, val] : printed) {
+    INFO("printed step " << step);
+    CHECK(val.empty() == (expected.count(step) == 0));
+    if (!val.empty()) CHECK(std::stod(val) == Approx(val_a_losses.at(k++)).margin(1.5e-4));
+  }
+
+  // Other validation text: other val losses, the same training.
+  Result b = train(2, base + " --strategy zero3 --val-data '" + val_b.string() + "'");
+  REQUIRE(b.code == 0);
+  std::vector<double> val_b_losses;
+  for (const nlohmann::json& j : log_lines())
+    if (j.contains("val_loss")) val_b_losses.push_back(j["val_loss"].get<double>());
+  REQUIRE(val_b_losses.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(val_b_losses[i] != val_a_losses[i]);
+  CHECK(b.losses == a.losses);
+
+  // One rank sees the same val losses (the mean over ranks' windows is the
+  // mean over the same windows).
+  Result one = train(1, base + " --val-data '" + val_a.string() + "'");
+  REQUIRE(one.code == 0);
+  std::vector<double> one_losses;
+  for (const nlohmann::json& j : log_lines())
+    if (j.contains("val_loss")) one_losses.push_back(j["val_loss"].get<double>());
+  REQUIRE(one_losses.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(one_losses[i] == Approx(val_a_losses[i]).epsilon(1e-5));
+
+  // --eval-every 0 never evaluates.
+  REQUIRE(train(1, "--model gpt2-tiny --steps 3 --eval-every 0" + kData + "'" + corpus().string() + "' --val-data '" +
+                       val_a.string() + "'")
+              .code == 0);
+  for (const nlohmann::json& j : log_lines()) CHECK(!j.contains("val_loss"));
+}
+
+TEST_CASE("train --log-every K prints step 0, every K-th step, every evaluation and the last step", "[mpi][checkpoint][log]") {
+  // train_command.cpp: print = eval || step % K == 0 || step + 1 == steps;
+  // the --log-json file keeps every step.
+  auto steps_of = [](const Result& r) {
+    std::vector<int> s;
+    for (const auto& [step, val] : printed_steps(r.output)) s.push_back(step);
+    return s;
+  };
+  Result r = train(2, "--model gpt2-tiny --steps 8 --log-every 3" + kData + "'" + corpus().string() + "'");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(steps_of(r) == std::vector<int>{0, 3, 6, 7});  // rank 0 alone prints
+  CHECK(r.losses.size() == 8);
+  // The last step is not printed twice when it is also a K-th step.
+  r = train(1, "--model gpt2-tiny --steps 7 --log-every 3" + kData + "'" + corpus().string() + "'");
+  REQUIRE(r.code == 0);
+  CHECK(steps_of(r) == std::vector<int>{0, 3, 6});
+  // Evaluations are printed whatever K says (after 0-based steps 4 and 7).
+  r = train(1, "--model gpt2-tiny --steps 8 --log-every 3 --eval-every 5" + kData + "'" + corpus().string() +
+                   "' --val-data '" + text_file("val-log.txt", 2).string() + "'");
+  REQUIRE(r.code == 0);
+  CHECK(steps_of(r) == std::vector<int>{0, 3, 4, 6, 7});
+  // K = 1 (the default) prints every step.
+  r = train(1, "--model gpt2-tiny --steps 3" + kData + "'" + corpus().string() + "'");
+  REQUIRE(r.code == 0);
+  CHECK(steps_of(r) == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("train --init from a sharded Hugging Face folder (index + 2 files) trains from those weights",
+          "[mpi][checkpoint][init]") {
+  // Weights worth telling apart from an init: a model trained for 6 steps.
+  const fs::path ck = scratch("ck-for-index");
+  fs::remove_all(ck);
+  REQUIRE(train(1, "--model gpt2-tiny --steps 6 --save '" + ck.string() + "'" + kData + "'" +
+                       corpus().string() + "'")
+              .code == 0);
+  fsdpc::SafetensorsFile f((ck / "model.safetensors").string());
+  std::vector<std::vector<float>> data;
+  for (const auto& e : f.entries()) {
+    data.emplace_back(static_cast<size_t>(fsdpc::numel(e.shape)));
+    f.read_rows_f32(e, 0, e.shape.empty() ? 1 : e.shape[0], data.back().data());
+  }
+
+  // Hugging Face's save_pretrained layout: model-0000K-of-00002.safetensors
+  // with "transformer."-prefixed names, and model.safetensors.index.json
+  // mapping each name to its file.
+  const fs::path dir = scratch("sharded-hf");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(ck / "config.json", dir / "config.json");
+  const std::string files[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+  std::vector<fsdpc::SafetensorsTensor> parts[2];
+  std::vector<std::string> names;
+  names.reserve(f.entries().size());
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  int64_t total = 0;
+  for (size_t i = 0; i < f.entries().size(); ++i) {
+    const auto& e = f.entries()[i];
+    const int part = e.name.rfind("h.1.", 0) == 0 || e.name.rfind("ln_f.", 0) == 0 ? 1 : 0;
+    names.push_back("transformer." + e.name);
+    parts[part].push_back({names.back(), e.shape, data[i].data()});
+    index["weight_map"][names.back()] = files[part];
+    total += 4 * fsdpc::numel(e.shape);
+  }
+  index["metadata"]["total_size"] = total;
+  REQUIRE(!parts[0].empty());
+  REQUIRE(!parts[1].empty());
+  for (int p = 0; p < 2; ++p) fsdpc::write_safetensors((dir / files[p]).string(), parts[p], {{"format", "pt"}});
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
+
+  // The same weights as one file (the checkpoint folder itself), and the
+  // default init: the sharded folder trains exactly as the single file does
+  // (bit for bit on one rank, to 1e-5 on two), not as the init does.
+  const std::string run = " --steps 3" + kData + "'" + corpus().string() + "'";
+  Result single = train(1, "--init '" + ck.string() + "'" + run);
+  Result sharded = train(1, "--init '" + dir.string() + "'" + run);
+  Result sharded2 = train(2, "--init '" + dir.string() + "' --strategy zero3" + run);
+  Result fresh = train(1, "--model gpt2-tiny" + run);
+  INFO(single.output << sharded.output << sharded2.output);
+  REQUIRE(single.code == 0);
+  REQUIRE(sharded.code == 0);
+  REQUIRE(sharded2.code == 0);
+  REQUIRE(sharded.losses.size() == 3);
+  CHECK(sharded.losses == single.losses);
+  for (size_t i = 0; i < 3; ++i) CHECK(sharded2.losses[i] == Approx(single.losses[i]).epsilon(1e-5));
+  CHECK(std::fabs(sharded.losses[0] - fresh.losses[0]) > 1e-3);
+
+  // A tensor the index names but its file lacks: listed as missing.
+  const fs::path gap = scratch("sharded-gap");
+  fs::remove_all(gap);
+  fs::copy(dir, gap);
+  std::vector<fsdpc::SafetensorsTensor> fewer;
+  for (const auto& t : parts[1])
+    if (t.name != "transformer.ln_f.bias") fewer.push_back(t);
+  REQUIRE(fewer.size() + 1 == parts[1].size());
+  fsdpc::write_safetensors((gap / files[1]).string(), fewer);
+  Result r = train(1, "--init '" + gap.string() + "'" + run);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains("missing tensors: ln_f.bias"));
+
+  // A shard file that is not there: exit 2 naming it, on every rank count.
+  fs::remove(gap / files[1]);
+  r = train(2, "--init '" + gap.string() + "' --strategy zero3" + run);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains(files[1]));
+  CHECK(r.losses.empty());  // nothing trained
 }
