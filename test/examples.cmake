@@ -1,4 +1,5 @@
-# The examples, run as users run them. Included from test/CMakeLists.txt.
+# The examples, run as users run them, and fsdpc used as users use it: installed
+# and built against, and packaged. Included from test/CMakeLists.txt.
 # An example passes on its exit code (each checks its own results) and on its
 # output (test/consumer/run_checked.cmake checks both; PASS_REGULAR_EXPRESSION
 # alone would ignore the exit code).
@@ -20,3 +21,33 @@ fsdpc_add_checked_test("example: train_gpt2 (mpirun -np 2)" "full_state_dict: [0
 set_tests_properties("example: train_mlp (mpirun -np 2)" "example: train_gpt2 (mpirun -np 2)"
   PROPERTIES TIMEOUT 120 LABELS mpi
   ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1")
+
+# cmake --install into the build tree, then examples/ built against it as a
+# standalone project (find_package(fsdpc)) and run, one under mpirun.
+add_test(NAME "install: examples against the installed package"
+  COMMAND ${CMAKE_COMMAND}
+    -DBUILD_DIR=${PROJECT_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+    -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/install-test
+    -DGENERATOR=${CMAKE_GENERATOR} -DCXX=${CMAKE_CXX_COMPILER} -DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}
+    "-DMPIRUN=${fsdpc_mpirun_2}"
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/install_examples.cmake)
+set_tests_properties("install: examples against the installed package" PROPERTIES LABELS "install;mpi"
+  TIMEOUT 900 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1")
+
+# cpack -G DEB, and the package's Depends checked for the runtime packages of
+# what the installed binary links. cpack first runs the build tree's
+# `preinstall` target, a no-op once the tree is built, as it is when ctest runs.
+find_program(FSDPC_DPKG_DEB dpkg-deb)
+if(FSDPC_DPKG_DEB)
+  set(fsdpc_deb_depends libdnnl libopenmpi libgomp libstdc)
+  if(FSDPC_MIMALLOC AND FSDPC_MIMALLOC_LIB)
+    list(APPEND fsdpc_deb_depends libmimalloc)
+  endif()
+  string(REPLACE ";" "," fsdpc_deb_depends "${fsdpc_deb_depends}")
+  add_test(NAME "install: cpack -G DEB"
+    COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR} -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/package-test
+      -DDEPENDS=${fsdpc_deb_depends} -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/deb_package.cmake)
+  set_tests_properties("install: cpack -G DEB" PROPERTIES LABELS install TIMEOUT 900)
+else()
+  message(STATUS "fsdpc: no dpkg-deb, so no test of cpack -G DEB")
+endif()
