@@ -2,6 +2,8 @@
 #include "tools/cli_io.h"
 
 #include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -87,6 +89,44 @@ Mesh parse_mesh(const std::string& text) {
   if (!(in >> r >> comma >> s) || comma != ',' || (in >> extra) || r < 1 || s < 1)
     fail("--mesh '", text, "': expected R,S with positive integers (R replicas of S-way sharding)");
   return Mesh{r, s};
+}
+
+CLI::Validator whole_number(int64_t lo, int64_t hi) {
+  const std::string range = "from " + std::to_string(lo) + " to " + std::to_string(hi);
+  // The help shows a bound a user would type, not INT_MAX.
+  const std::string desc = hi >= std::numeric_limits<int>::max() ? "INT >= " + std::to_string(lo) : "INT in [" +
+                                                                        std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || at != end || v < lo || v > hi)
+          return "'" + text + "' is not a whole number " + range;
+        return "";
+      },
+      desc);
+}
+
+CLI::Validator real_number(double lo, bool lo_inclusive, double hi, bool hi_inclusive) {
+  auto num = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  const std::string range = std::isinf(hi) ? std::string(lo_inclusive ? ">= " : "> ") + num(lo)
+                                           : std::string(lo_inclusive ? "in [" : "in (") + num(lo) + ", " + num(hi) +
+                                                 (hi_inclusive ? "]" : ")");
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool parsed = !text.empty() && end == text.c_str() + text.size() && errno != ERANGE && std::isfinite(v);
+        const bool in = parsed && (lo_inclusive ? v >= lo : v > lo) && (hi_inclusive ? v <= hi : v < hi);
+        return in ? "" : "'" + text + "' is not a number " + range;
+      },
+      "FLOAT " + range);
 }
 
 const std::vector<std::string>& formats() {

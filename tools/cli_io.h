@@ -2,6 +2,9 @@
 // the requested form and writing output without ever leaving a partial file.
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,16 @@ void write_output(const std::string& path, const std::string& text);
 
 // "R,S" -> a mesh of R replicas of S-way sharding; fsdpc::Error otherwise.
 Mesh parse_mesh(const std::string& text);
+
+// Numeric flag checks whose message says what is expected: CLI11's
+// PositiveNumber and NonNegativeNumber print the whole double range (a
+// 300-digit number) when a value is out of it.
+// A whole number in [lo, hi]: "--steps: '0' is not a whole number from 1 to 2147483647".
+CLI::Validator whole_number(int64_t lo, int64_t hi = std::numeric_limits<int>::max());
+// A finite number above `lo` (or at least `lo` with lo_inclusive), and below
+// `hi` (or at most `hi` with hi_inclusive; infinity: no upper bound).
+CLI::Validator real_number(double lo, bool lo_inclusive, double hi = std::numeric_limits<double>::infinity(),
+                           bool hi_inclusive = false);
 
 // The output forms: text, json, dot, mlir.
 const std::vector<std::string>& formats();

@@ -98,7 +98,7 @@ Command add_dump_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "dump", "Compile a model for N ranks and print the trace after the requested passes");
   add_model_options(cmd, a->src, /*allow_trace_file=*/true);
-  cmd->add_option("--world-size", a->world, "Number of ranks")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--world-size", a->world, "Number of ranks")->check(whole_number(1))->capture_default_str();
   cmd->add_option("--rank", a->rank, "Rank whose traces to print (every rank runs the same traces)")
       ->capture_default_str();
   add_sharding_options(cmd, a->sharding);

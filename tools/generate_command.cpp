@@ -8,6 +8,7 @@
 #include "executors/comm/mpi_world.h"
 #include "frontend/generate.h"
 #include "ir/error.h"
+#include "tools/cli_io.h"
 #include "tools/commands.h"
 
 namespace fsdpc::cli {
@@ -83,11 +84,11 @@ Command add_generate_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--prompt", a->prompt, "Text for a byte-level (vocab 256) model, else space-separated token ids")
       ->required();
-  cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to sample")->required()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temperature", a->temperature, "Softmax temperature (0: greedy)")->check(CLI::NonNegativeNumber)
+  cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to sample")->required()->check(whole_number(0));
+  cmd->add_option("--temperature", a->temperature, "Softmax temperature (0: greedy)")->check(real_number(0, true))
       ->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "Sample from the K most likely tokens (default: all)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1));
   cmd->add_option("--seed", a->seed, "Seed of the sampling")->capture_default_str();
   return Command{cmd, [a] { run_generate(*a); }};
 }

@@ -15,8 +15,8 @@ void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file) {
     trace->excludes(model);
     trace->excludes(config);
   }
-  cmd->add_option("--batch", src.batch, "Batch size (default: the model's)")->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", src.seq, "Sequence length (default: the model's context)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", src.batch, "Batch size (default: the model's)")->check(whole_number(1));
+  cmd->add_option("--seq", src.seq, "Sequence length (default: the model's context)")->check(whole_number(1));
 }
 
 void check_model_source(const ModelSource& src, bool allow_trace_file) {
