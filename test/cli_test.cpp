@@ -225,3 +225,86 @@ TEST_CASE("fsdpc dump shows the sharded gradients and the zero3 re-gather", "[cl
   Run passes = fsdpc_run("passes");
   CHECK_THAT(passes.out, Contains("fsdp") && Contains("schedule") && Contains("del"));
 }
+
+TEST_CASE("train's AdamW, schedule and thread options: help, and bad values in one line with exit 2", "[cli]") {
+  Run help = fsdpc_run("train --help");
+  CHECK(help.code == 0);
+  CHECK_THAT(help.out, Contains("--beta1") && Contains("--beta2") && Contains("--eps") && Contains("--lr-schedule") &&
+                           Contains("--warmup-steps") && Contains("--min-lr") && Contains("--decay-steps") &&
+                           Contains("lr*(it+1)/(W+1)"));
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"train --model gpt2-tiny --beta1 1", "--beta1: '1' is not a number in [0, 1)"},
+      {"train --model gpt2-tiny --beta2 -0.5", "--beta2: '-0.5' is not a number in [0, 1)"},
+      {"train --model gpt2-tiny --beta1 nan", "--beta1"},
+      {"train --model gpt2-tiny --eps -1e-8", "--eps: '-1e-8' is not a number >= 0"},
+      {"train --model gpt2-tiny --lr-schedule step", "step"},
+      {"train --model gpt2-tiny --warmup-steps -1", "--warmup-steps"},
+      {"train --model gpt2-tiny --min-lr 0.1 --lr 0.01", "--min-lr 0.1: must be in [0, --lr 0.01]"},
+      {"train --model gpt2-tiny --lr-schedule cosine --steps 5 --warmup-steps 5", "must exceed --warmup-steps 5"},
+      {"train --model gpt2-tiny --lr-schedule linear --decay-steps 0", "--decay-steps"},
+      // Range errors say what is expected instead of printing DBL_MAX.
+      {"train --model gpt2-tiny --steps 1e400", "--steps: '1e400' is not a whole number from 1 to 2147483647"},
+      {"train --model gpt2-tiny --steps 0", "--steps: '0' is not a whole number"},
+      {"train --model gpt2-tiny --lr -1", "--lr: '-1' is not a number > 0"},
+      {"train --model gpt2-tiny --clip -1", "--clip: '-1' is not a number >= 0"},
+      {"train --model gpt2-tiny --log-every 0", "--log-every"},
+      {"trace --model mlp --batch 1e400", "--batch: '1e400' is not a whole number"},
+      {"dump --model mlp --world-size 0", "--world-size: '0' is not a whole number"},
+  };
+  for (const Case& c : cases) {
+    INFO("fsdpc " << c.args);
+    Run r = fsdpc_run(c.args);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Contains(c.expect));
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.size() < 200);  // no 300-digit range
+    CHECK(r.out.empty());
+  }
+  setenv("FSDPC_CPU_THREADS", "lots", 1);
+  Run bad_env = fsdpc_run("train --model gpt2-tiny --steps 1");
+  unsetenv("FSDPC_CPU_THREADS");
+  CHECK(bad_env.code == 2);
+  CHECK_THAT(bad_env.err, Contains("FSDPC_CPU_THREADS='lots': expected a whole number of threads"));
+  CHECK(count_lines(bad_env.err) == 1);
+}
+
+TEST_CASE("train logs lr, progress and ETA per step, and a summary at the end", "[cli]") {
+  std::string text;
+  for (int i = 0; i < 800; ++i) text += "shard the model, gather the rows, reduce the grads. ";
+  const fs::path data = write_scratch("corpus.txt", text), log = scratch("progress.jsonl");
+  Run r = fsdpc_run("train --model gpt2-tiny --seq 16 --batch 4 --steps 6 --lr 2e-3 --lr-schedule linear "
+                    "--warmup-steps 2 --min-lr 2e-4 --beta1 0.8 --beta2 0.95 --eps 1e-6 --data '" + data.string() +
+                    "' --val-data '" + data.string() + "' --eval-every 3 --eval-batches 1 --log-json '" +
+                    log.string() + "'");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  // The header: the threads of the rank and the optimizer as configured.
+  CHECK_THAT(r.out, Contains("train gpt2-tiny: 1 rank") && Contains(" per rank; oneDNN") &&
+                        Contains("betas (0.8, 0.95), eps 1e-06") && Contains("schedule linear, warmup 2 steps"));
+  CHECK_THAT(r.out, Contains("lr 2.000e-03") && Contains("6/6") && Contains("elapsed, eta"));
+  CHECK_THAT(r.out, Contains("done: 6 steps in ") && Contains("tok/s, best val loss "));
+  std::ifstream in(log);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 6);
+  for (size_t it = 0; it < lines.size(); ++it) {
+    CAPTURE(it, lines[it]);
+    // The fields the existing readers use, then the new ones, each a number.
+    for (const char* key : {"\"step\": ", "\"loss\": ", "\"grad_norm\": ", "\"step_ms\": ", "\"tokens_per_s\": ",
+                            "\"peak_bytes\": {", "\"lr\": ", "\"steps_done\": ", "\"steps_total\": 6",
+                            "\"elapsed_s\": ", "\"eta_s\": "})
+      CHECK_THAT(lines[it], Contains(key));
+    CHECK_THAT(lines[it], Contains("\"steps_done\": " + std::to_string(it + 1) + ","));
+    const size_t at = lines[it].find("\"lr\": ") + 6;
+    const double lr = std::stod(lines[it].substr(at));
+    // nanoGPT's warmup, then a linear decay from step 2 to 6.
+    const double want = it < 2 ? 2e-3 * static_cast<double>(it + 1) / 3.0
+                               : 2e-4 + (1.0 - static_cast<double>(it - 2) / 4.0) * (2e-3 - 2e-4);
+    CHECK(lr == Approx(want).epsilon(1e-8));
+  }
+  CHECK_THAT(lines[2], Contains("\"val_loss\": "));
+  CHECK_THAT(lines[5], Contains("\"eta_s\": 0,") || Contains("\"eta_s\": 0}"));
+}

@@ -1,14 +1,19 @@
 // fsdpc train: sharded training on every rank of `mpirun -np N fsdpc train`.
 // The global batch of each step is split across the data-parallel ranks
 // (each its contiguous slice, DistributedSampler semantics); the logged loss
-// is the mean over the global batch, printed by rank 0 only.
+// is the mean over the global batch, printed by rank 0 only, with the
+// learning rate, progress and an ETA; a summary line ends the run.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
+#include "executors/cpu/cpu_executor.h"
 #include "frontend/gpt2.h"
 #include "frontend/hf_checkpoint.h"
 #include "frontend/jit.h"
@@ -32,9 +37,22 @@ struct TrainArgs {
   int eval_every = 0, eval_batches = 4, save_every = 0, log_every = 1;
   int steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // torch.optim.AdamW's
+  std::string lr_schedule = "constant";
+  int64_t warmup_steps = 0, decay_steps = 0;  // decay_steps 0: --steps
+  double min_lr = 0.0;
   bool no_sync = false;
   uint64_t seed = 0;
 };
+
+LrSchedule lr_schedule(const TrainArgs& a) {
+  LrSchedule s;
+  s.kind = *parse_lr_schedule(a.lr_schedule);  // CLI11 admitted only the names
+  s.warmup_steps = a.warmup_steps;
+  s.decay_steps = a.decay_steps > 0 ? a.decay_steps : a.steps;
+  s.min_lr = a.min_lr;
+  return s;
+}
 
 int64_t parse_bytes(const std::string& text) {
   std::istringstream in(text);
@@ -61,6 +79,10 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   o.engine.optimizer.lr = a.lr;
   o.engine.optimizer.weight_decay = a.weight_decay;
   o.engine.optimizer.momentum = a.momentum;
+  o.engine.optimizer.beta1 = a.beta1;
+  o.engine.optimizer.beta2 = a.beta2;
+  o.engine.optimizer.eps = a.eps;
+  o.engine.lr_schedule = lr_schedule(a);
   o.engine.clip = a.clip;
   o.engine.grad_accum = a.grad_accum;
   o.engine.no_sync = a.no_sync;
@@ -70,11 +92,29 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   return o;
 }
 
-std::string step_json(int step, const StepResult& r, double tokens_per_s, const MemStats& m) {
+// Where a run stands after a step: for the log line and the JSON record.
+struct Progress {
+  int64_t done = 0, total = 0;  // steps done, counting those before a resume
+  double elapsed_s = 0, eta_s = 0;  // this process's time; ETA at its mean step time
+};
+
+// "850ms", "42.0s", "3m07s", "2h05m": short enough for every log line.
+std::string format_duration(double s) {
+  char buf[32];
+  if (s < 1) std::snprintf(buf, sizeof buf, "%.0fms", s * 1e3);
+  else if (s < 60) std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+  return buf;
+}
+
+std::string step_json(int64_t step, const StepResult& r, double tokens_per_s, const MemStats& m, const Progress& p) {
   std::ostringstream js;
   js.precision(9);
   js << "{\"step\": " << step << ", \"loss\": " << r.loss << ", \"grad_norm\": " << r.grad_norm
-     << ", \"step_ms\": " << r.seconds * 1e3 << ", \"tokens_per_s\": " << tokens_per_s << ", \"peak_bytes\": {";
+     << ", \"lr\": " << r.lr << ", \"step_ms\": " << r.seconds * 1e3 << ", \"tokens_per_s\": " << tokens_per_s
+     << ", \"steps_done\": " << p.done << ", \"steps_total\": " << p.total << ", \"elapsed_s\": " << p.elapsed_s
+     << ", \"eta_s\": " << p.eta_s << ", \"peak_bytes\": {";
   for (size_t c = 0; c < kNumMemCategories; ++c)
     js << (c ? ", " : "") << "\"" << mem_category_name(static_cast<MemCategory>(c)) << "\": " << m.peak[c];
   js << ", \"total\": " << m.total_peak << "}";
@@ -176,6 +216,31 @@ double validation_loss(Compiled& compiled, const TokenData& val, int batches, in
   return compiled.engine().mean_over_ranks(sum / batches);
 }
 
+// What runs where, before the first step (rank 0): the model and world, the
+// CPU threads each rank got, and the optimizer with its schedule.
+void print_header(const TrainArgs& a, const Model& model, const JitOptions& o, int world, int64_t first_step) {
+  const EngineOptions& e = o.engine;
+  std::string executor = resolve_executor(a.executor);
+  if (executor == "cpu") {
+    const int t = cpu_threads();
+    executor = "cpu: " + std::to_string(t) + " thread" + (t == 1 ? "" : "s") + " per rank; " + cpu_backend_info();
+  }
+  std::printf("train %s: %d rank%s, %s, executor %s\n", model.name().c_str(), world, world == 1 ? "" : "s",
+              a.sharding.strategy.c_str(), executor.c_str());
+  std::ostringstream opt;
+  opt << a.optimizer << " lr " << a.lr;
+  if (e.optimizer.kind == OptimizerOptions::Kind::adamw)
+    opt << ", betas (" << a.beta1 << ", " << a.beta2 << "), eps " << a.eps;
+  else if (a.momentum != 0)
+    opt << ", momentum " << a.momentum;
+  opt << ", weight decay " << a.weight_decay << "; schedule " << a.lr_schedule;
+  if (a.warmup_steps > 0) opt << ", warmup " << a.warmup_steps << " steps";
+  if (e.lr_schedule.kind != LrSchedule::Kind::constant)
+    opt << ", decay to " << a.min_lr << " by step " << e.lr_schedule.decay_steps;
+  std::printf("  %s; steps %lld to %d\n", opt.str().c_str(), static_cast<long long>(first_step), a.steps);
+  std::fflush(stdout);
+}
+
 void run_train(const TrainArgs& a) {
   mpi_init();
   const int world = mpi_world_size(), rank = mpi_world_rank();
@@ -204,6 +269,11 @@ void run_train(const TrainArgs& a) {
   if (!a.data.empty()) data = std::make_unique<TokenData>(a.data, vocab, shapes[0].shape[1], sampling, a.seed);
   if (!a.val_data.empty()) val = std::make_unique<TokenData>(a.val_data, vocab, shapes[0].shape[1]);
   SyntheticTokens tokens(a.seed, vocab);
+  if (rank == 0) print_header(a, *model, o, world, first_step);
+  const auto started = std::chrono::steady_clock::now();
+  double step_seconds = 0;  // the steps alone, for the mean throughput
+  int64_t tokens_seen = 0;
+  std::optional<std::pair<double, int64_t>> best_val;  // (loss, step)
   for (int64_t step = first_step; step < a.steps; ++step) {
     std::vector<HostTensor> batch;
     int64_t tokens_in_batch = 0;
@@ -227,19 +297,39 @@ void run_train(const TrainArgs& a) {
     if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps))
       save_checkpoint(compiled->engine(), gpt2->config(), a.save, step + 1, a.checkpoint == "full");
     if (rank != 0) continue;
+    step_seconds += r.seconds;
+    tokens_seen += tokens_in_batch;
+    if (eval && (!best_val || val_loss < best_val->first)) best_val = {val_loss, step};
+    Progress p;
+    p.done = step + 1;
+    p.total = a.steps;
+    p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    p.eta_s = p.elapsed_s / static_cast<double>(step + 1 - first_step) * static_cast<double>(a.steps - step - 1);
     const MemStats& m = compiled->engine().memory();
     const bool print = eval || step % a.log_every == 0 || step + 1 == a.steps;
     if (print) {
-      std::printf("step %4lld  loss %.4f%s  %7.2f ms  %8.0f tok/s  peak %s per rank\n", static_cast<long long>(step), r.loss,
-                  eval ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", r.seconds * 1e3,
-                  static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str());
+      std::printf("step %4lld  loss %.4f%s  lr %.3e  %7.2f ms  %8.0f tok/s  peak %s per rank  %lld/%lld  %s elapsed, eta %s\n",
+                  static_cast<long long>(step), r.loss,
+                  eval ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", r.lr, r.seconds * 1e3,
+                  static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str(),
+                  static_cast<long long>(p.done), static_cast<long long>(p.total), format_duration(p.elapsed_s).c_str(),
+                  format_duration(p.eta_s).c_str());
       std::fflush(stdout);
     }
     if (log) {
-      std::string line = step_json(step, r, static_cast<double>(tokens_in_batch) / r.seconds, m);
+      std::string line = step_json(step, r, static_cast<double>(tokens_in_batch) / r.seconds, m, p);
       if (eval) line.insert(line.size() - 1, ", \"val_loss\": " + std::to_string(val_loss));
       log << line << "\n" << std::flush;
     }
+  }
+  if (rank == 0) {
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const int64_t ran = std::max<int64_t>(0, a.steps - first_step);
+    std::printf("done: %lld step%s in %s, mean %.0f tok/s", static_cast<long long>(ran), ran == 1 ? "" : "s",
+                format_duration(total).c_str(), step_seconds > 0 ? static_cast<double>(tokens_seen) / step_seconds : 0.0);
+    if (best_val) std::printf(", best val loss %.4f (step %lld)", best_val->first, static_cast<long long>(best_val->second));
+    std::printf("\n");
+    std::fflush(stdout);
   }
   std::map<std::string, HostTensor> state = compiled->full_state_dict();
   if (rank == 0 && !a.save_state.empty()) save_state(a.save_state, state);
@@ -256,16 +346,35 @@ Command add_train_command(CLI::App& app) {
                   "cpu (CPU kernels + MPI) | cuda (one GPU per rank, CUDA kernels + NCCL) | auto (cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Optimizer steps")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--steps", a->steps, "Optimizer steps")->check(whole_number(1))->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}))
       ->capture_default_str();
-  cmd->add_option("--lr", a->lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--weight-decay", a->weight_decay, "Weight decay (AdamW: decoupled)")->check(CLI::NonNegativeNumber)
+  cmd->add_option("--lr", a->lr, "Learning rate (the peak of --lr-schedule)")->check(real_number(0, false))
       ->capture_default_str();
-  cmd->add_option("--momentum", a->momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--clip", a->clip, "Clip the global gradient norm to C (0: off)")->check(CLI::NonNegativeNumber)
+  cmd->add_option("--beta1", a->beta1, "AdamW beta1, the gradient average's decay (PyTorch's default)")
+      ->check(real_number(0, true, 1, false))->capture_default_str();
+  cmd->add_option("--beta2", a->beta2, "AdamW beta2, the squared gradient average's decay (PyTorch's default)")
+      ->check(real_number(0, true, 1, false))->capture_default_str();
+  cmd->add_option("--eps", a->eps, "AdamW epsilon, added to the denominator (PyTorch's default)")
+      ->check(real_number(0, true))->capture_default_str();
+  cmd->add_option("--lr-schedule", a->lr_schedule,
+                  "constant | cosine | linear, nanoGPT's get_lr(it) for step it = 0, 1, ...: "
+                  "it < W (--warmup-steps): lr*(it+1)/(W+1); then constant: lr; cosine and linear, from W to "
+                  "D (--decay-steps): min_lr + c*(lr - min_lr) with r = (it-W)/(D-W), c = 0.5*(1+cos(pi*r)) or 1-r; "
+                  "it >= D: min_lr")
+      ->check(CLI::IsMember({"constant", "cosine", "linear"}))->capture_default_str();
+  cmd->add_option("--warmup-steps", a->warmup_steps, "Linear warmup steps W of --lr-schedule (0: none)")
+      ->check(whole_number(0))->capture_default_str();
+  cmd->add_option("--min-lr", a->min_lr, "The rate --lr-schedule cosine or linear decays to")
+      ->check(real_number(0, true))->capture_default_str();
+  cmd->add_option("--decay-steps", a->decay_steps, "Decay horizon D of --lr-schedule (default: --steps)")
+      ->check(whole_number(1));
+  cmd->add_option("--weight-decay", a->weight_decay, "Weight decay (AdamW: decoupled)")->check(real_number(0, true))
       ->capture_default_str();
-  cmd->add_option("--grad-accum", a->grad_accum, "Micro-batches per step")->check(CLI::PositiveNumber)
+  cmd->add_option("--momentum", a->momentum, "SGD momentum")->check(real_number(0, true, 1, true))->capture_default_str();
+  cmd->add_option("--clip", a->clip, "Clip the global gradient norm to C (0: off)")->check(real_number(0, true))
+      ->capture_default_str();
+  cmd->add_option("--grad-accum", a->grad_accum, "Micro-batches per step")->check(whole_number(1))
       ->capture_default_str();
   cmd->add_flag("--no-sync", a->no_sync, "With --grad-accum: synchronise gradients on the last micro-batch only");
   cmd->add_option("--seed", a->seed, "Seed of initialisation and data")->capture_default_str();
@@ -276,9 +385,9 @@ Command add_train_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--val-data", a->val_data, "Validation tokens, same formats")->check(CLI::ExistingFile);
   cmd->add_option("--eval-every", a->eval_every, "Validation loss every K steps (0: never)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(whole_number(0))->capture_default_str();
   cmd->add_option("--eval-batches", a->eval_batches, "Validation batches per evaluation")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(whole_number(1))->capture_default_str();
   cmd->add_option("--sampling", a->sampling, "sequential | random windows of --data")
       ->check(CLI::IsMember({"sequential", "random"}))->capture_default_str();
   cmd->add_option("--resume", a->resume, "Continue from the latest checkpoint --save wrote in DIR")
@@ -288,14 +397,17 @@ Command add_train_command(CLI::App& app) {
                   "full: the Hugging Face export plus each rank's state; sharded: each rank's state only")
       ->check(CLI::IsMember({"full", "sharded"}))->capture_default_str();
   cmd->add_option("--save-every", a->save_every, "Also save every K steps (0: only at the end)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--log-every", a->log_every, "Print every K steps (and evaluations)")->check(CLI::PositiveNumber)
+      ->check(whole_number(0))->capture_default_str();
+  cmd->add_option("--log-every", a->log_every, "Print every K steps (and evaluations)")->check(whole_number(1))
       ->capture_default_str();
-  cmd->add_option("--log-json", a->log_json, "Write one JSON line per step (rank 0)");
+  cmd->add_option("--log-json", a->log_json,
+                  "Write one JSON line per step (rank 0): step, loss, grad_norm, lr, step_ms, tokens_per_s, "
+                  "steps_done, steps_total, elapsed_s, eta_s, peak_bytes (and val_loss, collectives)");
   cmd->add_option("--save-state", a->save_state, "Write the gathered parameters as JSON (rank 0)");
   // --batch from the model options is the GLOBAL batch here.
   return Command{cmd, [a] { run_train(*a); }, [a] {
                    if (a->init.empty() && a->resume.empty()) check_model_source(a->src, false);
+                   check_lr_schedule(lr_schedule(*a), a->lr);  // before MPI starts: one message, exit 2
                  }};
 }
 
