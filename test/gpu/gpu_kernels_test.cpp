@@ -3,7 +3,8 @@
 // run by the CPU interpreter and, placed on cuda:0, by the CUDA one. f32 to
 // 1e-5 relative, integers and bools exactly; bf16 (device storage, f32
 // arithmetic) to 1e-2 against the CPU's f32 run on the same bf16 values.
-// Here the elementwise, reduction, shape, indexing and creation kernels;
+// Here the elementwise, reduction, shape, indexing, creation and buffer
+// kernels (kernel_coverage.h lists them; a run that skips one fails);
 // matmul and the nn kernels are in gpu_nn_kernels_test.cpp, the harness
 // both use in kernel_harness.h.
 #include <catch2/catch.hpp>
@@ -17,10 +18,15 @@
 #include <utility>
 #include <vector>
 
+#include "kernel_coverage.h"
 #include "kernel_harness.h"
 
 using namespace fsdpc;
 using namespace fsdpc::gpu_test;
+
+namespace {
+const ComparesOps kCoverage(kComparedByKernelsTest);
+}  // namespace
 
 TEST_CASE("gpu kernels: unary ops, and convert_element_type between every dtype", "[gpu][kernels]") {
   Harness h;
@@ -108,11 +114,16 @@ TEST_CASE("gpu kernels: sum and amax over any dims", "[gpu][kernels]") {
   h.check_f32_bf16(OpId::Amax, {x}, Attrs{{"dims", IntList{1}}});
 }
 
-TEST_CASE("gpu kernels: permute, broadcast_in_dim, slice with strides, pad with interior, cat", "[gpu][kernels]") {
+TEST_CASE("gpu kernels: reshape, permute, broadcast_in_dim, slice with strides, pad with interior, cat",
+          "[gpu][kernels]") {
   Harness h;
   for (int i = 0; i < 2 * kShapes; ++i) {
     const DType d = std::array{DType::f32, DType::i64, DType::bf16, DType::boolean, DType::i32}[i % 5];
     const Shape s = h.r.shape(0, 4);
+    IntList flat{numel(s)}, regrouped{numel(s) == 0 ? 0 : 1};  // [n], and s's dims in reverse order
+    regrouped.insert(regrouped.end(), s.rbegin(), s.rend());
+    h.check(OpId::Reshape, {h.r.tensor(s, d)}, Attrs{{"shape", flat}});
+    h.check(OpId::Reshape, {h.r.tensor(s, d)}, Attrs{{"shape", regrouped}});
     IntList perm(s.size()), all(s.size() + static_cast<size_t>(h.r.uniform_int(0, 2))), bd;
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), h.r.gen);
@@ -148,6 +159,8 @@ TEST_CASE("gpu kernels: permute, broadcast_in_dim, slice with strides, pad with 
     }
     h.check(OpId::Cat, parts, Attrs{{"dim", dim}});
   }
+  h.check(OpId::Reshape, {h.r.tensor({6, 35})}, Attrs{{"shape", IntList{2, 3, 5, 7}}});
+  h.check(OpId::Reshape, {h.r.tensor({4, 256, 768}, DType::bf16)}, Attrs{{"shape", IntList{4, 256, 12, 64}}});
   h.check(OpId::Permute, {h.r.tensor({67, 45})}, Attrs{{"dims", IntList{1, 0}}});
   h.check(OpId::Permute, {h.r.tensor({512, 768})}, Attrs{{"dims", IntList{1, 0}}});
   h.check(OpId::Permute, {h.r.tensor({4, 256, 12, 64}, DType::bf16)}, Attrs{{"dims", IntList{0, 2, 1, 3}}});

@@ -2,7 +2,8 @@
 // layer_norm, scaled_dot_product_attention, cross_entropy) against the CPU
 // executor on random shapes and GPT-2-sized ones, as gpu_kernels_test.cpp
 // does the rest: f32 to 1e-5 relative, bf16 to 1e-2, ops whose outputs
-// cancel held to a tenth of the largest output (kernel_harness.h).
+// cancel held to a tenth of the largest output (kernel_harness.h). A run
+// that skips an op of kernel_coverage.h's list fails.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -12,10 +13,15 @@
 #include <utility>
 #include <vector>
 
+#include "kernel_coverage.h"
 #include "kernel_harness.h"
 
 using namespace fsdpc;
 using namespace fsdpc::gpu_test;
+
+namespace {
+const ComparesOps kCoverage(kComparedByNnKernelsTest);
+}  // namespace
 
 TEST_CASE("gpu kernels: matmul (2-D, batched, shared 2-D right operand) and linear", "[gpu][kernels]") {
   Harness h;

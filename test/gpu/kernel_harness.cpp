@@ -1,6 +1,7 @@
 // The CUDA kernel tests' shared harness (kernel_harness.h): bf16 and host
 // byte encodings, one-op traces, per-op tolerances and the comparison, the
-// seeded generator, and Harness running a case on the CPU and on cuda:0.
+// seeded generator, Harness running a case on the CPU and on cuda:0, and
+// the record of the ops compared.
 #include "kernel_harness.h"
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -21,6 +24,30 @@
 #include "runtime/interpreter.h"
 
 namespace fsdpc::gpu_test {
+
+namespace {
+
+// Function-local statics: ComparesOps runs during static initialization.
+std::set<OpId>& declared_ops() {
+  static std::set<OpId> ops;
+  return ops;
+}
+
+std::set<OpId>& compared_ops() {
+  static std::set<OpId> ops;
+  return ops;
+}
+
+}  // namespace
+
+ComparesOps::ComparesOps(std::span<const OpId> ops) { declared_ops().insert(ops.begin(), ops.end()); }
+
+CoverageGap coverage_gap() {
+  CoverageGap gap;
+  std::ranges::set_difference(declared_ops(), compared_ops(), std::back_inserter(gap.uncompared));
+  std::ranges::set_difference(compared_ops(), declared_ops(), std::back_inserter(gap.undeclared));
+  return gap;
+}
 
 uint16_t bf16_bits(double v) {
   const auto f = static_cast<float>(v);
@@ -97,9 +124,9 @@ double cancelling_floor(OpId op) {
 }
 
 bool exact_in_bf16(OpId op) {
-  return is_one_of(op, {OpId::ConvertElementType, OpId::Full, OpId::Iota, OpId::Where, OpId::Permute,
-                        OpId::BroadcastInDim, OpId::Slice, OpId::Pad, OpId::Cat, OpId::Take, OpId::Pack,
-                        OpId::Unpack, OpId::Neg, OpId::Maximum, OpId::Amax});
+  return is_one_of(op, {OpId::ConvertElementType, OpId::Full, OpId::Iota, OpId::Where, OpId::Reshape,
+                        OpId::Permute, OpId::BroadcastInDim, OpId::Slice, OpId::Pad, OpId::Cat, OpId::Take,
+                        OpId::Pack, OpId::Unpack, OpId::Neg, OpId::Maximum, OpId::Amax});
 }
 
 void check_close(const Data& got, const Data& want, bool exact, double rtol, double floor) {
@@ -186,6 +213,7 @@ std::vector<Arg> Harness::run(const Trace& t, const std::vector<Data>& inputs, b
 }
 
 void Harness::check(OpId op, const std::vector<Arg>& args, const Attrs& attrs) {
+  compared_ops().insert(op);
   std::vector<Arg> cpu_args = args;
   Attrs cpu_attrs = attrs;
   bool bf16 = attrs.has("dtype") && attrs.get_str("dtype") == "bf16";

@@ -1,8 +1,9 @@
 // The harness the CUDA kernel tests (gpu_kernels_test.cpp,
 // gpu_nn_kernels_test.cpp) share: host encodings of each dtype's bytes (bf16
 // as the device stores it), one-op cases and their traces, the tolerances
-// each op is held to, a seeded generator of shapes and values, and Harness,
-// which runs a case on the CPU executor and on cuda:0 and compares.
+// each op is held to, a seeded generator of shapes and values, Harness,
+// which runs a case on the CPU executor and on cuda:0 and compares, and the
+// record of which ops were compared (kernel_coverage.h).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -120,5 +122,19 @@ struct Harness {
   // Float ops: in f32, then with every f32 tensor stored as bf16.
   void check_f32_bf16(OpId op, const std::vector<Arg>& args, const Attrs& attrs = {});
 };
+
+// Declares, at namespace scope, the ops this executable's cases compare (a
+// list of kernel_coverage.h): `const ComparesOps kCoverage(kComparedBy...);`.
+struct ComparesOps {
+  explicit ComparesOps(std::span<const OpId> ops);
+};
+
+// The ops declared by ComparesOps that no Harness::check compared in this
+// process, and those compared that none declared. gpu_test_main.cpp fails a
+// run of every case unless both are empty.
+struct CoverageGap {
+  std::vector<OpId> uncompared, undeclared;
+};
+CoverageGap coverage_gap();
 
 }  // namespace fsdpc::gpu_test

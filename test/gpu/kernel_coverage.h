@@ -1,0 +1,27 @@
+// The ops each GPU kernel test compares against the CPU executor, as data:
+// kernel_coverage_test.cpp checks without a GPU that together they are every
+// op of executors/kernel_families.def, and on a GPU each test's run must
+// compare every op it lists (ggml's test-backend-ops rule: no kernel untested).
+#pragma once
+
+#include "ir/ops.h"
+
+namespace fsdpc::gpu_test {
+
+// gpu_kernels_test.cpp: elementwise, reduction, shape, indexing, creation
+// and buffer kernels.
+inline constexpr OpId kComparedByKernelsTest[] = {
+    OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::ConvertElementType,
+    OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Pow, OpId::Maximum,
+    OpId::Eq, OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge, OpId::Where,
+    OpId::Sum, OpId::Amax,
+    OpId::Reshape, OpId::Permute, OpId::BroadcastInDim, OpId::Slice, OpId::Pad, OpId::Cat,
+    OpId::Take, OpId::IndexAdd,
+    OpId::Full, OpId::Iota, OpId::Pack, OpId::Unpack};
+
+// gpu_nn_kernels_test.cpp: matmul and the nn composites' fused kernels.
+inline constexpr OpId kComparedByNnKernelsTest[] = {
+    OpId::Matmul, OpId::Linear, OpId::Gelu, OpId::Softmax, OpId::LayerNorm, OpId::ScaledDotProductAttention,
+    OpId::CrossEntropy};
+
+}  // namespace fsdpc::gpu_test
