@@ -1,18 +1,15 @@
 // The NCCL executor's host-side logic, which needs no GPU: what it claims
 // (collectives and waits of CUDA tensors, sums of NCCL's arithmetic types),
 // the dtype mapping, its kernels, the claim pass over a CUDA trace and the
-// timeout setting. One case runs the kernels in a world of one when a device
-// is visible, and says it skipped otherwise.
+// timeout setting. The kernels themselves run on a device in
+// test/gpu/gpu_nccl_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "executors/claim.h"
 #include "executors/comm/nccl_executor.h"
-#include "executors/cuda/cuda_check.h"
-#include "executors/cuda/device.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/printer.h"
@@ -168,65 +165,4 @@ TEST_CASE("nccl: the timeout comes from FSDPC_NCCL_TIMEOUT_S", "[nccl]") {
     CHECK_THROWS_AS(nccl_timeout_from_env(), Error);
     CHECK_THROWS_WITH(nccl_timeout_from_env(), Contains("FSDPC_NCCL_TIMEOUT_S") && Contains(bad));
   }
-}
-
-// ---- With a device: the kernels in a world of one ----------------------------
-
-namespace {
-
-std::vector<float> iota_floats(size_t n) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i + 1);
-  return v;
-}
-
-// Runs op(x) -> wait on the device, the wait into a separate buffer, and
-// returns what the wait wrote.
-std::vector<float> run_one(NcclContext& ctx, OpId op, const Shape& shape, Attrs attrs) {
-  const Trace t = collective_trace(op, tensor(shape, DType::f32), std::move(attrs));
-  const std::vector<float> host = iota_floats(numel(shape));
-  const size_t bytes = host.size() * sizeof(float);
-  void *x = nullptr, *future = nullptr, *result = nullptr;
-  FSDPC_CUDA_CHECK(cudaMalloc(&x, bytes));
-  FSDPC_CUDA_CHECK(cudaMalloc(&future, bytes));
-  FSDPC_CUDA_CHECK(cudaMalloc(&result, bytes));
-  FSDPC_CUDA_CHECK(cudaMemcpyAsync(x, host.data(), bytes, cudaMemcpyHostToDevice, ctx.compute()));
-  const Executor& nccl = nccl_executor();
-  const BoundSymbol& issue = t.bsyms[0];
-  const BoundSymbol& wait = t.bsyms[1];
-  nccl.kernel(issue.op)(ctx, issue, {{x, &t.args[0].type}}, {{future, &issue.output().type}});
-  CHECK(ctx.pending() == 1);
-  nccl.kernel(wait.op)(ctx, wait, {{future, &issue.output().type}}, {{result, &wait.output().type}});
-  CHECK(ctx.pending() == 0);
-  std::vector<float> out(host.size());
-  FSDPC_CUDA_CHECK(cudaMemcpyAsync(out.data(), result, bytes, cudaMemcpyDeviceToHost, ctx.compute()));
-  ctx.synchronize_with_timeout(60);
-  for (void* p : {x, future, result}) FSDPC_CUDA_CHECK(cudaFree(p));
-  return out;
-}
-
-}  // namespace
-
-TEST_CASE("nccl: a world of one runs every collective on the device", "[nccl][gpu]") {
-  const cuda::DeviceQuery q = cuda::query_devices();
-  if (q.count == 0) {
-    WARN("skipped, no CUDA device: " << q.reason);
-    return;
-  }
-  NcclContext ctx(flat_mesh(1));
-  const std::vector<float> want = iota_floats(12);
-  auto with_size = [](OpId op, int64_t dim) {
-    Attrs a = attrs_of(op);
-    a.set("size", int64_t{1});
-    if (a.has("dim")) a.set("dim", dim);
-    return a;
-  };
-  CHECK(run_one(ctx, OpId::AllGather, {3, 4}, with_size(OpId::AllGather, 0)) == want);
-  CHECK(run_one(ctx, OpId::AllGather, {3, 4}, with_size(OpId::AllGather, 1)) == want);  // via scratch
-  CHECK(run_one(ctx, OpId::ReduceScatter, {3, 4}, with_size(OpId::ReduceScatter, 1)) == want);
-  CHECK(run_one(ctx, OpId::AllReduce, {3, 4}, with_size(OpId::AllReduce, 0)) == want);
-  CHECK(run_one(ctx, OpId::Broadcast, {3, 4}, with_size(OpId::Broadcast, 0)) == want);
-  CHECK_THROWS_WITH(run_one(ctx, OpId::AllReduce, {3, 4}, attrs_of(OpId::AllReduce)),
-                    Contains("size=2") && Contains("1 ranks"));
-  ctx.check_async_errors();
 }
