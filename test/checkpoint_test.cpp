@@ -364,6 +364,20 @@ TEST_CASE("train --val-data with --eval-every K: a finite val loss after every K
                        val_a.string() + "'")
               .code == 0);
   for (const nlohmann::json& j : log_lines()) CHECK(!j.contains("val_loss"));
+
+  // --val-data without --eval-every evaluates once, after the last step.
+  REQUIRE(train(1, "--model gpt2-tiny --steps 3" + kData + "'" + corpus().string() + "' --val-data '" +
+                       val_a.string() + "'")
+              .code == 0);
+  std::vector<int> evaluated;
+  for (const nlohmann::json& j : log_lines())
+    if (j.contains("val_loss")) evaluated.push_back(j["step"].get<int>());
+  CHECK(evaluated == std::vector<int>{2});
+
+  // --eval-every without --val-data is a mistake, not a silent no-op.
+  Result no_val = train(1, "--model gpt2-tiny --steps 3 --eval-every 2");
+  CHECK(no_val.code == 2);
+  CHECK_THAT(no_val.output, Catch::Contains("--eval-every 2") && Catch::Contains("--val-data"));
 }
 
 TEST_CASE("train --log-every K prints step 0, every K-th step, every evaluation and the last step", "[mpi][checkpoint][log]") {

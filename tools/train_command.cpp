@@ -34,7 +34,8 @@ struct TrainArgs {
   std::string optimizer = "adamw";
   std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save, resume;
   std::string checkpoint = "full", executor = "cpu";
-  int eval_every = 0, eval_batches = 4, save_every = 0, log_every = 1;
+  int eval_every = -1, eval_batches = 4,  // eval_every -1: unset
+      save_every = 0, log_every = 1;
   int steps = 20, grad_accum = 1;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // torch.optim.AdamW's
@@ -105,6 +106,13 @@ std::string format_duration(double s) {
   else if (s < 60) std::snprintf(buf, sizeof buf, "%.1fs", s);
   else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
   else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+  return buf;
+}
+
+// The printed validation loss, rounded like the training loss (any magnitude).
+std::string format_val_loss(double loss) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "  val %.4f", loss);
   return buf;
 }
 
@@ -292,7 +300,9 @@ void run_train(const TrainArgs& a) {
     }
     compiled->engine().reset_peak_memory();
     StepResult r = compiled->train_step(batch);
-    const bool eval = val && a.eval_every > 0 && ((step + 1) % a.eval_every == 0 || step + 1 == a.steps);
+    // Unset --eval-every with --val-data evaluates once, after the last step.
+    const bool eval = val && a.eval_every != 0 &&
+                      ((a.eval_every > 0 && (step + 1) % a.eval_every == 0) || step + 1 == a.steps);
     const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, world, rank, b_local / a.grad_accum) : 0;
     if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps))
       save_checkpoint(compiled->engine(), gpt2->config(), a.save, step + 1, a.checkpoint == "full");
@@ -310,7 +320,7 @@ void run_train(const TrainArgs& a) {
     if (print) {
       std::printf("step %4lld  loss %.4f%s  lr %.3e  %7.2f ms  %8.0f tok/s  peak %s per rank  %lld/%lld  %s elapsed, eta %s\n",
                   static_cast<long long>(step), r.loss,
-                  eval ? ("  val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", r.lr, r.seconds * 1e3,
+                  eval ? format_val_loss(val_loss).c_str() : "", r.lr, r.seconds * 1e3,
                   static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str(),
                   static_cast<long long>(p.done), static_cast<long long>(p.total), format_duration(p.elapsed_s).c_str(),
                   format_duration(p.eta_s).c_str());
@@ -318,7 +328,12 @@ void run_train(const TrainArgs& a) {
     }
     if (log) {
       std::string line = step_json(step, r, static_cast<double>(tokens_in_batch) / r.seconds, m, p);
-      if (eval) line.insert(line.size() - 1, ", \"val_loss\": " + std::to_string(val_loss));
+      if (eval) {  // full precision: std::to_string would keep six decimals
+        std::ostringstream v;
+        v.precision(9);
+        v << ", \"val_loss\": " << val_loss;
+        line.insert(line.size() - 1, v.str());
+      }
       log << line << "\n" << std::flush;
     }
   }
@@ -384,8 +399,10 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--data", a->data, "Training tokens: a .bin of uint16 ids (nanoGPT), or any file as bytes")
       ->check(CLI::ExistingFile);
   cmd->add_option("--val-data", a->val_data, "Validation tokens, same formats")->check(CLI::ExistingFile);
-  cmd->add_option("--eval-every", a->eval_every, "Validation loss every K steps (0: never)")
-      ->check(whole_number(0))->capture_default_str();
+  cmd->add_option("--eval-every", a->eval_every,
+                  "Validation loss every K steps and after the last (needs --val-data; default: after the last "
+                  "step only; 0: never)")
+      ->check(whole_number(0));
   cmd->add_option("--eval-batches", a->eval_batches, "Validation batches per evaluation")
       ->check(whole_number(1))->capture_default_str();
   cmd->add_option("--sampling", a->sampling, "sequential | random windows of --data")
@@ -407,6 +424,8 @@ Command add_train_command(CLI::App& app) {
   // --batch from the model options is the GLOBAL batch here.
   return Command{cmd, [a] { run_train(*a); }, [a] {
                    if (a->init.empty() && a->resume.empty()) check_model_source(a->src, false);
+                   if (a->eval_every > 0 && a->val_data.empty())
+                     fail("--eval-every ", a->eval_every, ": there is nothing to evaluate without --val-data FILE");
                    check_lr_schedule(lr_schedule(*a), a->lr);  // before MPI starts: one message, exit 2
                  }};
 }
