@@ -6,30 +6,37 @@
 # the second node's daemon through `ip netns exec` (an rsh agent written for
 # this run). The namespaces and the link are always removed on exit.
 #
-# Usage: tools/netns_cluster.sh [--rate RATE] [--slots N] [--] COMMAND [ARG...]
+# Usage: tools/netns_cluster.sh [--rate RATE] [--slots N] [--pin] [--] COMMAND [ARG...]
 #   --rate RATE  shape each direction of the link to RATE (tc's units:
 #                10gbit, 1gbit, 500mbit); default: unshaped
 #   --slots N    ranks per node (default 1)
+#   --pin        give each node its own half of this process's CPUs
+#                (taskset), as separate machines would have; otherwise both
+#                nodes' ranks share every core, and each rank, alone on its
+#                node, sizes its CPU threads for all of them
 # COMMAND runs in node 0's namespace with these set (so a plain
 # `mpirun -np 2 ...` spans both nodes, N ranks per node filled in order):
 #   OMPI_MCA_plm_rsh_agent, OMPI_MCA_orte_default_hostfile (also in
 #   FSDPC_CLUSTER_HOSTFILE), OMPI_MCA_btl=tcp,self,vader and the btl/oob
 #   tcp_if_include of 198.18.0.0/24, OMPI_MCA_plm_rsh_no_tree_spawn=1,
-#   OMPI_MCA_mpi_yield_when_idle=1 when the two nodes have more ranks than
-#   this host has cores (unless already set);
+#   OMPI_MCA_hwloc_base_binding_policy=none (Open MPI would bind each node's
+#   first rank to the same core of this host), OMPI_MCA_mpi_yield_when_idle=1
+#   when the two nodes have more ranks than this host has cores without
+#   --pin (both unless already set);
 #   FSDPC_CLUSTER_NODES, FSDPC_CLUSTER_SLOTS, FSDPC_CLUSTER_RATE. Each node
 #   has its own host name (its namespace's name) in a UTS namespace.
 # Exit status: COMMAND's; 77 when namespaces cannot be made here (not root,
 # no `ip`, or `ip netns add` refused), with the reason on stderr.
 set -uo pipefail
 
-rate="" slots=1
+rate="" slots=1 pin=0
 while (($#)); do
   case $1 in
     --rate) rate=${2:?--rate needs a value}; shift 2 ;;
     --slots) slots=${2:?--slots needs a value}; shift 2 ;;
+    --pin) pin=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR>1 && /^#/{sub(/^# ?/,""); print; next} NR>1{exit}' "$0"; exit 0 ;;
     -*) echo "netns_cluster: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -101,6 +108,20 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 
+# Each node's CPUs: all of ours, or with --pin the first and second half.
+cpus=("" "")
+if ((pin)); then
+  mapfile -t mine < <(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' |
+    awk -F- '{ if (NF == 2) for (c = $1; c <= $2; ++c) print c; else print $1 }')
+  ((${#mine[@]} >= 2)) || { echo "netns_cluster: --pin needs at least 2 CPUs, this process has ${#mine[@]}" >&2; exit 2; }
+  half=$((${#mine[@]} / 2))
+  cpus[0]=$(IFS=,; echo "${mine[*]:0:half}")
+  cpus[1]=$(IFS=,; echo "${mine[*]:half:half}")
+fi
+run_on() {  # NODE: the prefix that runs a command on that node's CPUs
+  if [[ -n ${cpus[$1]} ]]; then echo "taskset -c ${cpus[$1]}"; fi
+}
+
 # The rsh agent: Open MPI runs `agent [options] HOST COMMAND...` and expects
 # COMMAND to run on HOST through a shell, as ssh would.
 cat >"$work/agent" <<AGENT
@@ -108,11 +129,11 @@ cat >"$work/agent" <<AGENT
 while [[ \${1:-} == -* ]]; do shift; done
 host=\$1; shift
 case \$host in
-  ${addr[0]}) ns=${ns[0]} ;;
-  ${addr[1]}) ns=${ns[1]} ;;
+  ${addr[0]}) ns=${ns[0]} on="$(run_on 0)" ;;
+  ${addr[1]}) ns=${ns[1]} on="$(run_on 1)" ;;
   *) echo "netns_cluster agent: unknown host \$host" >&2; exit 255 ;;
 esac
-exec ip netns exec "\$ns" unshare --uts /bin/sh -c "hostname \$ns && \$*"
+exec ip netns exec "\$ns" \$on unshare --uts /bin/sh -c "hostname \$ns && \$*"
 AGENT
 chmod +x "$work/agent"
 printf '%s slots=%s\n' "${addr[0]}" "$slots" "${addr[1]}" "$slots" >"$work/hostfile"
@@ -123,14 +144,19 @@ export OMPI_MCA_orte_default_hostfile="$work/hostfile"
 export OMPI_MCA_btl=tcp,self,vader
 export OMPI_MCA_btl_tcp_if_include=198.18.0.0/24
 export OMPI_MCA_oob_tcp_if_include=198.18.0.0/24
+# Open MPI binds ranks to cores per node (np <= 2: to core), and both
+# emulated nodes see the same cores: each node's first rank would land on
+# core 0 of this one host. Ranks stay unbound (with --pin: within their
+# node's CPUs, inherited from taskset).
+export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
 # Both nodes share this host's cores: with more ranks than cores, ranks that
 # spin in MPI waits starve the ones computing (Open MPI sees 2 slots of 2
 # cores per node and would spin), so waits yield unless told otherwise.
-((2 * slots > $(nproc))) && export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
+((2 * slots > $(nproc) && !pin)) && export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 export FSDPC_CLUSTER_HOSTFILE="$work/hostfile" FSDPC_CLUSTER_NODES="${addr[*]}"
 export FSDPC_CLUSTER_SLOTS="$slots" FSDPC_CLUSTER_RATE="${rate:-unshaped}"
 # Each node has its own host name (a UTS namespace), as real nodes do: Open
 # MPI names its session directories and shared-memory segments after it, and
 # two nodes called alike would collide in this host's /tmp and /dev/shm.
-ip netns exec "${ns[0]}" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "${ns[0]}" "$@"
+ip netns exec "${ns[0]}" $(run_on 0) unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "${ns[0]}" "$@"
 exit $?
