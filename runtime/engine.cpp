@@ -32,8 +32,17 @@ HostTensor HostTensor::ints(Shape shape, std::vector<int64_t> data) {
   return t;
 }
 
+namespace {
+
+const EngineOptions& before_collectives(const EngineOptions& options, const EngineTraces& traces) {
+  if (options.before_collectives) options.before_collectives(traces);
+  return options;
+}
+
+}  // namespace
+
 Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const EngineOptions& options)
-    : options_(options),
+    : options_(before_collectives(options, traces)),
       mpi_(std::make_unique<MpiContext>(options_.mesh)),
       device_(open_rank_device(options_.executor, *mpi_)),
       allocator_(device_->backend(), options.mem_cap) {

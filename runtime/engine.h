@@ -42,6 +42,8 @@ struct ParamPlan {
   ParamInit init;
 };
 
+struct EngineTraces;
+
 struct EngineOptions {
   Mesh mesh;
   // Gradient accumulation: train_step splits this rank's batch into
@@ -58,6 +60,10 @@ struct EngineOptions {
   double clip = 0;  // max gradient norm; 0: no clipping
   uint64_t seed = 0;
   std::optional<int64_t> mem_cap;  // bytes per rank
+  // Called first by the constructor, before any communication, with the
+  // traces about to be claimed: fsdpc train checks there that every rank is
+  // about to run the same ones (runtime/consistency.h).
+  std::function<void(const EngineTraces&)> before_collectives;
 };
 
 struct StepResult {
