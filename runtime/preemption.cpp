@@ -1,0 +1,46 @@
+// Stop signals: async-signal-safe handlers (a lock-free atomic, _exit) and
+// one MPI_Allreduce(MAX) per step to agree.
+#include "runtime/preemption.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+
+#include "executors/comm/mpi_check.h"
+
+namespace fsdpc {
+
+namespace {
+
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the handler may only touch a lock-free atomic");
+
+extern "C" void on_stop_signal(int sig) {
+  int expected = 0;
+  if (g_signal.compare_exchange_strong(expected, sig)) return;
+  // Asked again: a second Ctrl-C means now. (mpirun answers a Ctrl-C by
+  // sending SIGTERM to its ranks, which must not count as a second one.)
+  if (sig == SIGINT && expected == SIGINT) _exit(128 + SIGINT);
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // MPI's and the file system's calls carry on
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &sa, nullptr);
+}
+
+int stop_signal() { return g_signal.load(); }
+
+int agree_on_stop() {
+  int mine = stop_signal(), any = 0;
+  FSDPC_MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  return any;
+}
+
+}  // namespace fsdpc
