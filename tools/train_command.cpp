@@ -3,7 +3,9 @@
 // (each its contiguous slice, DistributedSampler semantics); the logged loss
 // is the mean over the global batch, printed by rank 0 only, with the
 // learning rate, progress and an ETA; a summary line ends the run.
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,7 +21,12 @@
 #include "frontend/jit.h"
 #include "frontend/models.h"
 #include "ir/error.h"
+#include "ir/printer.h"
+#include "runtime/consistency.h"
 #include "runtime/data.h"
+#include "runtime/integrity.h"
+#include "runtime/preemption.h"
+#include "runtime/sha256.h"
 #include "runtime/token_data.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -164,8 +171,18 @@ void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string
   namespace fs = std::filesystem;
   // full: also the gathered Hugging Face export (rank 0 holds the whole
   // model for it); sharded: no rank ever holds more than its shards.
+  // SHA256SUMS covers the export; it goes first and comes back last, so it
+  // never vouches for a file it was not computed from.
+  const fs::path sums = fs::path(dir) / "SHA256SUMS";
+  if (full && engine.rank() == 0) fs::remove(sums);
   if (full) save_hf_checkpoint(engine, config, dir);
   else if (engine.rank() == 0) save_hf_config(config, dir);
+  if (full && engine.rank() == 0) {
+    std::map<std::string, std::string> digests;
+    for (const char* f : {"model.safetensors", "config.json"})
+      digests[f] = sha256_file_hex((fs::path(dir) / f).string());
+    write_output(sums.string(), sha256sums_text(digests));
+  }
   const fs::path state = fs::path(dir) / "state", name = "step-" + std::to_string(next_step);
   const fs::path tmp = state / (name.string() + ".tmp"), done = state / name;
   if (engine.rank() == 0) {
@@ -174,7 +191,9 @@ void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string
   }
   engine.barrier();
   engine.save_rank_state(tmp.string(), next_step);
-  engine.barrier();
+  // Each rank hashes its own file, in parallel; the index records them all.
+  const std::vector<std::string> digests =
+      gather_file_digests((tmp / ("rank-" + std::to_string(engine.rank()) + ".safetensors")).string());
   // Fault injection for the kill-during-save test: die with every rank's
   // file written but the checkpoint not yet renamed into place.
   if (const char* kill = std::getenv("FSDPC_TEST_KILL_DURING_SAVE"); kill && std::to_string(next_step) == kill)
@@ -187,7 +206,11 @@ void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string
                         std::to_string(next_step) + ", \"files\": [";
     for (int r = 0; r < engine.world(); ++r)
       index += (r ? ", " : "") + std::string("\"rank-") + std::to_string(r) + ".safetensors\"";
-    write_output((done / "index.json").string(), index + "]}\n");
+    index += "], \"sha256\": {";
+    for (int r = 0; r < engine.world(); ++r)
+      index += (r ? ", " : "") + std::string("\"rank-") + std::to_string(r) + ".safetensors\": \"" +
+               digests[static_cast<size_t>(r)] + "\"";
+    write_output((done / "index.json").string(), index + "}}\n");
     write_output((state / "latest").string(), name.string() + "\n");
   }
   engine.barrier();
@@ -199,7 +222,14 @@ int64_t resume_checkpoint(Engine& engine, const std::string& dir) {
   std::string latest = read_input((fs::path(dir) / "state" / "latest").string());
   while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ')) latest.pop_back();
   if (latest.rfind("step-", 0) != 0) fail(dir, "/state/latest: expected 'step-N', got '", latest, "'");
-  return engine.load_rank_state((fs::path(dir) / "state" / latest).string());
+  const fs::path state = fs::path(dir) / "state" / latest;
+  // Every rank agrees on the files before any rank reads them.
+  if (fs::exists(state / "index.json")) {
+    const std::string bad = verify_file_digests(state.string(), read_index_digests((state / "index.json").string()),
+                                                (state / "index.json").string());
+    if (!bad.empty()) exit_all_ranks(2, bad);
+  }
+  return engine.load_rank_state(state.string());
 }
 
 std::unique_ptr<Model> make_train_model(const TrainArgs& a, const HfWeights* init) {
@@ -222,6 +252,131 @@ double validation_loss(Compiled& compiled, const TokenData& val, int batches, in
     sum += compiled.forward({HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))})[0].f32[0];
   }
   return compiled.engine().mean_over_ranks(sum / batches);
+}
+
+// --init PATH: the digests a SHA256SUMS beside the weights records (fsdpc
+// --save writes one; Hugging Face downloads have none and load unchecked).
+void verify_init(const std::string& path) {
+  namespace fs = std::filesystem;
+  const bool folder = fs::is_directory(path);
+  const fs::path dir = folder ? fs::path(path) : fs::path(path).parent_path();
+  std::map<std::string, std::string> digests = read_sha256sums((dir / "SHA256SUMS").string());
+  if (!folder) {  // only the file asked for
+    const std::string name = fs::path(path).filename().string();
+    digests = digests.count(name) ? std::map<std::string, std::string>{{name, digests[name]}}
+                                  : std::map<std::string, std::string>{};
+  }
+  const std::string bad = verify_file_digests(dir.string(), digests, (dir / "SHA256SUMS").string());
+  if (!bad.empty()) exit_all_ranks(2, bad);
+}
+
+std::string exact(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// A checkpoint folder as a rank sees it: its files, each by size and the
+// digest of its ends (--resume: the state `latest` names).
+std::string folder_fingerprint(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::string out;
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) out += f.filename().string() + ": " + file_fingerprint(f.string()) + "; ";
+  return out;
+}
+
+// What every rank must agree on before the first collective: whatever
+// changes the math, the collectives or when they happen. --log-every,
+// --log-json, --mem-cap and --save-state may differ.
+LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, const Model& model, int world) {
+  namespace fs = std::filesystem;
+  LaunchFingerprint f;
+  const PipelineOptions& p = o.pipeline;
+  const EngineOptions& e = o.engine;
+  const std::vector<ModelInput> inputs = model.inputs(o.capture);
+  f.add("--model", model.name());
+  if (const auto* g = dynamic_cast<const GPT2*>(&model)) {
+    const GPT2Config& c = g->config();
+    f.add("the model config", "n_layer " + std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) +
+                                  ", n_embd " + std::to_string(c.n_embd) + ", vocab_size " + std::to_string(c.vocab_size) +
+                                  ", n_positions " + std::to_string(c.n_positions) + ", layer_norm_epsilon " +
+                                  exact(c.layer_norm_epsilon));
+    f.add("--seq", std::to_string(inputs.at(0).shape.at(1)));
+  }
+  f.add("--batch", std::to_string(*o.capture.batch * world));
+  std::string shapes;
+  for (const ModelInput& in : inputs) shapes += in.name + " " + shape_str(in.shape) + "; ";
+  f.add("the input shapes", shapes);
+  f.add("--strategy", a.sharding.strategy);
+  f.add("--mesh", std::to_string(p.mesh.replicas) + "," + std::to_string(p.mesh.shards));
+  f.add("--wrap", a.sharding.wrap);
+  f.add("--bucketing", a.sharding.bucketing);
+  f.add("--bucket-mb", exact(a.sharding.bucket_mb));
+  f.add("--prefetch", std::to_string(a.sharding.prefetch));
+  f.add("--max-inflight", std::to_string(a.sharding.max_inflight));
+  f.add("--precision", a.sharding.precision);
+  f.add("--executor", resolve_executor(a.executor));
+  f.add("--grad-accum", std::to_string(a.grad_accum));
+  f.add("--no-sync", a.no_sync ? "on" : "off");
+  f.add("--optimizer", a.optimizer);
+  f.add("--lr", exact(a.lr));
+  f.add("--beta1", exact(a.beta1));
+  f.add("--beta2", exact(a.beta2));
+  f.add("--eps", exact(a.eps));
+  f.add("--weight-decay", exact(a.weight_decay));
+  f.add("--momentum", exact(a.momentum));
+  f.add("--lr-schedule", a.lr_schedule);
+  f.add("--warmup-steps", std::to_string(e.lr_schedule.warmup_steps));
+  f.add("--decay-steps", std::to_string(e.lr_schedule.decay_steps));
+  f.add("--min-lr", exact(a.min_lr));
+  f.add("--clip", exact(a.clip));
+  f.add("--seed", std::to_string(a.seed));
+  f.add("--steps", std::to_string(a.steps));
+  f.add("--sampling", a.sampling);
+  f.add("--data", a.data.empty() ? "" : file_fingerprint(a.data));
+  f.add("--val-data", a.val_data.empty() ? "" : file_fingerprint(a.val_data));
+  f.add("--eval-every", std::to_string(a.eval_every));
+  f.add("--eval-batches", std::to_string(a.eval_batches));
+  f.add("--init", a.init.empty() ? "" : fs::is_directory(a.init) ? folder_fingerprint(a.init) : file_fingerprint(a.init));
+  std::string resume;
+  if (!a.resume.empty()) {
+    const fs::path latest = fs::path(a.resume) / "state" / "latest";
+    std::string name = fs::exists(latest) ? read_input(latest.string()) : "(no state/latest)";
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    resume = name + ": ";
+    if (fs::is_directory(fs::path(a.resume) / "state" / name)) resume += folder_fingerprint(fs::path(a.resume) / "state" / name);
+  }
+  f.add("--resume", resume);
+  f.add("--save", a.save);
+  f.add("--save-every", std::to_string(a.save_every));
+  f.add("--checkpoint", a.checkpoint);
+  return f;
+}
+
+void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
+  f.add_text("the forward trace", print_trace(t.sync.forward));
+  f.add_text("the backward trace", print_trace(t.sync.backward));
+  if (t.no_sync) {
+    f.add_text("the no_sync forward trace", print_trace(t.no_sync->forward));
+    f.add_text("the no_sync backward trace", print_trace(t.no_sync->backward));
+  }
+  if (t.accumulate) {
+    f.add_text("the accumulating forward trace", print_trace(t.accumulate->forward));
+    f.add_text("the accumulating backward trace", print_trace(t.accumulate->backward));
+  }
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "a signal";
+  }
 }
 
 // What runs where, before the first step (rank 0): the model and world, the
@@ -251,18 +406,46 @@ void print_header(const TrainArgs& a, const Model& model, const JitOptions& o, i
 
 void run_train(const TrainArgs& a) {
   mpi_init();
+  install_stop_handlers();
   const int world = mpi_world_size(), rank = mpi_world_rank();
-  if (!a.init.empty() && !a.resume.empty()) fail("--init and --resume exclude each other");
-  std::unique_ptr<HfWeights> init = a.init.empty() ? nullptr : std::make_unique<HfWeights>(a.init);
-  std::unique_ptr<Model> model = make_train_model(a, init.get());
-  const auto* gpt2 = dynamic_cast<const GPT2*>(model.get());
-  if (!gpt2 && (init || !a.data.empty() || !a.save.empty()))
-    fail("--init, --data and --save apply to GPT-2 models; ", model->name(), " trains on synthetic features");
-  JitOptions o = jit_options(a, world, gpt2 != nullptr);
-  std::unique_ptr<Compiled> compiled = jit(*model, o);
+  std::unique_ptr<HfWeights> init;
+  std::unique_ptr<Model> model;
+  const GPT2* gpt2 = nullptr;
+  JitOptions o;
+  std::unique_ptr<Compiled> compiled;
+  LaunchFingerprint fingerprint;
+  bool checked = false;
+  // Until every rank has compared what it runs (in jit(), before the engine
+  // builds anything collective), an error on one rank is reported through
+  // the same exchange, so every rank stops with one message and no abort.
+  try {
+    if (!a.init.empty() && !a.resume.empty()) fail("--init and --resume exclude each other");
+    init = a.init.empty() ? nullptr : std::make_unique<HfWeights>(a.init);
+    model = make_train_model(a, init.get());
+    gpt2 = dynamic_cast<const GPT2*>(model.get());
+    if (!gpt2 && (init || !a.data.empty() || !a.save.empty()))
+      fail("--init, --data and --save apply to GPT-2 models; ", model->name(), " trains on synthetic features");
+    o = jit_options(a, world, gpt2 != nullptr);
+    fingerprint = launch_fingerprint(a, o, *model, world);
+    o.engine.before_collectives = [&](const EngineTraces& traces) {
+      add_traces(fingerprint, traces);
+      checked = true;
+      if (const std::string d = launch_disagreement(fingerprint); !d.empty()) exit_all_ranks(2, d);
+    };
+    compiled = jit(*model, o);
+  } catch (const std::exception& e) {
+    if (checked) throw;
+    LaunchFingerprint failed;
+    failed.set_error(e.what());
+    exit_all_ranks(2, launch_disagreement(failed));
+  }
   int64_t first_step = 0;
-  if (!a.resume.empty()) first_step = resume_checkpoint(compiled->engine(), a.resume);
-  else if (init) load_hf_weights(compiled->engine(), *model, *init);
+  if (!a.resume.empty()) {
+    first_step = resume_checkpoint(compiled->engine(), a.resume);
+  } else if (init) {
+    verify_init(a.init);
+    load_hf_weights(compiled->engine(), *model, *init);
+  }
 
   std::ofstream log;
   if (rank == 0 && !a.log_json.empty()) {
@@ -282,7 +465,14 @@ void run_train(const TrainArgs& a) {
   double step_seconds = 0;  // the steps alone, for the mean throughput
   int64_t tokens_seen = 0;
   std::optional<std::pair<double, int64_t>> best_val;  // (loss, step)
+  int64_t last_saved = a.resume.empty() ? -1 : first_step;  // the step a checkpoint continues from
+  int stop = 0;  // the signal that stopped the run
+  int64_t stopped_at = 0;
   for (int64_t step = first_step; step < a.steps; ++step) {
+    if ((stop = agree_on_stop()) != 0) {  // every rank, at the same step
+      stopped_at = step;
+      break;
+    }
     std::vector<HostTensor> batch;
     int64_t tokens_in_batch = 0;
     const Shape& s = shapes[0].shape;
@@ -304,8 +494,10 @@ void run_train(const TrainArgs& a) {
     const bool eval = val && a.eval_every != 0 &&
                       ((a.eval_every > 0 && (step + 1) % a.eval_every == 0) || step + 1 == a.steps);
     const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, world, rank, b_local / a.grad_accum) : 0;
-    if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps))
+    if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps)) {
       save_checkpoint(compiled->engine(), gpt2->config(), a.save, step + 1, a.checkpoint == "full");
+      last_saved = step + 1;
+    }
     if (rank != 0) continue;
     step_seconds += r.seconds;
     tokens_seen += tokens_in_batch;
@@ -336,6 +528,23 @@ void run_train(const TrainArgs& a) {
       }
       log << line << "\n" << std::flush;
     }
+  }
+  if (stop) {
+    std::fflush(stdout);
+    if (a.save.empty()) {  // the steps are lost: a failure, as the signal's default action would report it
+      if (rank == 0)
+        std::fprintf(stderr, "fsdpc: stopped at step %lld by %s; nothing was saved (no --save DIR)\n",
+                     static_cast<long long>(stopped_at), signal_name(stop));
+      std::fflush(stderr);
+      std::exit(128 + stop);  // MPI_Finalize runs at exit, on every rank
+    }
+    if (last_saved != stopped_at) save_checkpoint(compiled->engine(), gpt2->config(), a.save, stopped_at, a.checkpoint == "full");
+    if (rank == 0) {
+      std::printf("stopped at step %lld, saved to %s (%s; --resume %s continues)\n", static_cast<long long>(stopped_at),
+                  a.save.c_str(), signal_name(stop), a.save.c_str());
+      std::fflush(stdout);
+    }
+    return;
   }
   if (rank == 0) {
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -1,0 +1,222 @@
+// Distributed reliability through `fsdpc train` as users run it: ranks
+// launched with different options stop before any collective with exit 2 on
+// every rank and one message naming the difference; SIGTERM saves a
+// checkpoint from which --resume continues bit for bit; a checkpoint file
+// changed after saving is refused by name. Also SHA-256 itself.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "runtime/sha256.h"
+
+namespace fs = std::filesystem;
+using Catch::Contains;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-reliability-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+// Runs a shell command line (output captured), under a time limit.
+Result shell(const std::string& cmd) {
+  const fs::path out = scratch("out.txt");
+  const std::string full = "timeout 25 " + cmd + " >'" + out.string() + "' 2>&1";
+  const int status = std::system(full.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out)};
+}
+
+const std::string kMpirun = std::string(FSDPC_MPIEXEC) + " --oversubscribe --allow-run-as-root";
+const std::string kBase = std::string("'") + FSDPC_BIN + "' train --model gpt2-tiny --batch 4 --seed 3";
+const std::string kTrain = kBase + " --seq 16";
+
+// mpirun's MPMD form, one rank each; every rank prints its own exit code.
+Result two_ranks(const std::string& flags0, const std::string& flags1) {
+  auto rank = [](const std::string& flags) {
+    return "-np 1 sh -c \"" + kBase + " --steps 3 " + flags + "; c=\\$?; echo rank exit \\$c; exit \\$c\"";
+  };
+  return shell(kMpirun + " " + rank(flags0) + " : " + rank(flags1));
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Exit 2 on both ranks (no abort), and `message` printed once.
+void check_refused(const Result& r, const std::string& message) {
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(count(r.output, "rank exit 2") == 2);
+  CHECK(count(r.output, "fsdpc: error: ") == 1);
+  CHECK_THAT(r.output, Contains("fsdpc: error: " + message));
+  CHECK_THAT(r.output, !Contains("MPI_ABORT"));
+  CHECK_THAT(r.output, !Contains("step    0"));
+}
+
+std::vector<double> losses(const fs::path& log) {
+  std::vector<double> out;
+  std::ifstream l(log);
+  for (std::string line; std::getline(l, line);) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return out;
+}
+
+void flip_byte(const fs::path& p, std::streamoff from_end) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-from_end, std::ios::end);
+  char c = 0;
+  f.get(c);
+  f.seekp(-from_end, std::ios::end);
+  f.put(static_cast<char>(c ^ 1));
+}
+
+}  // namespace
+
+TEST_CASE("sha256 gives FIPS 180-2's digests", "[reliability]") {
+  CHECK(fsdpc::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(fsdpc::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(fsdpc::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  fsdpc::Sha256 h;  // a million 'a', fed in uneven pieces
+  const std::string piece(997, 'a');
+  size_t fed = 0;
+  for (; fed + piece.size() <= 1000000; fed += piece.size()) h.update(piece);
+  h.update(std::string(1000000 - fed, 'a'));
+  CHECK(h.hex_digest() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("ranks launched with different options stop with exit 2 and name the difference", "[mpi][reliability]") {
+  SECTION("strategy") {
+    check_refused(two_ranks("", "--strategy zero2"), "ranks disagree on --strategy: rank 0 has zero3, rank 1 has zero2\n");
+  }
+  SECTION("shapes") {
+    check_refused(two_ranks("--seq 32", "--seq 64"), "ranks disagree on --seq: rank 0 has 32, rank 1 has 64\n");
+  }
+  SECTION("meshes") {
+    check_refused(two_ranks("--strategy hybrid --mesh 1,2", "--strategy hybrid --mesh 2,1"),
+                  "ranks disagree on --mesh: rank 0 has 1,2, rank 1 has 2,1\n");
+    // A mesh that does not fit the world: every rank knows, one says so.
+    check_refused(two_ranks("--strategy hybrid --mesh 2,2", "--strategy hybrid --mesh 2,2"),
+                  "--mesh 2,2 has 4 ranks but mpirun started 2\n");
+  }
+  SECTION("data") {
+    std::ofstream(scratch("a.txt")) << std::string(3000, 'a');
+    std::ofstream(scratch("b.txt")) << std::string(2999, 'a') << 'b';
+    check_refused(two_ranks("--data '" + scratch("a.txt").string() + "'", "--data '" + scratch("b.txt").string() + "'"),
+                  "ranks disagree on --data: rank 0 has 3000 bytes, sha256 ");
+  }
+  SECTION("an error on one rank only") {
+    const fs::path empty = scratch("empty");
+    fs::create_directories(empty);
+    check_refused(two_ranks("", "--init '" + empty.string() + "'"),
+                  "rank 1: " + empty.string() + ": no model.safetensors or model.safetensors.index.json");
+  }
+}
+
+TEST_CASE("SIGTERM to one rank saves, and --resume continues bit for bit", "[mpi][reliability]") {
+  const std::string flags = kTrain + " --lr-schedule cosine --warmup-steps 2 --decay-steps 400 --log-every 100";
+  const fs::path stopped = scratch("stopped"), full = scratch("full"), pids = scratch("pids");
+  fs::create_directories(pids);
+  // Each rank records its pid; rank 1 alone gets the signal, after step 3.
+  const fs::path log1 = scratch("stopped.jsonl");
+  Result r;  // Catch's assertions stay on this thread
+  std::thread run([&] {
+    r = shell(kMpirun + " -np 2 sh -c \"echo \\$\\$ > '" + pids.string() + "'/\\$OMPI_COMM_WORLD_RANK; exec " + flags +
+              " --steps 2000 --save '" + stopped.string() + "' --log-json '" + log1.string() + "'\"");
+  });
+  auto lines = [&] {
+    std::ifstream l(log1);
+    return std::count(std::istreambuf_iterator<char>(l), std::istreambuf_iterator<char>(), '\n');
+  };
+  for (int i = 0; i < 200 && lines() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(lines() >= 3);
+  kill(std::stoi(read_file(pids / "1")), SIGTERM);
+  run.join();
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  std::vector<double> got = losses(log1);
+  CHECK_THAT(r.output, Contains("stopped at step " + std::to_string(got.size()) + ", saved to " + stopped.string()));
+  const int64_t at = static_cast<int64_t>(got.size());
+  REQUIRE(read_file(stopped / "state" / "latest") == "step-" + std::to_string(at) + "\n");
+  REQUIRE(at < 2000);
+
+  const std::string end = " --steps " + std::to_string(at + 3);
+  const fs::path log2 = scratch("resumed.jsonl"), log3 = scratch("full.jsonl");
+  Result resumed = shell(kMpirun + " -np 2 " + flags + end + " --resume '" + stopped.string() + "' --save '" +
+                         stopped.string() + "' --log-json '" + log2.string() + "'");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  Result uninterrupted =
+      shell(kMpirun + " -np 2 " + flags + end + " --save '" + full.string() + "' --log-json '" + log3.string() + "'");
+  INFO(uninterrupted.output);
+  REQUIRE(uninterrupted.code == 0);
+  for (double l : losses(log2)) got.push_back(l);
+  CHECK(got == losses(log3));
+  // Bit for bit: the final weights and optimizer state, byte for byte.
+  const std::string step = "step-" + std::to_string(at + 3);
+  for (const char* f : {"rank-0.safetensors", "rank-1.safetensors"})
+    CHECK(read_file(stopped / "state" / step / f) == read_file(full / "state" / step / f));
+  CHECK(read_file(stopped / "model.safetensors") == read_file(full / "model.safetensors"));
+}
+
+TEST_CASE("a stop signal without --save exits 128+signal and says nothing was saved", "[mpi][reliability]") {
+  const fs::path pid = scratch("pid"), log = scratch("nosave.jsonl");
+  Result r;
+  std::thread run([&] {
+    r = shell(kMpirun + " -np 1 sh -c \"echo \\$\\$ > '" + pid.string() + "'; exec " + kTrain +
+              " --steps 2000 --log-every 100 --log-json '" + log.string() + "'\"");
+  });
+  for (int i = 0; i < 200 && !(fs::exists(log) && fs::file_size(log) > 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(std::stoi(read_file(pid)), SIGTERM);
+  run.join();
+  INFO(r.output);
+  CHECK(r.code == 143);
+  CHECK_THAT(r.output, Contains("by SIGTERM; nothing was saved (no --save DIR)"));
+}
+
+TEST_CASE("a checkpoint file changed after saving is refused by name; one without digests loads", "[mpi][reliability]") {
+  const fs::path dir = scratch("ck");
+  REQUIRE(shell(kMpirun + " -np 2 " + kTrain + " --steps 2 --save '" + dir.string() + "'").code == 0);
+  // sha256sum agrees with what --save recorded.
+  CHECK(shell("sh -c \"cd '" + dir.string() + "' && sha256sum -c SHA256SUMS\"").code == 0);
+  flip_byte(dir / "state" / "step-2" / "rank-1.safetensors", 5);
+  Result r = shell(kMpirun + " -np 2 " + kTrain + " --steps 4 --resume '" + dir.string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains("fsdpc: error: " + (dir / "state" / "step-2" / "rank-1.safetensors").string() +
+                                ": corrupted: its SHA-256 differs"));
+  CHECK(count(r.output, "fsdpc: error: ") == 1);
+
+  flip_byte(dir / "model.safetensors", 5);
+  r = shell(kMpirun + " -np 2 " + kTrain + " --steps 1 --init '" + dir.string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Contains((dir / "model.safetensors").string() + ": corrupted"));
+  flip_byte(dir / "model.safetensors", 5);  // restored, and no digests: loads as a download would
+  fs::remove(dir / "SHA256SUMS");
+  r = shell(kMpirun + " -np 2 " + kTrain + " --steps 1 --init '" + dir.string() + "'");
+  INFO(r.output);
+  CHECK(r.code == 0);
+}
