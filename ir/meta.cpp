@@ -166,6 +166,9 @@ Types dispatch(const MetaArgs& a) {
     case OpId::Pack: return {meta_pack(a)};
     case OpId::Unpack: return meta_unpack(a);
     case OpId::Del: return {};  // frees its inputs; defines nothing
+    case OpId::Fusion:
+      // Only its statements know its outputs: verify() checks them there.
+      a.fail("a region's output types come from its statements");
   }
   FSDPC_CHECK(false) << "op id " << static_cast<int>(a.op()) << " outside ops.def";
   return {};

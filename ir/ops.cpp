@@ -24,7 +24,7 @@ constexpr bool table_is_ordered() {
     if (static_cast<int>(kOps[i].id) != i) return false;
   return true;
 }
-static_assert(kCount == 48, "ops.def changed: update this count and the op tests");
+static_assert(kCount == 49, "ops.def changed: update this count and the op tests");
 static_assert(table_is_ordered(), "op table rows must follow the enum order");
 }  // namespace
 
@@ -51,14 +51,26 @@ std::string symbol_name(OpId op, std::string_view executor) {
   return name += op_name(op);
 }
 
+namespace {
+// "fusion3" -> fusion: a region prints its number in the trace after the
+// op's name (Thunder's nvFusion3); the number is the region's place, not data.
+std::optional<OpId> find_numbered_op(std::string_view name) {
+  if (auto op = find_op(name)) return op;
+  const size_t end = name.find_last_not_of("0123456789");
+  if (end == std::string_view::npos || end + 1 == name.size()) return std::nullopt;
+  if (auto op = find_op(name.substr(0, end + 1)); op && *op == OpId::Fusion) return op;
+  return std::nullopt;
+}
+}  // namespace
+
 std::optional<SymbolName> resolve_symbol_name(std::string_view name) {
-  if (auto op = find_op(name)) return SymbolName{*op, ""};
+  if (auto op = find_numbered_op(name)) return SymbolName{*op, ""};
   size_t us = name.find('_');
   if (us == std::string_view::npos) return std::nullopt;
   std::string_view prefix = name.substr(0, us);
   for (std::string_view e : executor_names())
     if (e == prefix)
-      if (auto op = find_op(name.substr(us + 1))) return SymbolName{*op, std::string(e)};
+      if (auto op = find_numbered_op(name.substr(us + 1))) return SymbolName{*op, std::string(e)};
   return std::nullopt;
 }
 

@@ -19,6 +19,7 @@ enum class OpCategory : uint8_t {
   nn,
   collective,
   buffer,
+  fusion,
   memory
 };
 

@@ -113,8 +113,9 @@ bool prints_as_del_statement(const BoundSymbol& b) {
   return true;
 }
 
-// `<outs> = <op>(<inputs>, <attrs>)  # <types>`, without indent.
-std::string statement_str(const BoundSymbol& b) {
+// `<outs> = <op>(<inputs>, <attrs>)  # <types>`, without indent. A fusion
+// region's name carries its number in the trace (`cpu_fusion3`, -1: none).
+std::string statement_str(const BoundSymbol& b, int region = -1) {
   std::string out;
   if (prints_as_del_statement(b)) {
     out = "del ";
@@ -127,6 +128,7 @@ std::string statement_str(const BoundSymbol& b) {
   }
   if (!b.outputs.empty()) out += " = ";
   out += symbol_name(b.op, b.executor);
+  if (b.op == OpId::Fusion && region >= 0) out += std::to_string(region);
   out += '(';
   bool first = true;
   auto sep = [&] {
@@ -211,8 +213,9 @@ std::string print_trace(const Trace& trace) {
   }
   out += "):\n";
   for (const Proxy& a : trace.args) out += arg_comment(a) + "\n";
+  int regions = 0;
   for (const BoundSymbol& b : trace.bsyms) {
-    out += "  " + statement_str(b) + "\n";
+    out += "  " + statement_str(b, b.op == OpId::Fusion ? regions++ : -1) + "\n";
     print_subsymbols(b.subsymbols, 1, out);
   }
   out += "  return " + top_return_str(trace.returns) + "\n";

@@ -13,6 +13,12 @@ namespace fsdpc {
 
 namespace {
 
+std::vector<TensorType> output_types(const BoundSymbol& b) {
+  std::vector<TensorType> types;
+  for (const Proxy& p : b.outputs) types.push_back(p.type);
+  return types;
+}
+
 // "cpu f32[4] fully_sharded": type_str plus the distribution, which a shape
 // lie may be about.
 std::string full_type(const TensorType& t) {
@@ -120,7 +126,9 @@ void Verifier::verify_bsym(const BoundSymbol& b, const std::string& label, Scope
   const std::vector<OperandType> in_types = input_types(b, label, scope);
   std::vector<TensorType> inferred;
   try {
-    inferred = infer_types(b.op, in_types, b.attrs);
+    // A fusion region's outputs are checked against its statements, which
+    // define them (verify_decomposition).
+    inferred = b.op == OpId::Fusion ? output_types(b) : infer_types(b.op, in_types, b.attrs);
   } catch (const Error& e) {
     fail(label, ": ", strip_op(e.what(), op_name(b.op)));
   }

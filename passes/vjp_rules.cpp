@@ -151,6 +151,7 @@ Cotangents vjp(TraceBuilder& b, const BoundSymbol& bsym, const Cotangents& out_c
     case OpCategory::buffer: return vjp_distributed(c);
     case OpCategory::creation:  // no inputs, nothing to differentiate
     case OpCategory::memory:    // del defines nothing
+    case OpCategory::fusion:    // regions form after claiming, long after grad
     case OpCategory::nn: break;
   }
   return c.none();

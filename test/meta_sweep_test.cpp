@@ -135,6 +135,7 @@ SweepCase sweep_case(OpId op) {
               {{"shapes", IntLists{{2, 3}, {4}}}},
               {on1({2, 3}, f32, kSharded), on1({4}, f32, kSharded)}};
     case OpId::Del: return {{at({2}), at({3})}, {}, {}};
+    case OpId::Fusion: return {};  // its types come from its statements (verifier_test)
   }
   FAIL("no sweep case for op " << static_cast<int>(op));
   return {};
@@ -145,6 +146,7 @@ SweepCase sweep_case(OpId op) {
 TEST_CASE("every op in ops.def infers the output types docs/ir.md gives", "[meta]") {
   for (int i = 0; i < kNumOps; ++i) {
     const OpId op = static_cast<OpId>(i);
+    if (op == OpId::Fusion) continue;
     const SweepCase c = sweep_case(op);
     INFO(op_name(op));
     std::vector<TensorType> got;
@@ -156,5 +158,5 @@ TEST_CASE("every op in ops.def infers the output types docs/ir.md gives", "[meta
       CHECK(got[k] == c.outputs[k]);
     }
   }
-  CHECK(kNumOps == 48);
+  CHECK(kNumOps == 49);
 }
