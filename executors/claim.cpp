@@ -15,6 +15,7 @@
 #include "executors/comm/mpi_executor.h"
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
+#include "passes/fuse.h"
 #ifdef FSDPC_HAVE_CUDA
 #include "executors/comm/nccl_executor.h"
 #include "executors/cuda/cuda_executor.h"
@@ -100,8 +101,14 @@ Device executor_device(const std::string& executor) {
   return Device{};
 }
 
-Trace execution_trace(const Trace& trace, const std::string& executor) {
+void check_fusion_mode(const std::string& fusion) {
+  if (fusion != "none" && fusion != "auto") fail("--fusion '", fusion, "': expected none or auto");
+}
+
+Trace execution_trace(const Trace& trace, const std::string& executor, const std::string& fusion) {
+  check_fusion_mode(fusion);
   Trace claimed = claim(trace, executors_for(executor));
+  if (fusion == "auto" && has_fusion_executor(executor)) claimed = fuse(claimed, executor);
 #ifdef FSDPC_HAVE_CUDA
   if (executor == "cuda") return cuda::plan_streams(claimed);
 #endif

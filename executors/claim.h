@@ -29,6 +29,13 @@ Device executor_device(const std::string& executor);
 // executors_for(executor), and on "cuda" given its stream plan
 // (executors/cuda/stream_plan.h). The trace's tensors must already live on
 // executor_device(executor) (passes/place.h).
-Trace execution_trace(const Trace& trace, const std::string& executor);
+//
+// `fusion` is "none" or "auto": auto then groups the fusible statements of
+// an executor with a fusion executor into regions (passes/fuse.h), after
+// claiming, before the stream plan. Other values are an fsdpc::Error.
+Trace execution_trace(const Trace& trace, const std::string& executor, const std::string& fusion = "none");
+
+// Throws fsdpc::Error unless `fusion` is "none" or "auto" (--fusion).
+void check_fusion_mode(const std::string& fusion);
 
 }  // namespace fsdpc

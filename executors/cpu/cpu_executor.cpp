@@ -6,6 +6,7 @@
 #include <array>
 
 #include "executors/cpu/cpu_kernels.h"
+#include "executors/fusion/fusion_kernel.h"
 
 namespace fsdpc {
 
@@ -66,8 +67,9 @@ class CpuExecutor final : public Executor {
     return true;
   }
 
-  // nullptr for an op it never claims.
-  KernelFn kernel(OpId op) const override { return kernel_of(op); }
+  // nullptr for an op it never claims. Fusion regions are formed after
+  // claiming (passes/fuse.h) and run by the fusion executor's kernel.
+  KernelFn kernel(OpId op) const override { return op == OpId::Fusion ? fusion::fusion_kernel : kernel_of(op); }
 };
 
 }  // namespace

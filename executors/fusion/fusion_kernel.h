@@ -1,0 +1,27 @@
+// The CPU fusion executor's kernel: runs a `fusion` statement (passes/fuse.h)
+// as one compiled loop nest. Code is compiled on first use of a region
+// signature and cached for the life of the process, so the same layer at
+// every depth, and every later step, reuses it.
+#pragma once
+
+#include <cstdint>
+
+#include "executors/executor.h"
+
+namespace fsdpc::fusion {
+
+void fusion_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                   const std::vector<TensorView>& out);
+
+// What the process-wide cache did so far (for benchmarks and tests).
+struct JitCacheStats {
+  int64_t compiled = 0;  // distinct signatures compiled
+  int64_t hits = 0;      // runs that found their code compiled
+  double compile_s = 0;  // wall time spent lowering, optimising and compiling
+};
+JitCacheStats jit_cache_stats();
+
+// Compiles `b`'s region ahead of its first run (what the kernel would do).
+void precompile(const BoundSymbol& b, const std::vector<TensorType>& input_types);
+
+}  // namespace fsdpc::fusion

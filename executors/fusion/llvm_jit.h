@@ -1,0 +1,42 @@
+// The CPU fusion executor's code generator: lowers a Region (region.h) to
+// LLVM IR through the LLVM C++ API, optimises it at -O3 for the host CPU and
+// its features (loop vectoriser on, glibc's libmvec for exp/log/pow), and
+// compiles it with ORC's LLJIT. LLVM stays behind this header (pimpl): only
+// llvm_jit.cpp includes it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "executors/fusion/region.h"
+
+namespace fsdpc::fusion {
+
+// Runs rows [row_begin, row_end) of the region: a row is the innermost
+// dimension (one element for a 0-d region). ins[k] is the data of the
+// fusion statement's input k, outs[m] of its output m.
+using RegionFn = void (*)(const void* const* ins, void* const* outs, int64_t row_begin, int64_t row_end);
+
+class LlvmJit {
+ public:
+  LlvmJit();
+  ~LlvmJit();
+  LlvmJit(const LlvmJit&) = delete;
+  LlvmJit& operator=(const LlvmJit&) = delete;
+
+  // Compiles `region` as a new function; not thread-safe (the cache locks).
+  RegionFn compile(const Region& region);
+
+  // The textual LLVM IR of `region` before and after optimisation, for
+  // tests (is the row loop vectorised?) and debugging.
+  std::string unoptimized_ir(const Region& region);
+  std::string optimized_ir(const Region& region);
+
+ private:
+  std::string ir_text(const Region& region, bool optimized);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fsdpc::fusion

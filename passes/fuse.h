@@ -1,0 +1,38 @@
+// fuse: the fusion step of the executor pass (after claim, as Thunder places
+// its fusion executors). Runs of fusible statements that one executor claimed
+// become one `fusion` statement, a region its fusion executor compiles into a
+// single loop nest (executors/fusion/). Only values used after the region are
+// its outputs; its intermediates are never allocated.
+//
+// Pre:  a claimed trace (executors/claim.h); dels anywhere.
+// Post: each maximal run of consecutive fusible statements of `executor`
+//       over one iteration shape, two statements or more, is one region:
+//       inputs are the values it reads from outside (first use order),
+//       outputs the values it defines that later statements or the returns
+//       read (definition order), subsymbols its statements (unclaimed: the
+//       region's executor runs them). Statements keep their order, so no
+//       wait moves earlier and no collective later: the communication
+//       schedule is unchanged. Dels are placed again (passes/del.h), the
+//       region counting as one statement.
+//
+//   t3 = cpu_mul(t1, 2.0)                 t4, = cpu_fusion0(t1, t2)
+//   t4 = cpu_add(t3, t2)          ==>       # t3 = mul(t1, 2.0)
+//   del t3                                  # t4 = add(t3, t2)
+//
+// Fusible today: elementwise ops with a scalar expression (ir/scalar_expr.h)
+// and broadcast_in_dim of a value defined before the region, all in f32 or
+// bool (what the CPU fusion executor lowers).
+#pragma once
+
+#include <string>
+
+#include "ir/trace.h"
+
+namespace fsdpc {
+
+Trace fuse(const Trace& trace, const std::string& executor);
+
+// Whether `executor` has a fusion executor (`--fusion auto` fuses for it).
+bool has_fusion_executor(const std::string& executor);
+
+}  // namespace fsdpc

@@ -1,0 +1,154 @@
+// The fuse pass on real execution traces: regions are verified, print and
+// parse back, never reorder a statement (so the communication schedule is
+// the one schedule() chose), allocate only values used outside, and lower
+// the trace's peak live bytes.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <unordered_map>
+
+#include "executors/claim.h"
+#include "executors/fusion/fusion_kernel.h"
+#include "frontend/models.h"
+#include "ir/json.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/fuse.h"
+#include "passes/pipeline.h"
+#include "passes/place.h"
+#include "passes/stats.h"
+
+using namespace fsdpc;
+
+namespace {
+
+std::vector<Trace> final_traces(const std::string& model) {
+  CaptureOptions co;
+  if (model != "mlp") {
+    co.batch = 2;
+    co.seq = 16;
+  }
+  PipelineOptions o;
+  o.mesh = flat_mesh(2);
+  o.bucketing = true;
+  return compile(place(capture(*make_model(model), co), Device{}), o).back().traces;
+}
+
+// The statements in order with regions opened up and dels left out.
+std::vector<std::string> flat_statements(const Trace& t) {
+  std::vector<std::string> out;
+  for (const BoundSymbol& b : t.bsyms) {
+    if (b.op == OpId::Del) continue;
+    if (b.op != OpId::Fusion) {
+      out.push_back(b.outputs.empty() ? "?" : b.outputs[0].name);
+      continue;
+    }
+    for (const BoundSymbol& s : b.subsymbols) out.push_back(s.outputs[0].name);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("fuse: gpt2-tiny zero3 regions verify, round-trip and keep every statement's order", "[fusion]") {
+  for (const std::string model : {"mlp", "gpt2-tiny"}) {
+    for (const Trace& t : final_traces(model)) {
+      INFO(model << " " << t.name);
+      const Trace exec = execution_trace(t, "cpu");
+      const Trace fused = execution_trace(t, "cpu", "auto");
+      REQUIRE_NOTHROW(verify(fused));
+      CHECK(fused.provenance == "fusion");
+      CHECK(flat_statements(fused) == flat_statements(exec));
+      CHECK(parse_trace(print_trace(fused)) == fused);
+      CHECK(trace_from_json(trace_to_json(fused)) == fused);
+      int regions = 0;
+      for (const BoundSymbol& b : fused.bsyms) {
+        if (b.op != OpId::Fusion) continue;
+        ++regions;
+        CHECK(b.executor == "cpu");
+        CHECK(b.subsymbols.size() >= 2);
+        for (const BoundSymbol& s : b.subsymbols) {
+          CHECK(s.executor.empty());
+          CHECK((op_info(s.op).category == OpCategory::elementwise || s.op == OpId::BroadcastInDim));
+        }
+      }
+      if (model == "gpt2-tiny") {
+        CHECK(regions > 0);
+        CHECK(trace_stats(fused).peak_live_bytes <= trace_stats(exec).peak_live_bytes);
+      }
+      // Printed as Thunder prints its regions: numbered in the trace.
+      if (regions > 0) CHECK(print_trace(fused).find(" = cpu_fusion0(") != std::string::npos);
+      // --fusion none changes nothing.
+      CHECK(execution_trace(t, "cpu", "none") == exec);
+    }
+  }
+}
+
+TEST_CASE("fuse: outputs are only the values read after the region", "[fusion]") {
+  const Trace t = parse_trace(R"(# Constructed by exec
+def f(x, y):
+  # x: "cpu f32[4, 8]"
+  # y: "cpu f32[4, 8]"
+  t0 = cpu_mul(x, 2.0)  # t0: "cpu f32[4, 8]"
+  t1 = cpu_add(t0, y)  # t1: "cpu f32[4, 8]"
+  t2 = cpu_tanh(t1)  # t2: "cpu f32[4, 8]"
+  t3 = cpu_sum(t2, dims=[1])  # t3: "cpu f32[4]"
+  t4 = cpu_neg(t0)  # t4: "cpu f32[4, 8]"
+  t5 = cpu_exp(t4)  # t5: "cpu f32[4, 8]"
+  return t3, t5
+)");
+  const Trace fused = fuse(t, "cpu");
+  REQUIRE_NOTHROW(verify(fused));
+  REQUIRE(fused.bsyms.size() >= 3);
+  const BoundSymbol& r0 = fused.bsyms[0];
+  REQUIRE(r0.op == OpId::Fusion);
+  std::vector<std::string> outs;
+  for (const Proxy& p : r0.outputs) outs.push_back(p.name);
+  CHECK(outs == std::vector<std::string>{"t0", "t2"});  // t1 dies inside
+  CHECK(print_trace(fused).find("t0, t2 = cpu_fusion0(x, y)") != std::string::npos);
+  CHECK(print_trace(fused).find("t5 = cpu_fusion1(t0)") != std::string::npos);
+}
+
+TEST_CASE("fuse: --fusion takes none or auto", "[fusion]") {
+  CHECK_THROWS_WITH(check_fusion_mode("fast"), Catch::Contains("expected none or auto"));
+  CHECK_NOTHROW(check_fusion_mode("none"));
+  CHECK_NOTHROW(check_fusion_mode("auto"));
+}
+
+// Run by hand (`fusion_pass_test "[jit_time]"`): the JIT compile time of every
+// region of gpt2 (124M), zero3 on 8 ranks, batch 1 x 1024, cold cache.
+TEST_CASE("fuse: JIT compile time of every gpt2 region", "[.][jit_time]") {
+  CaptureOptions co;
+  co.batch = 1;
+  co.seq = 1024;
+  PipelineOptions o;
+  o.mesh = flat_mesh(8);
+  o.bucketing = true;
+  const std::vector<Trace> traces =
+      compile(place(capture(*make_model("gpt2"), co), Device{}), o).back().traces;
+  int regions = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const Trace& t : traces) {
+    const Trace fused = execution_trace(t, "cpu", "auto");
+    std::unordered_map<std::string, TensorType> types;
+    for (const Proxy& a : fused.args) types[a.name] = a.type;
+    for (const BoundSymbol& b : fused.bsyms) {
+      if (b.op == OpId::Fusion) {
+        std::vector<TensorType> in;
+        for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
+        fusion::precompile(b, in);
+        ++regions;
+      }
+      for (const Proxy& p : b.outputs) types[p.name] = p.type;
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const fusion::JitCacheStats st = fusion::jit_cache_stats();
+  std::printf("gpt2 zero3 w8: %d regions, %lld distinct compiled in %.3f s (%.1f ms each); %.3f s in all\n", regions,
+              static_cast<long long>(st.compiled), st.compile_s, 1e3 * st.compile_s / std::max<int64_t>(1, st.compiled),
+              s);
+  CHECK(regions > 0);
+}
