@@ -30,28 +30,13 @@
 #include "runtime/token_data.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
+#include "tools/train_args.h"
+#include "tools/train_fingerprint.h"
 
 namespace fsdpc::cli {
 
 namespace {
 
-struct TrainArgs {
-  ModelSource src;
-  ShardingArgs sharding;
-  std::string optimizer = "adamw";
-  std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save, resume;
-  std::string checkpoint = "full", executor = "cpu";
-  int eval_every = -1, eval_batches = 4,  // eval_every -1: unset
-      save_every = 0, log_every = 1;
-  int steps = 20, grad_accum = 1;
-  double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, clip = 0.0;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // torch.optim.AdamW's
-  std::string lr_schedule = "constant";
-  int64_t warmup_steps = 0, decay_steps = 0;  // decay_steps 0: --steps
-  double min_lr = 0.0;
-  bool no_sync = false;
-  uint64_t seed = 0;
-};
 
 LrSchedule lr_schedule(const TrainArgs& a) {
   LrSchedule s;
@@ -268,106 +253,6 @@ void verify_init(const std::string& path) {
   }
   const std::string bad = verify_file_digests(dir.string(), digests, (dir / "SHA256SUMS").string());
   if (!bad.empty()) exit_all_ranks(2, bad);
-}
-
-std::string exact(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-// A checkpoint folder as a rank sees it: its files, each by size and the
-// digest of its ends (--resume: the state `latest` names).
-std::string folder_fingerprint(const std::filesystem::path& dir) {
-  namespace fs = std::filesystem;
-  std::string out;
-  std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir))
-    if (e.is_regular_file()) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const fs::path& f : files) out += f.filename().string() + ": " + file_fingerprint(f.string()) + "; ";
-  return out;
-}
-
-// What every rank must agree on before the first collective: whatever
-// changes the math, the collectives or when they happen. --log-every,
-// --log-json, --mem-cap and --save-state may differ.
-LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, const Model& model, int world) {
-  namespace fs = std::filesystem;
-  LaunchFingerprint f;
-  const PipelineOptions& p = o.pipeline;
-  const EngineOptions& e = o.engine;
-  const std::vector<ModelInput> inputs = model.inputs(o.capture);
-  f.add("--model", model.name());
-  if (const auto* g = dynamic_cast<const GPT2*>(&model)) {
-    const GPT2Config& c = g->config();
-    f.add("the model config", "n_layer " + std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) +
-                                  ", n_embd " + std::to_string(c.n_embd) + ", vocab_size " + std::to_string(c.vocab_size) +
-                                  ", n_positions " + std::to_string(c.n_positions) + ", layer_norm_epsilon " +
-                                  exact(c.layer_norm_epsilon));
-    f.add("--seq", std::to_string(inputs.at(0).shape.at(1)));
-  }
-  f.add("--batch", std::to_string(*o.capture.batch * world));
-  std::string shapes;
-  for (const ModelInput& in : inputs) shapes += in.name + " " + shape_str(in.shape) + "; ";
-  f.add("the input shapes", shapes);
-  f.add("--strategy", a.sharding.strategy);
-  f.add("--mesh", std::to_string(p.mesh.replicas) + "," + std::to_string(p.mesh.shards));
-  f.add("--wrap", a.sharding.wrap);
-  f.add("--bucketing", a.sharding.bucketing);
-  f.add("--bucket-mb", exact(a.sharding.bucket_mb));
-  f.add("--prefetch", std::to_string(a.sharding.prefetch));
-  f.add("--max-inflight", std::to_string(a.sharding.max_inflight));
-  f.add("--precision", a.sharding.precision);
-  f.add("--executor", resolve_executor(a.executor));
-  f.add("--grad-accum", std::to_string(a.grad_accum));
-  f.add("--no-sync", a.no_sync ? "on" : "off");
-  f.add("--optimizer", a.optimizer);
-  f.add("--lr", exact(a.lr));
-  f.add("--beta1", exact(a.beta1));
-  f.add("--beta2", exact(a.beta2));
-  f.add("--eps", exact(a.eps));
-  f.add("--weight-decay", exact(a.weight_decay));
-  f.add("--momentum", exact(a.momentum));
-  f.add("--lr-schedule", a.lr_schedule);
-  f.add("--warmup-steps", std::to_string(e.lr_schedule.warmup_steps));
-  f.add("--decay-steps", std::to_string(e.lr_schedule.decay_steps));
-  f.add("--min-lr", exact(a.min_lr));
-  f.add("--clip", exact(a.clip));
-  f.add("--seed", std::to_string(a.seed));
-  f.add("--steps", std::to_string(a.steps));
-  f.add("--sampling", a.sampling);
-  f.add("--data", a.data.empty() ? "" : file_fingerprint(a.data));
-  f.add("--val-data", a.val_data.empty() ? "" : file_fingerprint(a.val_data));
-  f.add("--eval-every", std::to_string(a.eval_every));
-  f.add("--eval-batches", std::to_string(a.eval_batches));
-  f.add("--init", a.init.empty() ? "" : fs::is_directory(a.init) ? folder_fingerprint(a.init) : file_fingerprint(a.init));
-  std::string resume;
-  if (!a.resume.empty()) {
-    const fs::path latest = fs::path(a.resume) / "state" / "latest";
-    std::string name = fs::exists(latest) ? read_input(latest.string()) : "(no state/latest)";
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-    resume = name + ": ";
-    if (fs::is_directory(fs::path(a.resume) / "state" / name)) resume += folder_fingerprint(fs::path(a.resume) / "state" / name);
-  }
-  f.add("--resume", resume);
-  f.add("--save", a.save);
-  f.add("--save-every", std::to_string(a.save_every));
-  f.add("--checkpoint", a.checkpoint);
-  return f;
-}
-
-void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
-  f.add_text("the forward trace", print_trace(t.sync.forward));
-  f.add_text("the backward trace", print_trace(t.sync.backward));
-  if (t.no_sync) {
-    f.add_text("the no_sync forward trace", print_trace(t.no_sync->forward));
-    f.add_text("the no_sync backward trace", print_trace(t.no_sync->backward));
-  }
-  if (t.accumulate) {
-    f.add_text("the accumulating forward trace", print_trace(t.accumulate->forward));
-    f.add_text("the accumulating backward trace", print_trace(t.accumulate->backward));
-  }
 }
 
 const char* signal_name(int sig) {

@@ -1,0 +1,19 @@
+// What every rank of `fsdpc train` must agree on before its first collective
+// (runtime/consistency.h compares it across ranks): the options that change
+// the math, the collectives or when they happen, the model, the data and
+// checkpoint files, and the compiled traces.
+#pragma once
+
+#include "frontend/jit.h"
+#include "frontend/model.h"
+#include "runtime/consistency.h"
+#include "tools/train_args.h"
+
+namespace fsdpc::cli {
+
+// --log-every, --log-json, --mem-cap and --save-state may differ across ranks.
+LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, const Model& model, int world);
+// The forward and backward traces (and the no_sync / accumulate pairs).
+void add_traces(LaunchFingerprint& f, const EngineTraces& t);
+
+}  // namespace fsdpc::cli
