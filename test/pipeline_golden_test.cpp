@@ -37,6 +37,11 @@ const Golden kGoldens[] = {
     {"mlp-zero3-w2-exec.trace", "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cpu"},
     {"gpt2-tiny-zero3-unit-exec.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec"},
+    // Fused execution traces (--stage fusion): elementwise runs as cpu_fusionN
+    // regions, every collective and wait where the schedule put it.
+    {"mlp-zero3-w2-fusion.trace", "--model mlp --world-size 2 --strategy zero3 --stage fusion --executor cpu"},
+    {"gpt2-tiny-zero3-unit-fusion.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage fusion"},
     // Mixed precision: shards cast to bf16 before their gathers, reduced
     // gradients cast back to f32 after their waits.
     {"mlp-zero3-w2-bf16.trace", "--model mlp --world-size 2 --strategy zero3 --precision bf16 --stage autocast,del"},

@@ -20,7 +20,7 @@ struct DumpArgs {
   int world = 1, rank = 0;
   std::string stages = "del";
   bool no_sync = false, accumulate = false, stats = false;
-  std::string format = "text", output, executor = "cpu";
+  std::string format = "text", output, executor = "cpu", fusion = "none";
 };
 
 PipelineOptions pipeline_options(const DumpArgs& a, const CLI::App& cmd) {
@@ -104,9 +104,12 @@ Command add_dump_command(CLI::App& app) {
   add_sharding_options(cmd, a->sharding);
   cmd->add_flag("--no-sync", a->no_sync, "Gradient-accumulation micro-batch: no gradient synchronisation");
   cmd->add_flag("--accumulate", a->accumulate, "Add accumulated local gradients (acc_*) before synchronising");
-  cmd->add_option("--stage", a->stages, "NAME[,NAME...] | all (see `fsdpc passes`; forward, backward; exec: claimed by --executor)")
+  cmd->add_option("--stage", a->stages, "NAME[,NAME...] | all (see `fsdpc passes`; forward, backward; exec: claimed by --executor; fusion: exec with regions fused)")
       ->capture_default_str();
   cmd->add_option("--executor", a->executor, "Executors: cpu (CPU kernels + MPI) | cuda (CUDA kernels + NCCL, on cuda:0) | auto (cuda when a GPU is visible)")
+      ->capture_default_str();
+  cmd->add_option("--fusion", a->fusion, "none | auto (exec: fuse elementwise regions where the executor has a fusion executor)")
+      ->check(CLI::IsMember({"none", "auto"}))
       ->capture_default_str();
   cmd->add_flag("--stats", a->stats, "Print collective counts, bytes per rank and peak live bytes");
   cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember(formats()))->capture_default_str();
@@ -120,11 +123,16 @@ Command add_dump_command(CLI::App& app) {
                    std::vector<Stage> stages =
                        compile(place(load_source_trace(a->src), executor_device(executor)), o);
                    // The execution traces: the final stage claimed by the executors.
-                   if (a->stages.find("exec") != std::string::npos || a->stages.find("all") != std::string::npos) {
-                     const Stage& last = stages.back();
-                     stages.push_back({"exec", {execution_trace(last.traces[0], executor),
-                                                execution_trace(last.traces[1], executor)}});
-                   }
+                   const bool all = a->stages.find("all") != std::string::npos;
+                   const Stage last = stages.back();
+                   if (all || a->stages.find("exec") != std::string::npos)
+                     stages.push_back({"exec", {execution_trace(last.traces[0], executor, a->fusion),
+                                                execution_trace(last.traces[1], executor, a->fusion)}});
+                   // The fused execution traces, whatever --fusion says; named
+                   // only (`all` keeps printing what it printed before fusion).
+                   if (a->stages.find("fusion") != std::string::npos)
+                     stages.push_back({"fusion", {execution_trace(last.traces[0], executor, "auto"),
+                                                  execution_trace(last.traces[1], executor, "auto")}});
                    std::vector<const Trace*> traces = select(stages, a->stages);
                    if (a->stats && a->format != "text" && a->format != "json")
                      fail("--stats prints text or json, not ", a->format);
