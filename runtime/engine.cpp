@@ -60,7 +60,8 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     cpu_threads();  // a bad FSDPC_CPU_THREADS fails here, before any work
   }
   auto lowered = [&](const StepTraces& t) {
-    return StepTraces{execution_trace(t.forward, options_.executor), execution_trace(t.backward, options_.executor)};
+    return StepTraces{execution_trace(t.forward, options_.executor, options_.fusion),
+                      execution_trace(t.backward, options_.executor, options_.fusion)};
   };
   sync_ = lowered(traces.sync);
   if (options_.no_sync && options_.grad_accum > 1) {

@@ -53,6 +53,7 @@ struct EngineOptions {
   int grad_accum = 1;
   bool no_sync = false;
   std::string executor = "cpu";
+  std::string fusion = "none";  // none | auto: fuse regions after claiming (executors/claim.h)
   OptimizerOptions optimizer;  // optimizer.lr is the schedule's base rate
   // The rate of each step: scheduled_lr(lr_schedule, optimizer.lr, step),
   // step the optimizer's count (restored by load_rank_state).
