@@ -13,25 +13,42 @@ namespace fsdpc {
 
 // ---- MpiContext ------------------------------------------------------------
 
-MpiContext::MpiContext(const Mesh& mesh) : groups_(mesh) {}
+MpiContext::MpiContext(const Mesh& mesh) : groups_(mesh), mode_(mpi_progress()) {}
 
-MpiContext::MpiContext(ProcessGroups groups) : groups_(std::move(groups)) {}
+MpiContext::MpiContext(ProcessGroups groups) : groups_(std::move(groups)), mode_(mpi_progress()) {}
 
 MpiContext::~MpiContext() {
   int finalized = 0;
   FSDPC_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) return;  // a context left to static destruction: MPI is gone
-  for (auto& [name, p] : pending_) FSDPC_MPI_CHECK(MPI_Wait(&p.request, MPI_STATUS_IGNORE));
+  for (auto& [name, p] : pending_) complete(p);
+}
+
+void MpiContext::complete(PendingCollective& p) {
+  {
+    MpiWaitScope in_mpi;
+    FSDPC_MPI_CHECK(MPI_Wait(&p.request, MPI_STATUS_IGNORE));
+  }
+  if (mode_ == MpiProgress::thread) {
+    mpi_progress_check();
+    if (!p.complete) mpi_progress_completed();
+  }
+  p.complete = true;
 }
 
 size_t MpiContext::progress() {
+  if (mode_ == MpiProgress::thread) mpi_progress_check();
   size_t open = 0;
   for (auto& [name, p] : pending_) {
     if (p.complete) continue;
     int done = 0;
     FSDPC_MPI_CHECK(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE));
-    if (done) p.complete = true;  // MPI_Test set the request to MPI_REQUEST_NULL
-    else ++open;
+    if (done) {
+      p.complete = true;  // MPI_Test set the request to MPI_REQUEST_NULL
+      if (mode_ == MpiProgress::thread) mpi_progress_completed();
+    } else {
+      ++open;
+    }
   }
   return open;
 }
@@ -39,6 +56,7 @@ size_t MpiContext::progress() {
 void MpiContext::start(const std::string& future, PendingCollective p) {
   auto [it, inserted] = pending_.emplace(future, std::move(p));
   FSDPC_CHECK(inserted) << "collective " << future << " started twice without a wait";
+  if (mode_ == MpiProgress::thread) mpi_progress_started();
 }
 
 PendingCollective MpiContext::take(const std::string& future) {
@@ -234,8 +252,9 @@ void broadcast(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tens
 void wait_collective(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
           const std::vector<TensorView>& out) {
   FSDPC_CHECK(in.size() == 1 && out.size() == 1 && out[0].type) << where(b);
-  PendingCollective p = mpi_context(kctx).take(b.inputs.at(0).name);
-  FSDPC_MPI_CHECK(MPI_Wait(&p.request, MPI_STATUS_IGNORE));
+  MpiContext& mpi = mpi_context(kctx);
+  PendingCollective p = mpi.take(b.inputs.at(0).name);
+  mpi.complete(p);
   FSDPC_CHECK(numel(out[0].type->shape) * dtype_size(out[0].type->dtype) == p.bytes)
       << where(b) << ": output of " << type_str(*out[0].type) << " for " << p.bytes << " bytes";
   if (p.outer > 0 && p.bytes > 0) {

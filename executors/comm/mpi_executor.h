@@ -2,16 +2,28 @@
 // on the communicator of their process group and completed by `wait`.
 //
 // Progress. Open MPI moves a non-blocking collective forward only while some
-// MPI call runs on the rank: its libnbc schedules advance in opal_progress,
-// and no thread of Open MPI's drives that for us. A collective started
-// before a long stretch of compute would otherwise sit idle until its wait,
-// and prefetching would overlap nothing.
-// So MpiContext::progress() tests every pending request (MPI_Test, which runs
-// the progress engine once), and the runtime calls it between kernels. That
-// costs nothing when nothing is pending and well under a microsecond when
-// something is. A progress thread was rejected: it needs MPI_THREAD_MULTIPLE
-// (Open MPI then locks around every call) and burns a core that CPU training
-// uses for compute.
+// MPI call runs on the rank: its libnbc schedules and its TCP transfers
+// advance in opal_progress, and no thread of Open MPI's drives that for us.
+// A collective started before a long stretch of compute would otherwise sit
+// idle until its wait, and prefetching would overlap nothing. Two modes
+// (FSDPC_MPI_PROGRESS, mpi_world.h):
+// - poll (the default on one node): MpiContext::progress() tests every
+//   pending request between kernels (the runtime's progress hook), and
+//   `wait` is MPI_Wait. On shared memory this costs nothing; over TCP
+//   nothing moves while one kernel runs, beyond what the sockets' buffers
+//   took at the last test.
+// - thread (the default across nodes, FSDPC_MPI_PROGRESS=auto): as poll,
+//   and a progress thread of the process runs Open MPI's progress engine
+//   (an MPI_Iprobe that matches nothing) every 50 us while a collective is
+//   pending and the rank computes. It rests while the rank's thread sits in
+//   MPI_Wait (which progresses by itself) and sleeps when nothing is
+//   pending. The rank's thread still starts, tests and waits on every
+//   request itself: a wait is the same MPI_Wait as in poll mode, with no
+//   hand-over between threads (a first version handed the requests to the
+//   thread and slept on their completion; every wait then paid a wake-up of
+//   the other thread, which on a loaded core cost milliseconds).
+// Either way the trace's issue order, in-flight limits and `wait` placement
+// are untouched; only when the bytes move changes.
 //
 // Buffers (the runtime's side of the contract). The runtime allocates every
 // output before the kernel runs, as for compute kernels. A collective reads
@@ -62,20 +74,26 @@ class MpiContext : public KernelContext {
   MpiContext& operator=(const MpiContext&) = delete;
 
   const ProcessGroups& groups() const { return groups_; }
+  // Fixed for the process by mpi_init() (FSDPC_MPI_PROGRESS).
+  MpiProgress progress_mode() const { return mode_; }
 
-  // Advances pending collectives; returns how many are still incomplete.
+  // Advances pending collectives (and, in thread mode, reports a failed MPI
+  // call of the progress thread); returns how many are still incomplete.
   // Call it between kernels (see the file comment).
   size_t progress();
   // Collectives started and not yet waited on.
   size_t pending() const { return pending_.size(); }
 
   // For the kernels: registers a started collective under its future's name,
-  // and hands it back (once) to the wait on that future.
+  // and hands it back (once) to the wait on that future; complete() blocks
+  // until it is done.
   void start(const std::string& future, PendingCollective p);
   PendingCollective take(const std::string& future);
+  void complete(PendingCollective& p);
 
  private:
   ProcessGroups groups_;
+  MpiProgress mode_ = MpiProgress::poll;
   std::unordered_map<std::string, PendingCollective> pending_;
 };
 

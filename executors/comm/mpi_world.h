@@ -1,5 +1,6 @@
-// The process-wide MPI lifetime, and ProcessGroups: one MPI communicator per
-// process-group name a trace's collectives use (dp, shard, replicate).
+// The process-wide MPI lifetime (with how collectives progress, and the
+// progress thread), and ProcessGroups: one MPI communicator per process-group
+// name a trace's collectives use (dp, shard, replicate).
 #pragma once
 
 #include <mpi.h>
@@ -11,14 +12,59 @@
 
 namespace fsdpc {
 
-// Initializes MPI once per process; later calls do nothing. Asks for
-// MPI_THREAD_FUNNELED: only the thread that called this (the runtime's
-// interpreter) calls MPI, while compute threads (oneDNN, OpenMP) never do;
-// more would make Open MPI lock around every call. Registers MPI_Finalize
-// with std::atexit. Started without mpirun, the world is a singleton of 1.
-// If MPI was already initialized by someone else, it is left to them.
-// argc/argv may be null.
+// How started collectives advance while the rank computes
+// (FSDPC_MPI_PROGRESS; mpi_executor.h explains why it matters):
+// - poll: the runtime tests them between kernels (MpiContext::progress());
+//   nothing moves during a long kernel. MPI_THREAD_FUNNELED.
+// - thread: as poll, and a progress thread also drives Open MPI's progress
+//   engine (MPI_Iprobe on a private communicator) every kProgressPause while
+//   collectives are pending and the rank's thread is not itself inside
+//   MPI_Wait. MPI_THREAD_MULTIPLE. The rank's thread keeps every request.
+enum class MpiProgress { poll, thread };
+
+// FSDPC_MPI_PROGRESS=auto (the default; also unset or empty) is thread when
+// the launcher placed the ranks on more than one node (Open MPI's
+// OMPI_COMM_WORLD_LOCAL_SIZE < OMPI_COMM_WORLD_SIZE, or MPICH's
+// MPI_LOCALNRANKS < PMI_SIZE), poll otherwise: on one node's shared memory
+// polling costs nothing, while the thread preempts the rank every 50 us.
+
+// Initializes MPI once per process; later calls do nothing. Asks for the
+// thread level FSDPC_MPI_PROGRESS needs: FUNNELED for poll,
+// where only the thread that called this (the runtime's interpreter) calls
+// MPI while compute threads (oneDNN, OpenMP) never do; MULTIPLE for thread.
+// An MPI that offers less than MULTIPLE falls back to poll, unless thread
+// was asked for by name (then fsdpc::Error). A value other than poll or
+// thread is an fsdpc::Error, raised before MPI starts. Registers
+// MPI_Finalize with std::atexit (the progress thread is joined first).
+// Started without mpirun, the world is a singleton of 1. If MPI was already
+// initialized by someone else, it is left to them, and thread mode is used
+// only if they asked for MPI_THREAD_MULTIPLE. argc/argv may be null.
 void mpi_init(int* argc = nullptr, char*** argv = nullptr);
+
+// The mode this process runs in (calls mpi_init()), and its name.
+MpiProgress mpi_progress();
+const char* mpi_progress_name(MpiProgress mode);
+
+// Thread mode, called on the rank's thread (the MPI executor does): a
+// collective was started (the first call starts the progress thread), and
+// one was completed. The thread runs only while some are pending.
+void mpi_progress_started();
+void mpi_progress_completed();
+// Reports a failed MPI call of the progress thread, on the calling thread,
+// exactly as FSDPC_MPI_CHECK does for its own (file:line, the call, MPI's
+// message; then abort). Does nothing when none failed.
+void mpi_progress_check();
+
+// While one lives, the rank's thread is inside a blocking MPI call that
+// progresses by itself (MPI_Wait), and the progress thread rests rather
+// than contend for the rank's core and Open MPI's locks.
+class MpiWaitScope {
+ public:
+  MpiWaitScope();
+  ~MpiWaitScope();
+  MpiWaitScope(const MpiWaitScope&) = delete;
+  MpiWaitScope& operator=(const MpiWaitScope&) = delete;
+};
 
 // This process's rank and the number of processes (mpi_init() first).
 int mpi_world_rank();
