@@ -1,0 +1,38 @@
+# Beyond one machine (issue 17): jobs across two nodes emulated on this host
+# (tools/netns_cluster.sh; network namespaces need root, else the tests are
+# reported skipped, exit 77), and the MPI collectives in both progress modes
+# (FSDPC_MPI_PROGRESS, executors/comm/mpi_world.h).
+function(fsdpc_add_multinode_test name progress slots np)
+  add_test(NAME "multinode: ${name}"
+    COMMAND bash ${PROJECT_SOURCE_DIR}/test/multinode_test.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:fsdpc>
+            ${progress} ${slots} ${np} ${ARGN})
+  set_tests_properties("multinode: ${name}" PROPERTIES
+    LABELS "multinode;mpi" SKIP_RETURN_CODE 77 TIMEOUT 300)
+endfunction()
+fsdpc_add_multinode_test("zero3, 2 nodes x 1 rank, progress thread" thread 1 2 --strategy zero3)
+fsdpc_add_multinode_test("zero3, 2 nodes x 1 rank, progress poll" poll 1 2 --strategy zero3)
+fsdpc_add_multinode_test("zero3 unit buckets, 2 nodes x 1 rank" thread 1 2 --strategy zero3 --bucketing unit)
+fsdpc_add_multinode_test("hybrid 2x2, 2 nodes x 2 ranks, progress thread" thread 2 4
+                         --strategy hybrid --mesh 2,2 --bucketing unit)
+
+# The collectives test in each progress mode, on one host.
+foreach(progress poll thread)
+  add_test(NAME "mpi_collectives_test: np 2, progress ${progress}"
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe --allow-run-as-root
+            -x FSDPC_MPI_PROGRESS ${MPIEXEC_PREFLAGS} $<TARGET_FILE:mpi_collectives_test> ${MPIEXEC_POSTFLAGS}
+            "~[mesh2x2]")
+  set_tests_properties("mpi_collectives_test: np 2, progress ${progress}" PROPERTIES
+    LABELS mpi TIMEOUT 120
+    ENVIRONMENT "FSDPC_MPI_PROGRESS=${progress};OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1")
+endforeach()
+
+# The collectives test across the two nodes, over TCP.
+function(fsdpc_add_multinode_collectives name slots np)
+  add_test(NAME "multinode: mpi_collectives_test ${name}"
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tools/netns_cluster.sh --slots ${slots} -- ${MPIEXEC_EXECUTABLE}
+            ${MPIEXEC_NUMPROC_FLAG} ${np} --allow-run-as-root $<TARGET_FILE:mpi_collectives_test> ${ARGN})
+  set_tests_properties("multinode: mpi_collectives_test ${name}" PROPERTIES
+    LABELS "multinode;mpi" SKIP_RETURN_CODE 77 TIMEOUT 300)
+endfunction()
+fsdpc_add_multinode_collectives("np 2, 2 nodes x 1 rank" 1 2 "~[mesh2x2]")
+fsdpc_add_multinode_collectives("np 4, 2x2 mesh, 2 nodes x 2 ranks" 2 4 "[mesh2x2]")
