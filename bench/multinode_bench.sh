@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The 4x512 GPT-2 step (4x256 tokens per rank, unit buckets, AdamW;
+# build/bench/multinode_bench) on one host's shared memory and across two
+# nodes emulated on it (tools/netns_cluster.sh --pin: each node gets its own
+# half of the CPUs, as machines would), with the link unshaped, at 10 Gbit/s
+# and at 1 Gbit/s, in both MPI progress modes. Prints one JSON object per
+# run, then one per configuration comparing each link with shared memory.
+# Needs root (network namespaces). A benchmark: it asserts nothing, and its
+# figures are only as quiet as the machine.
+# Usage: bench/multinode_bench.sh [BUILD_DIR] [STEPS] [LAYOUTS]
+#   LAYOUTS: 2x1 (one rank per node), 2x2 (two per node), or "2x1 2x2"
+#   env: STRATEGIES (default "zero3 zero2 no_shard hybrid"),
+#        LINKS (default "shm unshaped 10gbit 1gbit"), MODES ("poll thread")
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build}
+steps=${2:-3}
+layouts=${3:-2x1}
+bench=$build/bench/multinode_bench
+[[ -x $bench ]] || { echo "multinode_bench.sh: build the multinode_bench target first ($bench)" >&2; exit 2; }
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+
+run() {  # LAYOUT LINK MODE STRATEGY
+  local layout=$1 link=$2 mode=$3 strategy=$4 slots=${1#2x} np mesh="" out
+  np=$((2 * slots))
+  case $strategy in hybrid*) mesh="2,$slots" ;; esac
+  local mpi=(mpirun --allow-run-as-root -np "$np" -x FSDPC_MPI_PROGRESS)
+  # More ranks than cores: Open MPI's waits must yield, on either layout.
+  ((np > $(nproc))) && mpi+=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+  export FSDPC_MPI_PROGRESS=$mode
+  if [[ $link == shm ]]; then
+    out=$("${mpi[@]}" "$bench" "$strategy" "$mesh" "$steps" 2>&1)
+  else
+    local rate=()
+    [[ $link == unshaped ]] || rate=(--rate "$link")
+    out=$(bash "$root/tools/netns_cluster.sh" --pin --slots "$slots" "${rate[@]}" -- \
+      "${mpi[@]}" "$bench" "$strategy" "$mesh" "$steps" 2>&1)
+  fi
+  local line
+  line=$(grep '^{' <<<"$out" | tail -1)
+  if [[ -z $line ]]; then
+    echo "multinode_bench.sh: $layout $link $mode $strategy failed:" >&2
+    echo "$out" | tail -5 >&2
+    return
+  fi
+  line="{\"layout\": \"$layout\", \"link\": \"$link\", ${line#\{}"
+  echo "$line" | tee -a "$results"
+}
+
+for layout in $layouts; do
+  for strategy in ${STRATEGIES:-zero3 zero2 no_shard hybrid}; do
+    for link in ${LINKS:-shm unshaped 10gbit 1gbit}; do
+      for mode in ${MODES:-poll thread}; do run "$layout" "$link" "$mode" "$strategy"; done
+    done
+  done
+done
+
+# Each link's step against shared memory's, same layout, strategy and mode.
+awk '
+  { gsub(/[{}"]/, ""); n = split($0, kv, ", "); delete f
+    for (i = 1; i <= n; ++i) { split(kv[i], a, ": "); f[a[1]] = a[2] }
+    key = f["layout"] " " f["strategy"] " " f["progress"]; step[key, f["link"]] = f["step_ms"]
+    keys[key] = 1; links[f["link"]] = 1 }
+  END {
+    for (k in keys) {
+      split(k, p, " ");
+      base = step[k, "shm"];
+      line = sprintf("{\"summary\": true, \"layout\": \"%s\", \"strategy\": \"%s\", \"progress\": \"%s\", \"shm_ms\": %s",
+                     p[1], p[2], p[3], base == "" ? "null" : base);
+      for (l in links) if (l != "shm" && step[k, l] != "")
+        line = line sprintf(", \"%s_ms\": %s, \"%s_vs_shm\": %.2f", l, step[k, l], l, base > 0 ? step[k, l] / base : 0);
+      print line "}";
+    }
+  }' "$results" | sort
