@@ -81,6 +81,7 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   o.engine.no_sync = a.no_sync;
   o.engine.seed = a.seed;
   o.engine.executor = a.executor;
+  o.engine.fusion = a.fusion;
   if (!a.mem_cap.empty()) o.engine.mem_cap = parse_bytes(a.mem_cap);
   return o;
 }
@@ -454,6 +455,9 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--executor", a->executor,
                   "cpu (CPU kernels + MPI) | cuda (one GPU per rank, CUDA kernels + NCCL) | auto (cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--fusion", a->fusion, "none | auto (elementwise regions compiled by the executor's fusion executor: cpu)")
+      ->check(CLI::IsMember({"none", "auto"}))
       ->capture_default_str();
   cmd->add_option("--steps", a->steps, "Optimizer steps")->check(whole_number(1))->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}))
