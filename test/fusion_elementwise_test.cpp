@@ -4,8 +4,11 @@
 // random broadcast-compatible shapes.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "executors/claim.h"
@@ -291,4 +294,36 @@ TEST_CASE("fusion: the row loop is vectorised for the host, exp through libmvec"
   INFO(ir);
   CHECK(ir.find("x float>") != std::string::npos);  // <8 x float> or <16 x float>
   CHECK(ir.find("_ZGV") != std::string::npos);      // a libmvec vector exp
+}
+
+TEST_CASE("fusion: a disk cache directory serves a region to a later JIT", "[fusion]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("fsdpc-jit-cache-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  Trace t;
+  TraceBuilder b(t);
+  const Proxy x = b.add_arg(arg("x", tt({3, 5})));
+  const Proxy y = b.emit1(OpId::Tanh, {Operand::of(b.emit1(OpId::Mul, {Operand::of(x.name), Operand::lit(3.0)}).name)});
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(y.name)});
+  const Trace fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+  REQUIRE(count_regions(fused) == 1);
+  const fusion::Region region = fusion::describe_region(fused.bsyms[0], {x.type});
+  std::vector<float> in(15), out1(15, 0), out2(15, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = 0.1f * static_cast<float>(i) - 0.7f;
+  auto run = [&](fusion::RegionFn fn, std::vector<float>& out) {
+    const void* ins[] = {in.data()};
+    void* outs[] = {out.data()};
+    fn(ins, outs, 0, 3);
+  };
+  {
+    fusion::LlvmJit first(dir.string());
+    run(first.compile(region), out1);
+    CHECK(first.disk_hits() == 0);
+  }
+  fusion::LlvmJit second(dir.string());
+  run(second.compile(region), out2);
+  CHECK(second.disk_hits() == 1);
+  CHECK(out1 == out2);
+  for (size_t i = 0; i < in.size(); ++i) CHECK(out1[i] == Approx(std::tanh(3.0 * in[i])).epsilon(1e-6));
+  std::filesystem::remove_all(dir);
 }

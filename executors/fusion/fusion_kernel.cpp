@@ -4,6 +4,7 @@
 #include "executors/fusion/fusion_kernel.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -42,10 +43,14 @@ RegionFn code_for(const Region& region) {
     return it->second;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  if (!c.jit) c.jit = std::make_unique<LlvmJit>();
+  if (!c.jit) {
+    const char* dir = std::getenv("FSDPC_JIT_CACHE");
+    c.jit = std::make_unique<LlvmJit>(dir ? dir : "");
+  }
   RegionFn fn = c.jit->compile(region);
   c.stats.compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++c.stats.compiled;
+  c.stats.from_disk = c.jit->disk_hits();
   c.code.emplace(key, fn);
   return fn;
 }

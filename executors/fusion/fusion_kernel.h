@@ -1,7 +1,8 @@
 // The CPU fusion executor's kernel: runs a `fusion` statement (passes/fuse.h)
 // as one compiled loop nest. Code is compiled on first use of a region
 // signature and cached for the life of the process, so the same layer at
-// every depth, and every later step, reuses it.
+// every depth, and every later step, reuses it; with FSDPC_JIT_CACHE=DIR
+// also on disk, for later processes (llvm_jit.h).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,8 @@ void fusion_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<T
 
 // What the process-wide cache did so far (for benchmarks and tests).
 struct JitCacheStats {
-  int64_t compiled = 0;  // distinct signatures compiled
+  int64_t compiled = 0;  // distinct signatures compiled (or loaded)
+  int64_t from_disk = 0; // of those, loaded from FSDPC_JIT_CACHE
   int64_t hits = 0;      // runs that found their code compiled
   double compile_s = 0;  // wall time spent lowering, optimising and compiling
 };

@@ -11,18 +11,27 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SmallVectorMemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <optional>
+#include <sstream>
+#include <unistd.h>
+#include <unordered_map>
 
 #include "ir/error.h"
 
@@ -306,15 +315,53 @@ class Lowering {
   llvm::IRBuilder<> b_;
 };
 
+// FNV-1a: a hash that is the same in every process and build, for file names.
+uint64_t stable_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<size_t>(i)] = kHex[v & 15];
+  return out;
+}
+
+std::optional<std::string> read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Written beside, then renamed into place: a reader sees all of a file or none.
+void write_atomically(const std::filesystem::path& p, const char* data, size_t size) {
+  const std::filesystem::path tmp = p.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(data, static_cast<std::streamsize>(size));
+    if (!out) return;  // a cache that cannot write only costs a compile later
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, p, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
 }  // namespace
 
 struct LlvmJit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
   bool libmvec = false;
-  int64_t next = 0;
+  std::string host;  // what compiled code depends on besides the region
+  std::filesystem::path dir;
+  std::unordered_map<std::string, RegionFn> compiled;  // by symbol name
+  int64_t disk_hits = 0;
 
-  Impl() {
+  Impl(const std::string& cache_dir) : dir(cache_dir) {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     auto jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
@@ -332,6 +379,46 @@ struct LlvmJit::Impl {
     } else {
       llvm::consumeError(mvec.takeError());
     }
+    host = std::string("fsdpc-fusion-1 llvm-") + LLVM_VERSION_STRING + " " + tm->getTargetTriple().str() + " " +
+           tm->getTargetCPU().str() + " " + tm->getTargetFeatureString().str() + (libmvec ? " libmvec" : "");
+    if (!dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) fail("FSDPC_JIT_CACHE=", dir.string(), ": cannot create the directory: ", ec.message());
+    }
+  }
+
+  // The region compiled to a relocatable object for this host.
+  std::unique_ptr<llvm::MemoryBuffer> object(const Region& r, const std::string& name) {
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::Module> m = lower(ctx, r, name);
+    optimize(*m);
+    llvm::SmallVector<char, 0> buf;
+    {
+      llvm::raw_svector_ostream os(buf);
+      llvm::legacy::PassManager pm;
+      FSDPC_CHECK(!tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
+          << "the host target cannot emit object files";
+      pm.run(*m);
+    }
+    return std::make_unique<llvm::SmallVectorMemoryBuffer>(std::move(buf), name, false);
+  }
+
+  // The cached object of `name` when its key file says it is this region's.
+  std::unique_ptr<llvm::MemoryBuffer> load(const std::string& name, const std::string& key) {
+    if (dir.empty()) return nullptr;
+    const std::optional<std::string> stored = read_text(dir / (name + ".key"));
+    if (!stored || *stored != key) return nullptr;
+    auto buf = llvm::MemoryBuffer::getFile((dir / (name + ".o")).string());
+    if (!buf) return nullptr;
+    ++disk_hits;
+    return std::move(*buf);
+  }
+
+  void store(const std::string& name, const std::string& key, const llvm::MemoryBuffer& obj) {
+    if (dir.empty()) return;
+    write_atomically(dir / (name + ".o"), obj.getBufferStart(), obj.getBufferSize());
+    write_atomically(dir / (name + ".key"), key.data(), key.size());
   }
 
   std::unique_ptr<llvm::Module> lower(llvm::LLVMContext& ctx, const Region& r, const std::string& name) {
@@ -366,19 +453,29 @@ struct LlvmJit::Impl {
   }
 };
 
-LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {}
+LlvmJit::LlvmJit(const std::string& cache_dir) : impl_(std::make_unique<Impl>(cache_dir)) {}
 LlvmJit::~LlvmJit() = default;
 
+// The symbol is named after the region's key, so an object from the disk
+// cache, compiled by another process, defines the name looked up here.
 RegionFn LlvmJit::compile(const Region& region) {
-  const std::string name = "fsdpc_region" + std::to_string(impl_->next++);
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> m = impl_->lower(*ctx, region, name);
-  impl_->optimize(*m);
-  if (llvm::Error e = impl_->jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
-    fail("fusion JIT: adding the module: ", message(std::move(e)));
+  const std::string key = impl_->host + "\n" + region.signature();
+  const std::string name = "fsdpc_region_" + hex(stable_hash(key));
+  if (auto it = impl_->compiled.find(name); it != impl_->compiled.end()) return it->second;
+  std::unique_ptr<llvm::MemoryBuffer> obj = impl_->load(name, key);
+  if (!obj) {
+    obj = impl_->object(region, name);
+    impl_->store(name, key, *obj);
+  }
+  if (llvm::Error e = impl_->jit->addObjectFile(std::move(obj)))
+    fail("fusion JIT: adding the object: ", message(std::move(e)));
   auto addr = take(impl_->jit->lookup(name), "looking up the region");
-  return addr.toPtr<RegionFn>();
+  const RegionFn fn = addr.toPtr<RegionFn>();
+  impl_->compiled.emplace(name, fn);
+  return fn;
 }
+
+int64_t LlvmJit::disk_hits() const { return impl_->disk_hits; }
 
 std::string LlvmJit::unoptimized_ir(const Region& region) { return ir_text(region, false); }
 std::string LlvmJit::optimized_ir(const Region& region) { return ir_text(region, true); }

@@ -1,8 +1,8 @@
 // The CPU fusion executor's code generator: lowers a Region (region.h) to
 // LLVM IR through the LLVM C++ API, optimises it at -O3 for the host CPU and
 // its features (loop vectoriser on, glibc's libmvec for exp/log/pow), and
-// compiles it with ORC's LLJIT. LLVM stays behind this header (pimpl): only
-// llvm_jit.cpp includes it.
+// compiles it to an object that ORC's LLJIT links into the process. LLVM
+// stays behind this header (pimpl): only llvm_jit.cpp includes it.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,10 @@ using RegionFn = void (*)(const void* const* ins, void* const* outs, int64_t row
 
 class LlvmJit {
  public:
-  LlvmJit();
+  // With `cache_dir` set, compiled objects are also kept there (one .o and
+  // its .key per region: the signature, LLVM version and host CPU), and a
+  // region found there is loaded instead of compiled: FSDPC_JIT_CACHE.
+  explicit LlvmJit(const std::string& cache_dir = {});
   ~LlvmJit();
   LlvmJit(const LlvmJit&) = delete;
   LlvmJit& operator=(const LlvmJit&) = delete;
@@ -32,6 +35,9 @@ class LlvmJit {
   // tests (is the row loop vectorised?) and debugging.
   std::string unoptimized_ir(const Region& region);
   std::string optimized_ir(const Region& region);
+
+  // Regions loaded from the disk cache rather than compiled.
+  int64_t disk_hits() const;
 
  private:
   std::string ir_text(const Region& region, bool optimized);
