@@ -1,0 +1,295 @@
+// lower_region(): each region becomes `void <name>(ins, outs, row_begin,
+// row_end)`, a row loop that offsets every load by the row's position and
+// calls `<name>_row(cols, noalias pointers...)`, whose single loop over the
+// innermost dimension the loop vectoriser widens: loads are unit-stride or
+// invariant (broadcast), and noalias spares it runtime alias checks (outputs
+// are fresh buffers). Each step's arithmetic comes from its op's scalar
+// expression (ir/scalar_exprs.def).
+#include "executors/fusion/llvm_lowering.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <optional>
+
+#include "ir/error.h"
+
+namespace fsdpc::fusion {
+
+namespace {
+
+// A step's operand while emitting: a value, or a literal whose type is fixed
+// by what it meets.
+struct Val {
+  llvm::Value* v = nullptr;
+  std::optional<double> lit;
+};
+
+class Lowering {
+ public:
+  Lowering(llvm::LLVMContext& ctx, llvm::Module& m, const Region& r) : ctx_(ctx), m_(m), r_(r), b_(ctx) {}
+
+  void emit(const std::string& name) {
+    llvm::Function* row = emit_row(name + "_row");
+    emit_driver(name, row);
+  }
+
+ private:
+  llvm::Type* storage(DType d) {
+    switch (d) {
+      case DType::f32: return b_.getFloatTy();
+      case DType::f64: return b_.getDoubleTy();
+      case DType::boolean: return b_.getInt8Ty();
+      case DType::i32: return b_.getInt32Ty();
+      case DType::i64: return b_.getInt64Ty();
+      default: fail("fusion JIT: dtype ", dtype_name(d), " is not lowered");
+    }
+  }
+  llvm::Type* compute(DType d) { return d == DType::boolean ? b_.getInt1Ty() : storage(d); }
+
+  int64_t cols() const { return r_.shape.empty() ? 1 : r_.shape.back(); }
+
+  // One row: for j in [0, cols): out[m][j] = f(load k at j * inner stride).
+  llvm::Function* emit_row(const std::string& name) {
+    std::vector<llvm::Type*> params{b_.getInt64Ty()};
+    const size_t n_ptr = r_.loads.size() + r_.outputs.size();
+    for (size_t i = 0; i < n_ptr; ++i) params.push_back(llvm::PointerType::get(ctx_, 0));
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+    auto* f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
+    for (size_t i = 1; i <= n_ptr; ++i) f->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", f);
+    auto* loop = llvm::BasicBlock::Create(ctx_, "loop", f);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", f);
+    b_.SetInsertPoint(entry);
+    llvm::Value* n = f->getArg(0);
+    b_.CreateCondBr(b_.CreateICmpSGT(n, b_.getInt64(0)), loop, exit);
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* j = b_.CreatePHI(b_.getInt64Ty(), 2, "j");
+    j->addIncoming(b_.getInt64(0), entry);
+
+    std::vector<llvm::Value*> loaded;
+    for (size_t k = 0; k < r_.loads.size(); ++k) {
+      const Load& l = r_.loads[k];
+      const int64_t inner = r_.shape.empty() ? 0 : l.strides.back();
+      llvm::Value* idx = inner == 0 ? static_cast<llvm::Value*>(b_.getInt64(0))
+                                    : b_.CreateMul(j, b_.getInt64(inner));
+      llvm::Type* st = storage(l.dtype);
+      llvm::Value* v = b_.CreateLoad(st, b_.CreateInBoundsGEP(st, f->getArg(static_cast<unsigned>(1 + k)), idx));
+      if (l.dtype == DType::boolean) v = b_.CreateICmpNE(v, b_.getInt8(0));
+      loaded.push_back(v);
+    }
+    std::vector<llvm::Value*> steps;
+    for (const Step& s : r_.steps) steps.push_back(emit_step(s, loaded, steps));
+    for (size_t m = 0; m < r_.outputs.size(); ++m) {
+      const Step& s = r_.steps[static_cast<size_t>(r_.outputs[m])];
+      llvm::Value* v = steps[static_cast<size_t>(r_.outputs[m])];
+      if (s.dtype == DType::boolean) v = b_.CreateZExt(v, b_.getInt8Ty());
+      llvm::Type* st = storage(s.dtype);
+      b_.CreateStore(v, b_.CreateInBoundsGEP(st, f->getArg(static_cast<unsigned>(1 + r_.loads.size() + m)), j));
+    }
+    llvm::Value* next = b_.CreateAdd(j, b_.getInt64(1), "j.next", /*HasNUW=*/true, /*HasNSW=*/true);
+    j->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, n), loop, exit);
+    b_.SetInsertPoint(exit);
+    b_.CreateRetVoid();
+    return f;
+  }
+
+  llvm::Value* emit_step(const Step& s, const std::vector<llvm::Value*>& loaded,
+                         const std::vector<llvm::Value*>& steps) {
+    std::vector<Val> args;
+    for (const StepArg& a : s.args) {
+      switch (a.kind) {
+        case StepArg::Kind::load: args.push_back({loaded[static_cast<size_t>(a.index)], {}}); break;
+        case StepArg::Kind::step: args.push_back({steps[static_cast<size_t>(a.index)], {}}); break;
+        case StepArg::Kind::literal: args.push_back({nullptr, a.literal}); break;
+      }
+    }
+    if (!s.expr) return as(args.at(0), compute(s.dtype));  // a broadcast is its load
+    return as(expr(*s.expr, s, args), compute(s.dtype));
+  }
+
+  // A literal as a constant of `t` (IR scalars convert as the tensor's dtype).
+  llvm::Value* as(const Val& v, llvm::Type* t) {
+    if (!v.lit) return v.v;
+    if (t->isFloatingPointTy()) return llvm::ConstantFP::get(t, *v.lit);
+    if (t->isIntegerTy(1)) return b_.getInt1(*v.lit != 0);
+    return llvm::ConstantInt::get(t, static_cast<uint64_t>(static_cast<int64_t>(*v.lit)), true);
+  }
+
+  // The type of a node whose operands share one: the first non-literal's, else `fallback`.
+  static llvm::Type* shared_type(const std::vector<Val>& xs, llvm::Type* fallback) {
+    for (const Val& x : xs)
+      if (!x.lit) return x.v->getType();
+    return fallback;
+  }
+
+  Val expr(const ScalarExpr& e, const Step& s, const std::vector<Val>& args) {
+    if (e.prim == ScalarPrim::arg) return args.at(static_cast<size_t>(e.arg));
+    if (e.prim == ScalarPrim::constant) return Val{nullptr, e.value};
+    std::vector<Val> c;
+    for (const ScalarExpr& child : e.children) c.push_back(expr(child, s, args));
+    llvm::Type* out_t = compute(s.dtype);
+    if (e.prim == ScalarPrim::select) {
+      llvm::Type* t = shared_type({c[1], c[2]}, out_t);
+      return {b_.CreateSelect(as(c[0], b_.getInt1Ty()), as(c[1], t), as(c[2], t)), {}};
+    }
+    if (e.prim == ScalarPrim::cast) return {cast(as(c[0], out_t), out_t), {}};
+    llvm::Type* t = shared_type(c, out_t);
+    std::vector<llvm::Value*> v;
+    for (const Val& x : c) v.push_back(as(x, t));
+    return {is_comparison(e.prim) ? compare(e.prim, v[0], v[1]) : arith(e.prim, v), {}};
+  }
+
+  llvm::Value* cast(llvm::Value* x, llvm::Type* to) {
+    llvm::Type* from = x->getType();
+    if (from == to) return x;
+    if (to->isIntegerTy(1))
+      return from->isFloatingPointTy() ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(from, 0.0))
+                                       : b_.CreateICmpNE(x, llvm::ConstantInt::get(from, 0));
+    if (from->isIntegerTy(1))
+      return to->isFloatingPointTy() ? b_.CreateUIToFP(x, to) : b_.CreateZExt(x, to);
+    if (from->isFloatingPointTy() && to->isFloatingPointTy()) return b_.CreateFPCast(x, to);
+    if (from->isFloatingPointTy()) return b_.CreateFPToSI(x, to);
+    if (to->isFloatingPointTy()) return b_.CreateSIToFP(x, to);
+    return b_.CreateSExtOrTrunc(x, to);
+  }
+
+  llvm::Value* compare(ScalarPrim p, llvm::Value* x, llvm::Value* y) {
+    if (x->getType()->isFloatingPointTy()) {
+      switch (p) {
+        case ScalarPrim::eq: return b_.CreateFCmpOEQ(x, y);
+        case ScalarPrim::ne: return b_.CreateFCmpUNE(x, y);
+        case ScalarPrim::lt: return b_.CreateFCmpOLT(x, y);
+        case ScalarPrim::le: return b_.CreateFCmpOLE(x, y);
+        case ScalarPrim::gt: return b_.CreateFCmpOGT(x, y);
+        default: return b_.CreateFCmpOGE(x, y);
+      }
+    }
+    const bool u = x->getType()->isIntegerTy(1);  // bool orders false < true
+    switch (p) {
+      case ScalarPrim::eq: return b_.CreateICmpEQ(x, y);
+      case ScalarPrim::ne: return b_.CreateICmpNE(x, y);
+      case ScalarPrim::lt: return u ? b_.CreateICmpULT(x, y) : b_.CreateICmpSLT(x, y);
+      case ScalarPrim::le: return u ? b_.CreateICmpULE(x, y) : b_.CreateICmpSLE(x, y);
+      case ScalarPrim::gt: return u ? b_.CreateICmpUGT(x, y) : b_.CreateICmpSGT(x, y);
+      default: return u ? b_.CreateICmpUGE(x, y) : b_.CreateICmpSGE(x, y);
+    }
+  }
+
+  llvm::Value* unary_intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) {
+    return b_.CreateUnaryIntrinsic(id, x);
+  }
+
+  llvm::Value* arith(ScalarPrim p, const std::vector<llvm::Value*>& v) {
+    llvm::Type* t = v[0]->getType();
+    if (!t->isFloatingPointTy()) return int_arith(p, v);
+    switch (p) {
+      case ScalarPrim::neg: return b_.CreateFNeg(v[0]);
+      case ScalarPrim::exp: return unary_intrinsic(llvm::Intrinsic::exp, v[0]);
+      case ScalarPrim::log: return unary_intrinsic(llvm::Intrinsic::log, v[0]);
+      case ScalarPrim::sqrt: return unary_intrinsic(llvm::Intrinsic::sqrt, v[0]);
+      case ScalarPrim::tanh: {
+        // LLVM 15 has no tanh intrinsic: libm's, found in the process.
+        const char* fn = t->isFloatTy() ? "tanhf" : "tanh";
+        llvm::FunctionCallee callee = m_.getOrInsertFunction(fn, llvm::FunctionType::get(t, {t}, false));
+        llvm::CallInst* call = b_.CreateCall(callee, {v[0]});
+        call->setDoesNotAccessMemory();
+        call->setDoesNotThrow();
+        return call;
+      }
+      case ScalarPrim::add: return b_.CreateFAdd(v[0], v[1]);
+      case ScalarPrim::sub: return b_.CreateFSub(v[0], v[1]);
+      case ScalarPrim::mul: return b_.CreateFMul(v[0], v[1]);
+      case ScalarPrim::div: return b_.CreateFDiv(v[0], v[1]);
+      case ScalarPrim::pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, v[0], v[1]);
+      case ScalarPrim::max: {
+        // torch.maximum: a NaN on either side wins.
+        llvm::Value* larger = b_.CreateSelect(b_.CreateFCmpOGT(v[0], v[1]), v[0], v[1]);
+        llvm::Value* nan = llvm::ConstantFP::getNaN(t);
+        return b_.CreateSelect(b_.CreateFCmpUNO(v[0], v[1]), nan, larger);
+      }
+      default: break;
+    }
+    FSDPC_CHECK(false) << "scalar prim " << static_cast<int>(p) << " is not arithmetic";
+    return nullptr;
+  }
+
+  llvm::Value* int_arith(ScalarPrim p, const std::vector<llvm::Value*>& v) {
+    switch (p) {
+      case ScalarPrim::neg: return b_.CreateNeg(v[0]);
+      case ScalarPrim::add: return b_.CreateAdd(v[0], v[1]);
+      case ScalarPrim::sub: return b_.CreateSub(v[0], v[1]);
+      case ScalarPrim::mul: return b_.CreateMul(v[0], v[1]);
+      case ScalarPrim::max: return b_.CreateSelect(b_.CreateICmpSGT(v[0], v[1]), v[0], v[1]);
+      default: fail("fusion JIT: scalar prim ", static_cast<int>(p), " on integers is not lowered");
+    }
+  }
+
+  // The row loop: row r's loads start at sum_d index_d(r) * stride_d over
+  // the outer dims; its outputs at r * cols.
+  void emit_driver(const std::string& name, llvm::Function* row) {
+    llvm::Type* ptr = llvm::PointerType::get(ctx_, 0);
+    llvm::Type* i64 = b_.getInt64Ty();
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64, i64}, false);
+    auto* f = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m_);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", f);
+    auto* loop = llvm::BasicBlock::Create(ctx_, "rows", f);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", f);
+    b_.SetInsertPoint(entry);
+    std::vector<llvm::Value*> in_base, out_base;
+    for (const Load& l : r_.loads)
+      in_base.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, f->getArg(0), static_cast<uint64_t>(l.input))));
+    for (size_t m = 0; m < r_.outputs.size(); ++m)
+      out_base.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, f->getArg(1), m)));
+    llvm::Value* begin = f->getArg(2);
+    llvm::Value* end = f->getArg(3);
+    b_.CreateCondBr(b_.CreateICmpSLT(begin, end), loop, exit);
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* r = b_.CreatePHI(i64, 2, "r");
+    r->addIncoming(begin, entry);
+
+    std::vector<llvm::Value*> call_args{b_.getInt64(cols())};
+    const size_t outer = r_.shape.empty() ? 0 : r_.shape.size() - 1;
+    for (size_t k = 0; k < r_.loads.size(); ++k) {
+      const Load& l = r_.loads[k];
+      llvm::Value* off = b_.getInt64(0);
+      int64_t inner_rows = 1;  // rows spanned by one step of dim d
+      for (size_t d = outer; d-- > 0;) {
+        if (l.strides[d] != 0 && r_.shape[d] != 1) {
+          llvm::Value* idx = b_.CreateURem(b_.CreateUDiv(r, b_.getInt64(inner_rows)), b_.getInt64(r_.shape[d]));
+          off = b_.CreateAdd(off, b_.CreateMul(idx, b_.getInt64(l.strides[d])));
+        }
+        inner_rows *= r_.shape[d];
+      }
+      llvm::Type* st = storage(l.dtype);
+      call_args.push_back(b_.CreateInBoundsGEP(st, in_base[k], off));
+    }
+    for (size_t m = 0; m < r_.outputs.size(); ++m) {
+      llvm::Type* st = storage(r_.steps[static_cast<size_t>(r_.outputs[m])].dtype);
+      call_args.push_back(b_.CreateInBoundsGEP(st, out_base[m], b_.CreateMul(r, b_.getInt64(cols()))));
+    }
+    b_.CreateCall(row, call_args);
+    llvm::Value* next = b_.CreateAdd(r, b_.getInt64(1), "r.next", true, true);
+    r->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, end), loop, exit);
+    b_.SetInsertPoint(exit);
+    b_.CreateRetVoid();
+  }
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module& m_;
+  const Region& r_;
+  llvm::IRBuilder<> b_;
+};
+
+}  // namespace
+
+void lower_region(llvm::LLVMContext& ctx, llvm::Module& m, const Region& r, const std::string& name) {
+  Lowering(ctx, m, r).emit(name);
+}
+
+}  // namespace fsdpc::fusion
