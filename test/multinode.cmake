@@ -11,7 +11,7 @@ function(fsdpc_add_multinode_test name progress slots np)
 endfunction()
 fsdpc_add_multinode_test("zero3, 2 nodes x 1 rank, progress thread" thread 1 2 --strategy zero3)
 fsdpc_add_multinode_test("zero3, 2 nodes x 1 rank, progress poll" poll 1 2 --strategy zero3)
-fsdpc_add_multinode_test("zero3 unit buckets, 2 nodes x 1 rank" thread 1 2 --strategy zero3 --bucketing unit)
+fsdpc_add_multinode_test("zero3 unit buckets, 2 nodes x 1 rank, progress auto" auto 1 2 --strategy zero3 --bucketing unit)
 fsdpc_add_multinode_test("hybrid 2x2, 2 nodes x 2 ranks, progress thread" thread 2 4
                          --strategy hybrid --mesh 2,2 --bucketing unit)
 

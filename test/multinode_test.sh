@@ -5,7 +5,7 @@
 # relative, in the MPI progress mode given. Exit 77 (skipped) where network
 # namespaces cannot be made (not root, or `ip netns add` refused).
 # Usage: test/multinode_test.sh MPIEXEC FSDPC PROGRESS SLOTS NP [TRAIN FLAGS...]
-#   PROGRESS: poll | thread (FSDPC_MPI_PROGRESS); SLOTS: ranks per node
+#   PROGRESS: poll | thread | auto (FSDPC_MPI_PROGRESS); SLOTS: ranks per node
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mpiexec=$1 fsdpc=$2 progress=$3 slots=$4 np=$5

@@ -30,12 +30,14 @@ bool mpi_finalized() {
 // ---- The progress thread (thread mode) --------------------------------------
 
 // How often the thread drives Open MPI's progress while collectives are
-// pending and the rank computes. 10 Gbit/s moves 62 KB in 50 us, well within
-// a TCP socket's buffers, so each call finds the link still busy with what
-// the last one queued. Measured on the 4x512 GPT-2 across two emulated nodes
-// (bench/multinode_bench.sh), the thread adds 1-9% to a rank's CPU time per
-// step, mostly from preempting the rank's thread on its core.
-constexpr auto kProgressPause = std::chrono::microseconds(50);
+// pending and the rank computes. 10 Gbit/s moves 625 KB in 500 us, well
+// within a TCP socket's buffers (Linux grows them to 4 MB), so each call
+// finds the link still busy with what the last one queued. Every call
+// preempts the rank when they share a core: at 50 us that was thousands of
+// preemptions and 1-9% of the rank's CPU time per step of the 4x512 GPT-2
+// (bench/multinode_bench.sh); at 500 us, a few hundred, with the same
+// overlap (bench/multinode_bench overlap).
+constexpr auto kProgressPause = std::chrono::microseconds(500);
 
 // One per process, started on the first collective, joined before
 // MPI_Finalize. Asleep on a condition variable whenever no collective is
@@ -154,17 +156,17 @@ bool spans_nodes() {
   return local > 0 && world > local;
 }
 
-// FSDPC_MPI_PROGRESS: poll, thread, or auto (also when unset or empty):
+// FSDPC_MPI_PROGRESS: poll (also when unset or empty), thread, or auto:
 // thread when the job spans nodes, poll on one. `named`: thread was asked
 // for by name.
 MpiProgress requested_progress(bool* named) {
   const char* env = std::getenv("FSDPC_MPI_PROGRESS");
   const std::string v = env ? env : "";
   *named = v == "thread";
-  if (v == "poll") return MpiProgress::poll;
+  if (v.empty() || v == "poll") return MpiProgress::poll;
   if (v == "thread") return MpiProgress::thread;
-  if (v.empty() || v == "auto") return spans_nodes() ? MpiProgress::thread : MpiProgress::poll;
-  fail("FSDPC_MPI_PROGRESS='", v, "': expected poll, thread or auto (unset: auto)");
+  if (v == "auto") return spans_nodes() ? MpiProgress::thread : MpiProgress::poll;
+  fail("FSDPC_MPI_PROGRESS='", v, "': expected poll, thread or auto (unset: poll)");
 }
 
 void finalize_at_exit() {

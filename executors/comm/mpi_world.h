@@ -22,11 +22,10 @@ namespace fsdpc {
 //   MPI_Wait. MPI_THREAD_MULTIPLE. The rank's thread keeps every request.
 enum class MpiProgress { poll, thread };
 
-// FSDPC_MPI_PROGRESS=auto (the default; also unset or empty) is thread when
-// the launcher placed the ranks on more than one node (Open MPI's
-// OMPI_COMM_WORLD_LOCAL_SIZE < OMPI_COMM_WORLD_SIZE, or MPICH's
-// MPI_LOCALNRANKS < PMI_SIZE), poll otherwise: on one node's shared memory
-// polling costs nothing, while the thread preempts the rank every 50 us.
+// FSDPC_MPI_PROGRESS is poll (the default; also unset or empty), thread, or
+// auto: thread when the launcher placed the ranks on more than one node
+// (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE < OMPI_COMM_WORLD_SIZE, or MPICH's
+// MPI_LOCALNRANKS < PMI_SIZE), poll otherwise. mpi_executor.h says why.
 
 // Initializes MPI once per process; later calls do nothing. Asks for the
 // thread level FSDPC_MPI_PROGRESS needs: FUNNELED for poll,
