@@ -14,6 +14,7 @@ include(CMakePackageConfigHelpers)
 # the cache that executors/ filled.
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 # One archive, so users (and pkg-config) link one library, and the
 # executors <-> cuda cycle stays inside it.
@@ -46,8 +47,8 @@ endfunction()
 fsdpc_import_library(dnnl ${FSDPC_DNNL_LIBRARY})
 fsdpc_import_library(openmp ${OpenMP_CXX_LIBRARIES})  # the runtime only: no -fopenmp for users
 fsdpc_import_library(llvm ${FSDPC_LLVM_LIBRARY})  # the CPU fusion executor's JIT (shared libLLVM)
-target_link_libraries(fsdpc_lib PUBLIC MPI::MPI_CXX PRIVATE fsdpc::dnnl fsdpc::openmp fsdpc::llvm)
-set(fsdpc_pc_libs ${FSDPC_DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES} ${FSDPC_LLVM_LIBRARY})
+target_link_libraries(fsdpc_lib PUBLIC MPI::MPI_CXX PRIVATE fsdpc::dnnl fsdpc::openmp fsdpc::llvm OpenSSL::Crypto)
+set(fsdpc_pc_libs ${FSDPC_DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES} ${FSDPC_LLVM_LIBRARY} ${OPENSSL_CRYPTO_LIBRARY})
 if(FSDPC_HAVE_CUDA)
   fsdpc_import_library(nccl ${FSDPC_NCCL_LIBRARY})
   target_link_libraries(fsdpc_lib PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt fsdpc::nccl)
@@ -117,5 +118,5 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libopenmpi-dev | mpi-default-dev, libdnnl-dev")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libopenmpi-dev | mpi-default-dev, libdnnl-dev, libssl-dev, llvm-15-dev")
 include(CPack)

@@ -1,6 +1,5 @@
-// SHA-256 (FIPS 180-4), for checkpoint integrity and the launch fingerprint.
-// Self-contained on purpose: libfsdpc.a's users (fsdpcConfig.cmake, fsdpc.pc)
-// would otherwise all have to link libcrypto for two functions.
+// SHA-256, for checkpoint integrity and the launch fingerprint: OpenSSL's
+// libcrypto (EVP) behind a small class, so no other file sees OpenSSL.
 #pragma once
 
 #include <array>
@@ -14,6 +13,10 @@ namespace fsdpc {
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
   void update(const void* data, size_t bytes);
   void update(std::string_view s) { update(s.data(), s.size()); }
   // The digest; the object must not be updated afterwards.
@@ -21,11 +24,7 @@ class Sha256 {
   std::string hex_digest();  // 64 lowercase hex digits, as sha256sum prints
 
  private:
-  void block(const uint8_t* p);
-  uint32_t h_[8];
-  uint8_t buf_[64];
-  size_t buffered_ = 0;
-  uint64_t total_ = 0;  // bytes
+  void* ctx_;  // EVP_MD_CTX
 };
 
 std::string sha256_hex(std::string_view data);

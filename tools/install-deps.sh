@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   nlohmann-json3-dev catch2 libcli11-dev
   libdnnl-dev libopenmpi-dev openmpi-bin libmimalloc-dev
-  llvm-15-dev mlir-15-tools
+  llvm-15-dev mlir-15-tools libssl-dev
 )
 
 missing=()
