@@ -13,9 +13,12 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/printer.h"
+#include "test/collective_samples.h"
 
 using namespace fsdpc;
 using Catch::Contains;
+using test::collective_attrs;
+using test::collective_trace;
 
 namespace {
 
@@ -24,33 +27,7 @@ const DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64,
 const OpId kCollectives[] = {OpId::AllGather, OpId::ReduceScatter, OpId::AllReduce, OpId::Broadcast};
 
 TensorType tensor(Shape shape, DType d, DeviceKind kind = DeviceKind::cuda) {
-  TensorType t;
-  t.shape = std::move(shape);
-  t.dtype = d;
-  t.device = Device{kind, 0};
-  return t;
-}
-
-Attrs attrs_of(OpId op) {
-  switch (op) {
-    case OpId::AllGather: return {{"group", "dp"}, {"size", int64_t{2}}, {"dim", int64_t{0}}};
-    case OpId::ReduceScatter:
-      return {{"group", "dp"}, {"size", int64_t{2}}, {"dim", int64_t{0}}, {"op", "sum"}};
-    case OpId::AllReduce: return {{"group", "dp"}, {"size", int64_t{2}}, {"op", "sum"}};
-    case OpId::Broadcast: return {{"group", "dp"}, {"size", int64_t{2}}, {"root", int64_t{0}}};
-    default: return {};
-  }
-}
-
-// x -> op(x) -> wait, built (and meta-checked) by the TraceBuilder.
-Trace collective_trace(OpId op, const TensorType& x, Attrs attrs) {
-  Trace t;
-  TraceBuilder tb(t);
-  tb.add_arg(Proxy{"x", x, "", true});
-  const Proxy f = tb.emit1(op, {Operand::of("x")}, std::move(attrs));
-  const Proxy w = tb.emit1(OpId::Wait, {Operand::of(f.name)});
-  t.returns = ReturnTree::tuple({ReturnTree::leaf(w.name)});
-  return t;
+  return test::tensor_on(std::move(shape), d, kind);
 }
 
 // Sets or clears an environment variable for one scope.
@@ -94,11 +71,11 @@ TEST_CASE("nccl: claims collectives and waits of CUDA tensors", "[nccl]") {
     for (DType d : kAllDTypes) {
       INFO(op_name(op) << " " << dtype_name(d));
       const bool sums = op == OpId::AllReduce || op == OpId::ReduceScatter;
-      const Trace gpu = collective_trace(op, tensor({4, 2}, d), attrs_of(op));
+      const Trace gpu = collective_trace(op, tensor({4, 2}, d), collective_attrs(op));
       // Bool is moved as bytes, never summed.
       CHECK(nccl.claims(gpu.bsyms[0]) == (!sums || d != DType::boolean));
       CHECK(nccl.claims(gpu.bsyms[1]));  // its wait
-      const Trace cpu = collective_trace(op, tensor({4, 2}, d, DeviceKind::cpu), attrs_of(op));
+      const Trace cpu = collective_trace(op, tensor({4, 2}, d, DeviceKind::cpu), collective_attrs(op));
       CHECK_FALSE(nccl.claims(cpu.bsyms[0]));
       CHECK_FALSE(nccl.claims(cpu.bsyms[1]));
     }
@@ -108,7 +85,7 @@ TEST_CASE("nccl: claims collectives and waits of CUDA tensors", "[nccl]") {
 TEST_CASE("nccl: sums only with op=sum", "[nccl]") {
   const Executor& nccl = nccl_executor();
   for (OpId op : {OpId::AllReduce, OpId::ReduceScatter}) {
-    BoundSymbol b = collective_trace(op, tensor({4, 2}, DType::f32), attrs_of(op)).bsyms[0];
+    BoundSymbol b = collective_trace(op, tensor({4, 2}, DType::f32), collective_attrs(op)).bsyms[0];
     CHECK(nccl.claims(b));
     b.attrs.set("op", "max");
     CHECK_FALSE(nccl.claims(b));
@@ -131,7 +108,7 @@ TEST_CASE("nccl: leaves compute ops and del to others", "[nccl]") {
 TEST_CASE("nccl: every claimed op has a kernel", "[nccl]") {
   const Executor& nccl = nccl_executor();
   for (OpId op : kCollectives) {
-    const Trace t = collective_trace(op, tensor({4, 2}, DType::bf16), attrs_of(op));
+    const Trace t = collective_trace(op, tensor({4, 2}, DType::bf16), collective_attrs(op));
     for (const BoundSymbol& b : t.bsyms) {
       INFO(op_name(b.op));
       REQUIRE(nccl.claims(b));
@@ -141,13 +118,13 @@ TEST_CASE("nccl: every claimed op has a kernel", "[nccl]") {
 }
 
 TEST_CASE("nccl: the claim pass binds a CUDA trace's collectives to nccl", "[nccl]") {
-  const Trace t = collective_trace(OpId::AllGather, tensor({4, 2}, DType::f32), attrs_of(OpId::AllGather));
+  const Trace t = collective_trace(OpId::AllGather, tensor({4, 2}, DType::f32), collective_attrs(OpId::AllGather));
   const Trace claimed = claim(t, {&nccl_executor()});
   const std::string text = print_trace(claimed);
   CHECK_THAT(text, Contains("= nccl_all_gather(x, group=dp, size=2, dim=0)") && Contains("= nccl_wait("));
   // A CPU trace is not NCCL's: with nccl alone nothing claims it.
   const Trace cpu = collective_trace(OpId::AllGather, tensor({4, 2}, DType::f32, DeviceKind::cpu),
-                                     attrs_of(OpId::AllGather));
+                                     collective_attrs(OpId::AllGather));
   CHECK_THROWS_WITH(claim(cpu, {&nccl_executor()}), Contains("all_gather"));
 }
 

@@ -9,41 +9,16 @@
 #include "executors/comm/nccl_executor.h"
 #include "executors/cuda/cuda_check.h"
 #include "ir/builder.h"
+#include "test/collective_samples.h"
 
 using namespace fsdpc;
 using Catch::Contains;
+using test::collective_attrs;
+using test::collective_trace;
 
 namespace {
 
-TensorType f32_on_gpu(Shape shape) {
-  TensorType t;
-  t.shape = std::move(shape);
-  t.dtype = DType::f32;
-  t.device = Device{DeviceKind::cuda, 0};
-  return t;
-}
-
-Attrs attrs_of(OpId op) {
-  switch (op) {
-    case OpId::AllGather: return {{"group", "dp"}, {"size", int64_t{2}}, {"dim", int64_t{0}}};
-    case OpId::ReduceScatter:
-      return {{"group", "dp"}, {"size", int64_t{2}}, {"dim", int64_t{0}}, {"op", "sum"}};
-    case OpId::AllReduce: return {{"group", "dp"}, {"size", int64_t{2}}, {"op", "sum"}};
-    case OpId::Broadcast: return {{"group", "dp"}, {"size", int64_t{2}}, {"root", int64_t{0}}};
-    default: return {};
-  }
-}
-
-// x -> op(x) -> wait, built (and meta-checked) by the TraceBuilder.
-Trace collective_trace(OpId op, const TensorType& x, Attrs attrs) {
-  Trace t;
-  TraceBuilder tb(t);
-  tb.add_arg(Proxy{"x", x, "", true});
-  const Proxy f = tb.emit1(op, {Operand::of("x")}, std::move(attrs));
-  const Proxy w = tb.emit1(OpId::Wait, {Operand::of(f.name)});
-  t.returns = ReturnTree::tuple({ReturnTree::leaf(w.name)});
-  return t;
-}
+TensorType f32_on_gpu(Shape shape) { return test::tensor_on(std::move(shape), DType::f32, DeviceKind::cuda); }
 
 std::vector<float> iota_floats(size_t n) {
   std::vector<float> v(n);
@@ -82,7 +57,7 @@ TEST_CASE("nccl: a world of one runs every collective on the device", "[gpu][ncc
   NcclContext ctx(flat_mesh(1));
   const std::vector<float> want = iota_floats(12);
   auto with_size = [](OpId op, int64_t dim) {
-    Attrs a = attrs_of(op);
+    Attrs a = collective_attrs(op);
     a.set("size", int64_t{1});
     if (a.has("dim")) a.set("dim", dim);
     return a;
@@ -92,7 +67,7 @@ TEST_CASE("nccl: a world of one runs every collective on the device", "[gpu][ncc
   CHECK(run_one(ctx, OpId::ReduceScatter, {3, 4}, with_size(OpId::ReduceScatter, 1)) == want);
   CHECK(run_one(ctx, OpId::AllReduce, {3, 4}, with_size(OpId::AllReduce, 0)) == want);
   CHECK(run_one(ctx, OpId::Broadcast, {3, 4}, with_size(OpId::Broadcast, 0)) == want);
-  CHECK_THROWS_WITH(run_one(ctx, OpId::AllReduce, {3, 4}, attrs_of(OpId::AllReduce)),
+  CHECK_THROWS_WITH(run_one(ctx, OpId::AllReduce, {3, 4}, collective_attrs(OpId::AllReduce)),
                     Contains("size=2") && Contains("1 ranks"));
   ctx.check_async_errors();
 }
