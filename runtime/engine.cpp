@@ -98,7 +98,12 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, allocator_);
 }
 
-Engine::~Engine() = default;
+// Members go in reverse order, so the interpreter and allocator would free
+// the buffers of collectives still in flight (an error unwinding mid-step)
+// before ~MpiContext waits for them, and MPI would then touch freed memory.
+Engine::~Engine() {
+  if (mpi_) mpi_->complete_all();
+}
 
 DeviceBackend& Engine::backend() { return allocator_.backend(); }
 

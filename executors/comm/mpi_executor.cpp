@@ -17,11 +17,14 @@ MpiContext::MpiContext(const Mesh& mesh) : groups_(mesh), mode_(mpi_progress()) 
 
 MpiContext::MpiContext(ProcessGroups groups) : groups_(std::move(groups)), mode_(mpi_progress()) {}
 
-MpiContext::~MpiContext() {
+MpiContext::~MpiContext() { complete_all(); }
+
+void MpiContext::complete_all() {
   int finalized = 0;
   FSDPC_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) return;  // a context left to static destruction: MPI is gone
-  for (auto& [name, p] : pending_) complete(p);
+  for (auto& [name, p] : pending_)
+    if (!p.complete) complete(p);
 }
 
 void MpiContext::complete(PendingCollective& p) {

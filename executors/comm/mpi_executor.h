@@ -73,9 +73,7 @@ class MpiContext : public KernelContext {
   // Collective over the world: see ProcessGroups.
   explicit MpiContext(const Mesh& mesh);
   explicit MpiContext(ProcessGroups groups);
-  // Waits for collectives never waited on (e.g. after an error unwound the
-  // interpreter on every rank): MPI cannot cancel them, and they write into
-  // their buffers, so the runtime must destroy the context before those.
+  // Waits for collectives never waited on (complete_all()).
   ~MpiContext() override;
   MpiContext(const MpiContext&) = delete;
   MpiContext& operator=(const MpiContext&) = delete;
@@ -90,6 +88,11 @@ class MpiContext : public KernelContext {
   size_t progress();
   // Collectives started and not yet waited on.
   size_t pending() const { return pending_.size(); }
+  // Completes every collective never waited on (e.g. after an error unwound
+  // the interpreter on every rank): MPI cannot cancel them, and they read and
+  // write their buffers, so whoever owns those buffers calls this before
+  // freeing them. A no-op once MPI is finalized.
+  void complete_all();
 
   // For the kernels: registers a started collective under its future's name,
   // and hands it back (once) to the wait on that future; complete() blocks

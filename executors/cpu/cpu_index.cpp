@@ -23,8 +23,9 @@ std::vector<int64_t> checked_indices(const BoundSymbol& b, const TensorView& idx
                                      int64_t dim) {
   std::vector<int64_t> rows(count_of(idx));
   const DType d = idx.type->dtype;
-  if (d == DType::i64)
-    std::memcpy(rows.data(), idx.data, rows.size() * sizeof(int64_t));
+  if (d == DType::i64) {
+    if (!rows.empty()) std::memcpy(rows.data(), idx.data, rows.size() * sizeof(int64_t));  // an empty view's data may be null
+  }
   else if (d == DType::i32)
     for (size_t j = 0; j < rows.size(); ++j) rows[j] = cdata<int32_t>(idx)[j];
   else
