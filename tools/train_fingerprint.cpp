@@ -64,6 +64,9 @@ LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, co
   f.add("--max-inflight", std::to_string(a.sharding.max_inflight));
   f.add("--precision", a.sharding.precision);
   f.add("--executor", resolve_executor(a.executor));
+  // Fused kernels may round differently as regions grow (reductions), so the
+  // ranks of one job fuse alike even though the collectives do not change.
+  f.add("--fusion", a.fusion);
   f.add("--grad-accum", std::to_string(a.grad_accum));
   f.add("--no-sync", a.no_sync ? "on" : "off");
   f.add("--optimizer", a.optimizer);
