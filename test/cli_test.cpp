@@ -51,6 +51,24 @@ fs::path write_scratch(const std::string& name, const std::string& content) {
 }
 
 int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+// A user's mistake: `fsdpc <args>` exits 2 with one line on stderr (under
+// `max_chars`) containing `expect`, and nothing on stdout.
+struct UsageError {
+  std::string args, expect;
+};
+
+void check_usage_errors(const std::vector<UsageError>& cases, size_t max_chars = std::string::npos) {
+  for (const UsageError& c : cases) {
+    INFO("fsdpc " << c.args);
+    Run r = fsdpc_run(c.args);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Contains(c.expect));
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.size() < max_chars);
+    CHECK(r.out.empty());
+  }
+}
 }  // namespace
 
 TEST_CASE("fsdpc trace --model mlp prints the tutorial trace", "[cli]") {
@@ -110,9 +128,6 @@ TEST_CASE("help is complete and exits 0", "[cli]") {
 }
 
 TEST_CASE("user errors print one line and exit 2", "[cli]") {
-  struct Case {
-    std::string args, expect;
-  };
   fs::path malformed = write_scratch("malformed.trace",
                                      "def computation(x):\n  # x: \"cpu f32[2]\"\n  t0 = neg(x\n  return t0\n");
   fs::path unknown_op = write_scratch("unknown-op.trace",
@@ -122,7 +137,7 @@ TEST_CASE("user errors print one line and exit 2", "[cli]") {
                                      "def computation(x):\n  # x: \"cpu f32[2]\"\n"
                                      "  t0 = neg(x)  # t0: \"cpu f32[3]\"\n  return t0\n");
   fs::path bad_json = write_scratch("bad.json", "{\"name\": ");
-  std::vector<Case> cases = {
+  std::vector<UsageError> cases = {
       {"print /nonexistent/model.trace", "/nonexistent/model.trace: cannot open"},
       {"print '" + malformed.string() + "'", malformed.string() + ":3:"},
       {"print '" + unknown_op.string() + "'", "unknown op 'frobnicate'"},
@@ -163,14 +178,7 @@ TEST_CASE("user errors print one line and exit 2", "[cli]") {
       {"frobnicate", "frobnicate"},
       {"", "subcommand"},
   };
-  for (const Case& c : cases) {
-    INFO("fsdpc " << c.args);
-    Run r = fsdpc_run(c.args);
-    CHECK(r.code == 2);
-    CHECK_THAT(r.err, Contains(c.expect));
-    CHECK(count_lines(r.err) == 1);
-    CHECK(r.out.empty());
-  }
+  check_usage_errors(cases);
 }
 
 TEST_CASE("train with the cuda executor but no usable GPU prints one line and exits 2", "[cli]") {
@@ -232,10 +240,7 @@ TEST_CASE("train's AdamW, schedule and thread options: help, and bad values in o
   CHECK_THAT(help.out, Contains("--beta1") && Contains("--beta2") && Contains("--eps") && Contains("--lr-schedule") &&
                            Contains("--warmup-steps") && Contains("--min-lr") && Contains("--decay-steps") &&
                            Contains("lr*(it+1)/(W+1)"));
-  struct Case {
-    std::string args, expect;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<UsageError> cases = {
       {"train --model gpt2-tiny --beta1 1", "--beta1: '1' is not a number in [0, 1)"},
       {"train --model gpt2-tiny --beta2 -0.5", "--beta2: '-0.5' is not a number in [0, 1)"},
       {"train --model gpt2-tiny --beta1 nan", "--beta1"},
@@ -254,15 +259,7 @@ TEST_CASE("train's AdamW, schedule and thread options: help, and bad values in o
       {"trace --model mlp --batch 1e400", "--batch: '1e400' is not a whole number"},
       {"dump --model mlp --world-size 0", "--world-size: '0' is not a whole number"},
   };
-  for (const Case& c : cases) {
-    INFO("fsdpc " << c.args);
-    Run r = fsdpc_run(c.args);
-    CHECK(r.code == 2);
-    CHECK_THAT(r.err, Contains(c.expect));
-    CHECK(count_lines(r.err) == 1);
-    CHECK(r.err.size() < 200);  // no 300-digit range
-    CHECK(r.out.empty());
-  }
+  check_usage_errors(cases, 200);  // no 300-digit range
   setenv("FSDPC_CPU_THREADS", "lots", 1);
   Run bad_env = fsdpc_run("train --model gpt2-tiny --steps 1");
   unsetenv("FSDPC_CPU_THREADS");

@@ -3,13 +3,7 @@
 # package files, and its Depends must name the runtime packages of what the
 # installed binary links (DEPENDS: comma-separated name prefixes).
 # In: BUILD_DIR WORK_DIR DEPENDS
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  if(NOT rc STREQUAL "0")
-    message(FATAL_ERROR "${out}\nexited with ${rc}: ${ARGN}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
 
 file(REMOVE_RECURSE ${WORK_DIR})
 get_filename_component(cmake_bin ${CMAKE_COMMAND} DIRECTORY)

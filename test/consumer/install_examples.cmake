@@ -4,13 +4,7 @@
 # source tree), runs two of the examples, builds one with fsdpc.pc's flags
 # alone, and runs the installed CLI.
 # In: BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX [LAUNCHER] MPIRUN (a list)
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  if(NOT rc STREQUAL "0")
-    message(FATAL_ERROR "${out}\nexited with ${rc}: ${ARGN}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
 function(run_checked expect)
   run(${CMAKE_COMMAND} -DEXPECT=${expect} -P ${CMAKE_CURRENT_LIST_DIR}/run_checked.cmake -- ${ARGN})
   message("${out}")
