@@ -55,13 +55,12 @@ RegionFn code_for(const Region& region) {
   return fn;
 }
 
-std::vector<TensorType> types_of(const BoundSymbol& b, const std::vector<TensorView>& in) {
+std::vector<TensorType> types_of(const std::vector<TensorView>& in) {
   std::vector<TensorType> types;
   for (size_t i = 0; i < in.size(); ++i) {
     if (!in[i].type) fail("cpu_fusion: input ", i, " of a region is a scalar literal; literals stay inside");
     types.push_back(*in[i].type);
   }
-  (void)b;
   return types;
 }
 
@@ -69,7 +68,7 @@ std::vector<TensorType> types_of(const BoundSymbol& b, const std::vector<TensorV
 
 void fusion_kernel(KernelContext&, const BoundSymbol& b, const std::vector<TensorView>& in,
                    const std::vector<TensorView>& out) {
-  const Region region = describe_region(b, types_of(b, in));
+  const Region region = describe_region(b, types_of(in));
   const int64_t n = numel(region.shape);
   if (n == 0) return;
   const RegionFn fn = code_for(region);
