@@ -57,22 +57,24 @@ class SubSymbols {
   operator const Vec&() const { return get(); }
   Vec& mut();  // unshares, then gives the vector to change
 
-  size_t size() const { return p_ ? p_->size() : 0; }
+  // Defined below BoundSymbol: a vector's members may be used only once its
+  // element type is complete (clang instantiates them where they are written).
+  size_t size() const;
   bool empty() const { return size() == 0; }
-  Vec::const_iterator begin() const { return get().begin(); }
-  Vec::const_iterator end() const { return get().end(); }
-  Vec::const_reverse_iterator rbegin() const { return get().rbegin(); }
-  Vec::const_reverse_iterator rend() const { return get().rend(); }
-  const BoundSymbol& operator[](size_t i) const { return get()[i]; }
-  const BoundSymbol& back() const { return get().back(); }
-  Vec::iterator begin() { return mut().begin(); }
-  Vec::iterator end() { return mut().end(); }
-  Vec::reverse_iterator rbegin() { return mut().rbegin(); }
-  Vec::reverse_iterator rend() { return mut().rend(); }
-  BoundSymbol& operator[](size_t i) { return mut()[i]; }
-  BoundSymbol& back() { return mut().back(); }
+  Vec::const_iterator begin() const;
+  Vec::const_iterator end() const;
+  Vec::const_reverse_iterator rbegin() const;
+  Vec::const_reverse_iterator rend() const;
+  const BoundSymbol& operator[](size_t i) const;
+  const BoundSymbol& back() const;
+  Vec::iterator begin();
+  Vec::iterator end();
+  Vec::reverse_iterator rbegin();
+  Vec::reverse_iterator rend();
+  BoundSymbol& operator[](size_t i);
+  BoundSymbol& back();
   void push_back(BoundSymbol b);
-  void pop_back() { mut().pop_back(); }
+  void pop_back();
   void clear() { p_.reset(); }
   bool operator==(const SubSymbols& o) const;
 
@@ -95,6 +97,21 @@ struct BoundSymbol {
   const Proxy& output() const;  // the single output; checks there is one
   bool operator==(const BoundSymbol&) const = default;
 };
+
+inline size_t SubSymbols::size() const { return p_ ? p_->size() : 0; }
+inline SubSymbols::Vec::const_iterator SubSymbols::begin() const { return get().begin(); }
+inline SubSymbols::Vec::const_iterator SubSymbols::end() const { return get().end(); }
+inline SubSymbols::Vec::const_reverse_iterator SubSymbols::rbegin() const { return get().rbegin(); }
+inline SubSymbols::Vec::const_reverse_iterator SubSymbols::rend() const { return get().rend(); }
+inline const BoundSymbol& SubSymbols::operator[](size_t i) const { return get()[i]; }
+inline const BoundSymbol& SubSymbols::back() const { return get().back(); }
+inline SubSymbols::Vec::iterator SubSymbols::begin() { return mut().begin(); }
+inline SubSymbols::Vec::iterator SubSymbols::end() { return mut().end(); }
+inline SubSymbols::Vec::reverse_iterator SubSymbols::rbegin() { return mut().rbegin(); }
+inline SubSymbols::Vec::reverse_iterator SubSymbols::rend() { return mut().rend(); }
+inline BoundSymbol& SubSymbols::operator[](size_t i) { return mut()[i]; }
+inline BoundSymbol& SubSymbols::back() { return mut().back(); }
+inline void SubSymbols::pop_back() { mut().pop_back(); }
 
 // What a trace returns: a name, or a (possibly nested) tuple of them.
 struct ReturnTree {
