@@ -1,0 +1,20 @@
+// libFuzzer target: the trace text parser, as `fsdpc print FILE` reads a
+// text trace (tools/cli_io.cpp load_trace: parse_trace, then verify).
+// fsdpc::Error is the clear exit-2 path; anything else escaping is a finding.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  try {
+    fsdpc::Trace trace = fsdpc::parse_trace(text, "<fuzz>");
+    fsdpc::verify(trace);
+  } catch (const fsdpc::Error&) {
+  }
+  return 0;
+}
