@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev catch2 libcli11-dev
   libdnnl-dev libopenmpi-dev openmpi-bin libmimalloc-dev
   llvm-15-dev mlir-15-tools libssl-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()
