@@ -3,10 +3,12 @@
 #include <sstream>
 
 #include "executors/claim.h"
+#include "frontend/models.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
 #include "passes/stats.h"
+#include "runtime/memory_plan.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 
@@ -19,8 +21,12 @@ struct DumpArgs {
   ShardingArgs sharding;
   int world = 1, rank = 0;
   std::string stages = "del";
-  bool no_sync = false, accumulate = false, stats = false;
+  bool no_sync = false, accumulate = false, stats = false, memory = false;
   std::string format = "text", output, executor = "cpu", fusion = "none";
+  // --memory: the step fsdpc train would run.
+  int grad_accum = 1;
+  std::string optimizer = "adamw";
+  double momentum = 0;
 };
 
 PipelineOptions pipeline_options(const DumpArgs& a, const CLI::App& cmd) {
@@ -91,6 +97,50 @@ std::string render_stats(const std::vector<const Trace*>& traces, const std::str
   return format == "json" ? out + "]\n" : out;
 }
 
+// --memory: the plan of one training step (runtime/memory_plan.h), compiled
+// as fsdpc::jit compiles it: micro-batches of batch / K, and with --no-sync
+// the no_sync and accumulate traces beside the synchronising ones.
+std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std::string& executor) {
+  if (a.format != "text" && a.format != "json") fail("--memory prints text or json, not ", a.format);
+  if (a.accumulate) fail("--memory plans a whole step; --accumulate selects one of its traces");
+  if (a.stats) fail("--memory and --stats print different reports; ask for one");
+  ModelSource src = a.src;
+  if (a.grad_accum > 1) {
+    if (!src.trace_file.empty()) fail("--grad-accum ", a.grad_accum, " re-captures the model; a --trace file has its shapes");
+    std::unique_ptr<Model> model = src.config.empty() ? make_model(src.model) : make_model_from_config(src.config);
+    CaptureOptions co;
+    if (src.seq) co.seq = src.seq;
+    const int64_t batch = src.batch ? src.batch : model->inputs(co).at(0).shape.at(0);
+    if (batch % a.grad_accum != 0)
+      fail("--grad-accum ", a.grad_accum, ": the per-rank batch ", batch, " does not split into equal micro-batches");
+    src.batch = batch / a.grad_accum;
+  }
+  const Trace captured = place(load_source_trace(src), executor_device(executor));
+  PipelineOptions o = pipeline_options(a, cmd);
+  o.sync_grads = true;
+  auto final_traces = [&](const PipelineOptions& p) {
+    std::vector<Stage> stages = compile(captured, p);
+    return StepTraces{stages.back().traces.at(0), stages.back().traces.at(1)};
+  };
+  EngineTraces traces{final_traces(o), {}, {}};
+  if (a.no_sync && a.grad_accum > 1) {
+    PipelineOptions local = o, last = o;
+    local.sync_grads = false;
+    last.accumulate_grads = true;
+    traces.no_sync = final_traces(local);
+    traces.accumulate = final_traces(last);
+  }
+  EngineOptions e;
+  e.executor = executor;
+  e.fusion = a.fusion;
+  e.grad_accum = a.grad_accum;
+  e.no_sync = a.no_sync;
+  e.optimizer.kind = a.optimizer == "sgd" ? OptimizerOptions::Kind::sgd : OptimizerOptions::Kind::adamw;
+  e.optimizer.momentum = a.momentum;
+  const MemoryPlan plan = plan_memory(traces, e);
+  return a.format == "json" ? memory_plan_json(plan) : memory_plan_text(plan);
+}
+
 }  // namespace
 
 Command add_dump_command(CLI::App& app) {
@@ -112,6 +162,16 @@ Command add_dump_command(CLI::App& app) {
       ->check(CLI::IsMember({"none", "auto"}))
       ->capture_default_str();
   cmd->add_flag("--stats", a->stats, "Print collective counts, bytes per rank and peak live bytes");
+  cmd->add_flag("--memory", a->memory,
+                "Print the memory plan of one training step per rank: live bytes by category at every statement, "
+                "the peak and where it occurs (--grad-accum, --no-sync, --optimizer, --momentum as fsdpc train; "
+                "--batch per rank)");
+  cmd->add_option("--grad-accum", a->grad_accum, "With --memory: micro-batches per step")
+      ->check(whole_number(1))->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "With --memory: adamw | sgd")
+      ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
+  cmd->add_option("--momentum", a->momentum, "With --memory: SGD momentum (0: no momentum buffer)")
+      ->check(real_number(0, true, 1, true))->capture_default_str();
   cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember(formats()))->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Write to FILE instead of standard output");
   return Command{cmd,
@@ -119,6 +179,7 @@ Command add_dump_command(CLI::App& app) {
                    PipelineOptions o = pipeline_options(*a, *cmd);
                    const std::string executor = resolve_executor(a->executor);
                    executors_for(executor);  // an unknown name fails before compiling
+                   if (a->memory) return write_output(a->output, render_memory_plan(*a, *cmd, executor));
                    // Every stage prints the tensors where they will live.
                    std::vector<Stage> stages =
                        compile(place(load_source_trace(a->src), executor_device(executor)), o);

@@ -1,0 +1,371 @@
+// plan_memory(): the engine's step replayed on a model of the allocator.
+// Each action below names the engine code it mirrors; when that code changes
+// how long a buffer lives, this file changes with it (memory_plan_test holds
+// the two together for every strategy).
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "executors/claim.h"
+#include "executors/device_backend.h"
+#include "ir/error.h"
+#include "ir/printer.h"
+
+namespace fsdpc {
+
+namespace {
+
+int64_t bytes_of(const TensorType& t) { return numel(t.shape) * dtype_size(t.dtype); }
+
+// Allocator's accounting and cache, without memory: blocks are shared by
+// reference count as Storage is by shared_ptr.
+class AllocatorModel {
+ public:
+  explicit AllocatorModel(size_t alignment) : alignment_(alignment) {}
+
+  int allocate(int64_t bytes, MemCategory c) {
+    const size_t size = (static_cast<size_t>(bytes) + alignment_ - 1) / alignment_ * alignment_;
+    if (size) {  // Allocator::allocate: a cached block of the same rounded size, else a new one
+      auto it = cache_.find(size);
+      if (it != cache_.end() && it->second > 0) --it->second;
+      else reserved_ += static_cast<int64_t>(size);
+    }
+    blocks_.push_back({bytes, size, c, 1});
+    live_[static_cast<size_t>(c)] += bytes;
+    total_ += bytes;
+    return static_cast<int>(blocks_.size() - 1);
+  }
+  void hold(int id) { ++blocks_.at(static_cast<size_t>(id)).refs; }
+  void drop(int id) {
+    Block& b = blocks_.at(static_cast<size_t>(id));
+    FSDPC_CHECK(b.refs > 0) << "memory plan: block " << id << " released twice";
+    if (--b.refs > 0) return;
+    if (b.size) ++cache_[b.size];  // Allocator::release keeps the block
+    live_[static_cast<size_t>(b.category)] -= b.bytes;
+    total_ -= b.bytes;
+  }
+  void recategorize(int id, MemCategory to) {
+    Block& b = blocks_.at(static_cast<size_t>(id));
+    live_[static_cast<size_t>(b.category)] -= b.bytes;
+    live_[static_cast<size_t>(to)] += b.bytes;
+    b.category = to;
+  }
+  const MemBytes& live() const { return live_; }
+  int64_t total() const { return total_; }
+  int64_t reserved() const { return reserved_; }
+
+ private:
+  struct Block {
+    int64_t bytes;
+    size_t size;  // rounded
+    MemCategory category;
+    int refs;
+  };
+  size_t alignment_;
+  std::vector<Block> blocks_;
+  MemBytes live_{};
+  int64_t total_ = 0;
+  std::map<size_t, int64_t> cache_;  // rounded size -> free blocks
+  int64_t reserved_ = 0;
+};
+
+// "t80 = cpu_linear(t3, t9)": a statement on one line, without its decomposition.
+std::string one_line(const BoundSymbol& b) {
+  std::string s;
+  for (size_t i = 0; i < b.outputs.size(); ++i) s += (i ? ", " : "") + b.outputs[i].name;
+  s += b.op == OpId::Del ? "del " : (s.empty() ? "" : " = ") + symbol_name(b.op, b.executor) + "(";
+  for (size_t i = 0; i < b.inputs.size(); ++i)
+    s += (i ? ", " : "") + (b.inputs[i].is_scalar() ? format_double(*b.inputs[i].scalar) : b.inputs[i].name);
+  return b.op == OpId::Del ? s : s + ")";
+}
+
+// A returned value: its block and its type.
+struct Held {
+  int id;
+  TensorType type;
+};
+
+// One step's replay: the engine's actions, each recorded as a point.
+class StepReplay {
+ public:
+  StepReplay(AllocatorModel& mem, StepMemory& out) : mem_(mem), out_(out) {
+    out_.start = mem.live();
+    out_.peak = mem.live();
+    out_.total_peak = mem.total();
+    phase("step start");
+    point(0, "live before the step");
+  }
+
+  void phase(std::string name) { out_.phases.push_back({std::move(name), {}}); }
+
+  void point(int64_t statement, std::string what) {
+    MemoryPhase& ph = out_.phases.back();
+    ph.points.push_back({statement, std::move(what), mem_.live(), mem_.total(), mem_.reserved()});
+    for (size_t c = 0; c < kNumMemCategories; ++c) out_.peak[c] = std::max(out_.peak[c], mem_.live()[c]);
+    if (mem_.total() > out_.total_peak || (out_.phases.size() == 1 && ph.points.size() == 1)) {
+      out_.total_peak = mem_.total();
+      out_.peak_phase = out_.phases.size() - 1;
+      out_.peak_point = ph.points.size() - 1;
+    }
+  }
+
+  // Interpreter::run: `args` are handed over (one reference each); the
+  // returned values come back with one reference each.
+  std::vector<Held> run(const Trace& t, const std::vector<int>& args) {
+    FSDPC_CHECK(args.size() == t.args.size()) << "memory plan: " << t.name << " argument count";
+    std::unordered_map<std::string, int> env;
+    for (size_t i = 0; i < args.size(); ++i) env[t.args[i].name] = args[i];
+    std::unordered_map<std::string, TensorType> types;
+    for (const Proxy& a : t.args) types[a.name] = a.type;
+    for (size_t i = 0; i < t.bsyms.size(); ++i) {
+      const BoundSymbol& b = t.bsyms[i];
+      if (b.op == OpId::Del) {
+        for (const Operand& o : b.inputs)
+          if (auto it = env.find(o.name); it != env.end()) {
+            mem_.drop(it->second);
+            env.erase(it);
+          }
+      } else {
+        for (const Proxy& p : b.outputs) {
+          int id;
+          if (b.op == OpId::Wait || b.op == OpId::Reshape) {  // the input's buffer
+            id = env.at(b.inputs.at(0).name);
+            mem_.hold(id);
+          } else {
+            id = mem_.allocate(bytes_of(p.type), p.type.future ? MemCategory::communication : MemCategory::activations);
+          }
+          env[p.name] = id;
+          types[p.name] = p.type;
+        }
+        if (b.op == OpId::Wait) {  // the future's name goes; its buffer lives under the wait's
+          auto it = env.find(b.inputs.at(0).name);
+          mem_.drop(it->second);
+          env.erase(it);
+        }
+      }
+      point(static_cast<int64_t>(i) + 1, one_line(b));
+    }
+    std::vector<std::string> names;
+    t.returns.collect_names(names);
+    std::vector<Held> results;
+    for (const std::string& n : names) {
+      const int id = env.at(n);
+      mem_.hold(id);
+      results.push_back({id, types.at(n)});
+    }
+    for (auto& [name, id] : env) mem_.drop(id);  // the environment goes out of scope
+    point(0, "end of " + t.name + ": values neither freed nor returned go");
+    return results;
+  }
+
+  AllocatorModel& mem() { return mem_; }
+
+ private:
+  AllocatorModel& mem_;
+  StepMemory& out_;
+};
+
+struct ParamBlock {
+  std::string proxy;  // the forward argument's name (param_proxy_name of the path)
+  int id;
+  bool requires_grad;
+};
+
+// The engine's persistent state: parameters from construction on, optimizer
+// state from the first update on.
+struct RankState {
+  std::vector<ParamBlock> params;
+  bool has_optimizer_state = false;
+};
+
+// Engine::forward_args: inputs copied in (activations), parameters by reference.
+std::vector<int> forward_args(StepReplay& r, const Trace& forward, const RankState& s) {
+  std::vector<int> args;
+  size_t p = 0;
+  for (const Proxy& a : forward.args) {
+    if (a.is_param()) {
+      FSDPC_CHECK(p < s.params.size() && s.params[p].proxy == a.name) << "memory plan: parameter order";
+      r.mem().hold(s.params[p++].id);
+      args.push_back(s.params[p - 1].id);
+    } else {
+      args.push_back(r.mem().allocate(bytes_of(a.type), MemCategory::activations));
+    }
+  }
+  r.point(0, "inputs copied in");
+  return args;
+}
+
+// Engine::micro_step: returns the backward's gradients, one reference each.
+std::vector<Held> micro_step(StepReplay& r, const StepTraces& t, const RankState& s, const std::vector<Held>& acc,
+                             const std::string& label) {
+  AllocatorModel& mem = r.mem();
+  r.phase("forward " + label);
+  std::vector<Held> outs = r.run(t.forward, forward_args(r, t.forward, s));
+  const size_t n_out = t.forward.returns.items.at(0).items.size();
+  const int loss = outs.at(0).id;
+  mem.hold(loss);
+  std::vector<int> bargs;
+  for (size_t i = n_out; i < outs.size(); ++i) {
+    mem.hold(outs[i].id);
+    bargs.push_back(outs[i].id);
+  }
+  for (const Held& h : outs) mem.drop(h.id);
+  r.phase("backward " + label);
+  for (size_t i = bargs.size(); i + 1 < t.backward.args.size(); ++i) {  // acc_<parameter proxy>
+    size_t g = 0;
+    bool found = false;
+    for (const ParamBlock& p : s.params) {
+      if (!p.requires_grad) continue;
+      if ("acc_" + p.proxy == t.backward.args[i].name) {
+        mem.hold(acc.at(g).id);
+        bargs.push_back(acc.at(g).id);
+        found = true;
+        break;
+      }
+      ++g;
+    }
+    FSDPC_CHECK(found) << "memory plan: no accumulated gradient for " << t.backward.args[i].name;
+  }
+  bargs.push_back(mem.allocate(bytes_of(t.backward.args.back().type), MemCategory::activations));
+  r.point(0, "cotangent copied in");
+  std::vector<Held> grads = r.run(t.backward, bargs);
+  for (const Held& g : grads) mem.recategorize(g.id, MemCategory::gradients);
+  r.point(0, "backward outputs kept as gradients");
+  mem.drop(loss);
+  r.point(0, "loss read and freed");
+  return grads;
+}
+
+// Engine::add_into: the first gradients become the sum; later ones are
+// added and freed.
+void add_into(StepReplay& r, std::vector<Held>& sum, std::vector<Held>& grads) {
+  if (sum.empty()) {
+    sum = std::move(grads);
+    grads.clear();
+    return;
+  }
+  for (const Held& g : grads) r.mem().drop(g.id);
+  grads.clear();
+  r.point(0, "gradients added into the accumulated ones and freed");
+}
+
+// Engine::train_step.
+void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces, const EngineOptions& o,
+                RankState& s) {
+  StepReplay r(mem, out);
+  const int k_total = o.grad_accum;
+  const bool no_sync = o.no_sync && k_total > 1;
+  std::vector<Held> grads, sum, local;
+  for (int k = 0; k < k_total; ++k) {
+    const std::string label = std::to_string(k + 1) + "/" + std::to_string(k_total);
+    if (!no_sync) {
+      grads = micro_step(r, traces.sync, s, {}, label);
+      add_into(r, sum, grads);
+    } else if (k + 1 < k_total) {
+      grads = micro_step(r, *traces.no_sync, s, {}, label + " no_sync");
+      add_into(r, local, grads);
+    } else {
+      sum = micro_step(r, *traces.accumulate, s, local, label + " accumulate");
+      for (const Held& h : local) mem.drop(h.id);
+      local.clear();
+      r.point(0, "no_sync gradients freed");
+    }
+  }
+  // Clipping works in place (sum_squares, scale); Optimizer::state_for makes
+  // each parameter's state on its first update, in argument order.
+  r.phase("optimizer");
+  if (!s.has_optimizer_state) {
+    const bool adamw = o.optimizer.kind == OptimizerOptions::Kind::adamw;
+    for (const Held& g : sum) {
+      const int64_t bytes = numel(g.type.shape) * static_cast<int64_t>(sizeof(float));
+      if (adamw || o.optimizer.momentum != 0) mem.allocate(bytes, MemCategory::optimizer_state);
+      if (adamw) mem.allocate(bytes, MemCategory::optimizer_state);
+    }
+    s.has_optimizer_state = true;
+  }
+  r.point(0, "update of the local shards");
+  for (const Held& g : sum) mem.drop(g.id);
+  r.point(0, "gradients freed at the step's end");
+  out.reserved = mem.reserved();
+}
+
+// Engine::forward: the validation loss between steps.
+void evaluation(AllocatorModel& mem, StepMemory& out, const StepTraces& t, const RankState& s) {
+  StepReplay r(mem, out);
+  r.phase("evaluation forward");
+  for (const Held& h : r.run(t.forward, forward_args(r, t.forward, s))) mem.drop(h.id);
+  r.point(0, "outputs read and freed");
+  out.reserved = mem.reserved();
+}
+
+StepTraces lowered(const StepTraces& t, const EngineOptions& o) {
+  return {execution_trace(t.forward, o.executor, o.fusion), execution_trace(t.backward, o.executor, o.fusion)};
+}
+
+}  // namespace
+
+size_t MemoryPhase::peak_point() const {
+  size_t best = 0;
+  for (size_t i = 1; i < points.size(); ++i)
+    if (points[i].total > points[best].total) best = i;
+  return best;
+}
+
+std::string StepMemory::peak_where() const {
+  const MemoryPoint& p = peak_at();
+  return phases.at(peak_phase).name + (p.statement ? ", statement " + std::to_string(p.statement) + ": " : ": ") +
+         p.what;
+}
+
+size_t backend_alignment(const std::string& executor) {
+  if (executor == "cpu") return cpu_backend().alignment();
+  if (executor == "cuda") return 256;  // executors/cuda/cuda_backend.cpp
+  fail("memory plan: unknown executor '", executor, "' (expected cpu or cuda)");
+}
+
+MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options) {
+  if (options.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options.grad_accum);
+  MemoryPlan plan;
+  plan.executor = options.executor;
+  plan.alignment = backend_alignment(options.executor);
+  plan.grad_accum = options.grad_accum;
+  plan.no_sync = options.no_sync && options.grad_accum > 1;
+  EngineTraces low{lowered(traces.sync, options), {}, {}};
+  if (plan.no_sync) {
+    FSDPC_CHECK(traces.no_sync && traces.accumulate) << "memory plan: no_sync accumulation needs its traces";
+    low.no_sync = lowered(*traces.no_sync, options);
+    low.accumulate = lowered(*traces.accumulate, options);
+  }
+  AllocatorModel mem(plan.alignment);
+  RankState s;
+  for (const Proxy& a : low.sync.forward.args)  // Engine::Engine, in argument order
+    if (a.is_param()) s.params.push_back({a.name, mem.allocate(bytes_of(a.type), MemCategory::parameters), a.requires_grad});
+  train_step(mem, plan.first, low, options, s);
+  plan.reserved_after_step.push_back(plan.first.reserved);
+  // Later steps repeat the same allocations; the cache grows until it holds
+  // a block for each of them, which takes a step or two.
+  for (int i = 0; i < 8; ++i) {
+    StepMemory step;
+    train_step(mem, step, low, options, s);
+    const bool settled = step.reserved == plan.reserved_after_step.back();
+    plan.reserved_after_step.push_back(step.reserved);
+    plan.steady = std::move(step);
+    if (settled) break;
+  }
+  evaluation(mem, plan.evaluation, low.sync, s);
+  return plan;
+}
+
+MemBytes combined_peak(const StepMemory& step, const StepMemory* evaluation, int64_t& total) {
+  MemBytes peak = step.peak;
+  total = step.total_peak;
+  if (evaluation) {
+    for (size_t c = 0; c < kNumMemCategories; ++c) peak[c] = std::max(peak[c], evaluation->peak[c]);
+    total = std::max(total, evaluation->total_peak);
+  }
+  return peak;
+}
+
+}  // namespace fsdpc
