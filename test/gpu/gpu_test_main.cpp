@@ -1,7 +1,9 @@
 // main() of the tests that need a GPU (CTest label `gpu`): without the
-// FSDPC_GPU_TEST_DEVICES (default 1) CUDA devices a test needs they print
-// why and exit with 77, which CTest reports as skipped (SKIP_RETURN_CODE),
-// never as passed. A run of every case must also have compared every op
+// FSDPC_GPU_TEST_DEVICES (default 1) CUDA devices a test needs, or without
+// any NVIDIA driver, they print why and exit with 77, which CTest reports
+// as skipped (SKIP_RETURN_CODE), never as passed. Any other start-up failure
+// (a driver too old for this CUDA runtime) fails with the driver's error
+// (gpu_test_verdict, executors/cuda/device.h). A run of every case must also have compared every op
 // the executable declared (kernel_harness.h's ComparesOps).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -38,14 +40,10 @@ int main(int argc, char** argv) {
   const Catch::ConfigData& c = session.configData();
   const bool listing = c.listTests || c.listTags || c.listReporters || c.listTestNamesOnly || c.showHelp;
   const int needed = FSDPC_GPU_TEST_DEVICES;
-  const fsdpc::cuda::DeviceQuery q = fsdpc::cuda::query_devices();
-  if (!listing && q.count < needed) {
-    if (q.count == 0)
-      std::printf("SKIPPED: this test needs %s, and none is visible: %s\n",
-                  needed == 1 ? "a CUDA device" : (std::to_string(needed) + " CUDA devices").c_str(), q.reason.c_str());
-    else
-      std::printf("SKIPPED: this test needs %d CUDA devices, and only %d are visible\n", needed, q.count);
-    return 77;
+  const fsdpc::cuda::GpuTestVerdict v = fsdpc::cuda::gpu_test_verdict(fsdpc::cuda::query_devices(), needed);
+  if (!listing && v.kind != fsdpc::cuda::GpuTestVerdict::run) {
+    std::printf("%s\n", v.message.c_str());
+    return v.kind == fsdpc::cuda::GpuTestVerdict::skip ? 77 : 1;
   }
   const int rc = session.run();
   return rc == 0 && !listing && c.testsOrTags.empty() ? check_kernel_coverage() : rc;
