@@ -49,9 +49,11 @@ class RankDevice {
 
 // The rank's device for `executor` ("cpu" or "cuda"; resolve "auto" first).
 // `mpi` carries the communicators of the mesh and outlives the result. For
-// cuda, the rank takes the GPU of its local rank on the node (modulo the
-// devices it sees) and builds its NCCL communicators: collective over the
-// world. Throws fsdpc::Error when cuda is asked for and no device is visible.
+// cuda, the rank takes the GPU of its local rank on the node, or device 0
+// when it sees only one (a launcher bound one GPU to each rank), and builds
+// its NCCL communicators: collective over the world (select_device in
+// executors/cuda/device.h). Throws fsdpc::Error when cuda is asked for and
+// no device is visible.
 std::unique_ptr<RankDevice> open_rank_device(const std::string& executor, MpiContext& mpi);
 
 }  // namespace fsdpc

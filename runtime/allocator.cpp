@@ -32,6 +32,7 @@ Storage::~Storage() { owner_->release(*this); }
 Allocator::Allocator(DeviceBackend& backend, std::optional<int64_t> cap_bytes)
     : backend_(backend), device_(backend.device()), cap_(cap_bytes) {
   if (cap_ && *cap_ <= 0) fail("--mem-cap must be positive, got ", *cap_, " bytes");
+  if (auto* user = dynamic_cast<ScratchUser*>(&backend_)) user->use_scratch(this);
 }
 
 size_t Allocator::rounded(int64_t bytes) const {
@@ -40,6 +41,9 @@ size_t Allocator::rounded(int64_t bytes) const {
 }
 
 Allocator::~Allocator() {
+  // First: the backend drops the scratch it holds (NCCL staging of
+  // collectives never waited on) and quiesces its device before any free.
+  if (auto* user = dynamic_cast<ScratchUser*>(&backend_)) user->use_scratch(nullptr);
   FSDPC_CHECK(live_buffers_ == 0) << live_buffers_ << " buffers outlive their allocator";
   release_cache();
 }
@@ -91,6 +95,13 @@ std::shared_ptr<Storage> Allocator::allocate_zeroed(int64_t bytes, MemCategory c
   std::shared_ptr<Storage> s = allocate(bytes, category);
   if (bytes) backend_.zero(s->data(), static_cast<size_t>(bytes));
   return s;
+}
+
+std::shared_ptr<void> Allocator::scratch(size_t bytes, bool communication) {
+  std::shared_ptr<Storage> s =
+      allocate(static_cast<int64_t>(bytes), communication ? MemCategory::communication : MemCategory::activations);
+  void* data = s->data();
+  return std::shared_ptr<void>(std::move(s), data);  // aliasing: the handle owns the Storage
 }
 
 void Allocator::recategorize(Storage& s, MemCategory to) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "executors/device_backend.h"
+#include "executors/scratch_pool.h"
 #include "ir/types.h"
 
 namespace fsdpc {
@@ -58,12 +59,15 @@ class Storage {
   MemCategory category_;
 };
 
-class Allocator {
+// Also the kernels' scratch pool when the backend takes one
+// (executors/scratch_pool.h): scratch is allocated and accounted like any
+// other buffer.
+class Allocator final : public ScratchPool {
  public:
   explicit Allocator(DeviceBackend& backend = cpu_backend(), std::optional<int64_t> cap_bytes = std::nullopt);
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
-  ~Allocator();
+  ~Allocator() override;
 
   // Uninitialised: every kernel writes its whole output (zero-filling half
   // a GiB of activations per step cost as much as the matmuls). Throws
@@ -87,6 +91,7 @@ class Allocator {
   // step, and fresh pages from the OS cost as much as the matmuls.
   int64_t cached_bytes() const { return cached_bytes_; }
   void release_cache();
+  std::shared_ptr<void> scratch(size_t bytes, bool communication) override;
 
  private:
   friend class Storage;

@@ -4,20 +4,21 @@
 #include "executors/comm/nccl_executor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <initializer_list>
-#include <thread>
 #include <utility>
 
 #include "executors/comm/nccl_check.h"
+#include "executors/comm/nccl_staging.h"
 #include "executors/cuda/cuda_check.h"
 #include "ir/error.h"
 
 namespace fsdpc {
+
+using cuda::settled;
 
 std::optional<ncclDataType_t> nccl_dtype(DType d) {
   switch (d) {
@@ -51,16 +52,6 @@ void report(cudaError_t rc, const char* call) {
     std::fprintf(stderr, "fsdpc: %s returned %s: %s\n", call, cudaGetErrorName(rc), cudaGetErrorString(rc));
 }
 
-// A stream or event query's answer: cudaSuccess when done, cudaErrorNotReady
-// when not, else the error. Like PyTorch's stream query, it clears a
-// not-ready the runtime may have recorded as its last error, so the next
-// launch check (FSDPC_CUDA_CHECK_LAUNCH) does not mistake it for its own.
-cudaError_t settled(cudaError_t rc) {
-  if (rc != cudaErrorNotReady) return rc;
-  const cudaError_t last = cudaGetLastError();
-  return last == cudaSuccess || last == cudaErrorNotReady ? cudaErrorNotReady : last;
-}
-
 }  // namespace
 
 // ---- NcclContext -------------------------------------------------------------
@@ -78,6 +69,20 @@ NcclContext::NcclContext(ProcessGroups groups, const cuda::CudaOptions& options)
 }
 
 NcclContext::~NcclContext() {
+  NcclContext::quiesce();
+  pending_.clear();  // staging freed on compute, after the drain or the abort
+  for (const Joined& j : joined_) {
+    report(cudaEventDestroy(j.done), "cudaEventDestroy");
+    if (j.started) report(cudaEventDestroy(j.started), "cudaEventDestroy");
+  }
+  for (cudaEvent_t e : free_events_) report(cudaEventDestroy(e), "cudaEventDestroy");
+  report(cudaEventDestroy(compute_ready_), "cudaEventDestroy");
+  // ~CudaContext then polls both streams, which the drain or the abort has emptied.
+}
+
+void NcclContext::quiesce() noexcept {
+  if (quiesced_) return;
+  quiesced_ = true;
   if (!world_.aborted()) {
     std::string why;
     if (!pending_.empty())
@@ -85,25 +90,34 @@ NcclContext::~NcclContext() {
     else if (std::uncaught_exceptions() > 0)
       why = "an exception unwinds the NCCL context";
     else
-      drain(timeout_s_, why);  // leaves `why` empty when idle
+      drain(Streams::both, timeout_s_, "the streams at teardown", why);  // leaves `why` empty when idle
     if (!why.empty()) {
       std::fprintf(stderr, "fsdpc: aborting the NCCL communicators: %s\n", why.c_str());
       world_.abort_all();
     }
   }
+  // Events of collectives never waited on: their kernels were aborted.
   for (auto& [name, p] : pending_) {
-    // Ordered after the aborted gather on the comm stream.
-    if (p.scratch) report(cudaFreeAsync(p.scratch, comm()), "cudaFreeAsync");
     report(cudaEventDestroy(p.done), "cudaEventDestroy");
     if (p.started) report(cudaEventDestroy(p.started), "cudaEventDestroy");
+    p.done = p.started = nullptr;
   }
-  for (const Joined& j : joined_) {
-    report(cudaEventDestroy(j.done), "cudaEventDestroy");
-    if (j.started) report(cudaEventDestroy(j.started), "cudaEventDestroy");
+}
+
+void NcclContext::use_scratch_pool(ScratchPool* pool) {
+  if (!pool) {
+    quiesce();
+    for (auto& [name, p] : pending_) {
+      p.scratch.reset();
+      p.send_staging.reset();
+    }
   }
-  for (cudaEvent_t e : free_events_) report(cudaEventDestroy(e), "cudaEventDestroy");
-  report(cudaEventDestroy(compute_ready_), "cudaEventDestroy");
-  // ~CudaContext then waits for both streams, which abort_all() has drained.
+  cuda::CudaContext::use_scratch_pool(pool);
+}
+
+void NcclContext::wait_idle(Streams which, const char* what) {
+  std::string why;
+  if (drain(which, timeout_s_, what, why) != Drain::idle) abort_with(why);
 }
 
 void NcclContext::comm_after_compute() {
@@ -184,34 +198,19 @@ void NcclContext::check_async_errors() {
   if (std::string why = async_error(); !why.empty()) abort_with(why);
 }
 
-NcclContext::Drain NcclContext::drain(double seconds, std::string& why) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto nap = std::chrono::microseconds(5);
-  for (;;) {
-    const cudaError_t a = settled(cudaStreamQuery(compute()));
-    const cudaError_t b = settled(cudaStreamQuery(comm()));
-    for (cudaError_t rc : {a, b}) {
-      if (rc != cudaSuccess && rc != cudaErrorNotReady) {
-        why = std::string("a stream reported ") + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc);
-        return Drain::error;
-      }
-    }
-    if (a == cudaSuccess && b == cudaSuccess) return Drain::idle;
-    why = async_error();
-    if (!why.empty()) return Drain::error;
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (waited >= seconds) {
-      const char* busy = a != cudaSuccess && b != cudaSuccess ? "compute and comm streams"
-                         : a != cudaSuccess                  ? "compute stream"
-                                                             : "comm stream";
-      why = std::string("the ") + busy + " did not finish within " + std::to_string(seconds) +
-            " s (FSDPC_NCCL_TIMEOUT_S); collectives still running: " + running_collectives();
-      return Drain::timeout;
-    }
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+NcclContext::Drain NcclContext::drain(Streams which, double seconds, const char* what, std::string& why) {
+  const cuda::WaitResult r = cuda::poll_until_ready(
+      [&](std::string& w) { return poll_streams(which, w); }, [&] { return async_error(); }, seconds);
+  why = r.why;
+  if (r.kind == cuda::WaitResult::ready) return Drain::idle;
+  if (r.kind == cuda::WaitResult::failed) {
+    why = std::string("waiting for ") + what + ": " + why;
+    return Drain::error;
   }
+  why = std::string("waiting for ") + what + ": the " +
+        (which == Streams::both ? "compute and comm streams" : "compute stream") + " did not finish within " +
+        std::to_string(seconds) + " s (the collective timeout); collectives still running: " + running_collectives();
+  return Drain::timeout;
 }
 
 std::vector<CollectiveTime> NcclContext::take_times() {
@@ -222,7 +221,7 @@ std::vector<CollectiveTime> NcclContext::take_times() {
 
 void NcclContext::synchronize_with_timeout(double seconds) {
   std::string why;
-  if (drain(seconds, why) != Drain::idle) abort_with(why);
+  if (drain(Streams::both, seconds, "the end of the step", why) != Drain::idle) abort_with(why);
   recycle_completed();  // every joined event is complete now
 }
 
@@ -313,14 +312,26 @@ Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tensor
   c.pending.what = std::string(op_name(b.op)) + "(" + b.inputs.at(0).name + ", group=" + group +
                    ") -> " + b.output().name;
   c.pending.kind = std::string(op_name(b.op));
-  // Last, after every check that can throw: the input was produced on the
-  // compute stream.
+  return c;
+}
+
+// After every check and allocation that can throw (staging comes from the
+// compute stream's side): the comm stream waits for the compute stream,
+// where the input was produced.
+void begin(Call& c) {
   c.ctx->comm_after_compute();
   if (c.ctx->timing()) {
     c.pending.started = c.ctx->acquire_event();
     FSDPC_CUDA_CHECK(cudaEventRecord(c.pending.started, c.ctx->comm()));
   }
-  return c;
+}
+
+// One cudaMemcpy2DAsync per entry of a staging plan.
+void copy_plan(const std::vector<Copy2D>& plan, void* dst, const void* src, cudaStream_t stream) {
+  for (const Copy2D& k : plan)
+    FSDPC_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<std::byte*>(dst) + k.dst_offset, k.dst_pitch,
+                                       static_cast<const std::byte*>(src) + k.src_offset, k.src_pitch, k.width,
+                                       k.height, cudaMemcpyDeviceToDevice, stream));
 }
 
 // Records the collective's completion on the comm stream and hands it to
@@ -336,8 +347,6 @@ int64_t prod(const Shape& s, size_t from, size_t to) {
   for (size_t i = from; i < to; ++i) p *= s[i];
   return p;
 }
-
-std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
 
 // Every rank holds the same shapes, so a zero-sized collective is skipped on
 // all of them alike (NCCL's argument checks reject null buffers).
@@ -356,12 +365,13 @@ void all_gather(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
   FSDPC_CHECK(dim < xs.size() && numel(c.out->shape) == numel(xs) * c.size) << where(b);
   void* recv = c.out_data;
   if (prod(xs, 0, dim) > 1 && c.pending.bytes > 0) {
-    FSDPC_CUDA_CHECK(cudaMallocAsync(&c.pending.scratch, c.pending.bytes, c.ctx->comm()));
-    recv = c.pending.scratch;
+    c.pending.scratch = c.ctx->scratch(static_cast<size_t>(c.pending.bytes), true);
+    recv = c.pending.scratch.get();
     c.pending.outer = prod(xs, 0, dim);
     c.pending.inner_bytes = prod(xs, dim, xs.size()) * c.elem;
     c.pending.members = c.size;
   }
+  begin(c);
   if (count(xs) > 0)
     FSDPC_NCCL_CHECK(ncclAllGather(c.in_data, recv, count(xs), c.type, c.comm, c.ctx->comm()));
   finish(c, b);
@@ -380,21 +390,19 @@ void reduce_scatter(KernelContext& kctx, const BoundSymbol& b, const std::vector
       << where(b) << ": the output may not alias the input";
   const cudaStream_t stream = c.ctx->comm();
   const void* send = c.in_data;
-  void* scratch = nullptr;
   const int64_t outer = prod(xs, 0, dim);
-  if (outer > 1 && c.size > 1 && c.pending.bytes > 0) {
-    const size_t chunk = static_cast<size_t>(c.pending.bytes / outer);  // one member's bytes of a row
-    FSDPC_CUDA_CHECK(cudaMallocAsync(&scratch, numel(xs) * c.elem, stream));
-    // scratch[m][o] = input[o][m], one strided copy per member.
-    for (int m = 0; m < c.size; ++m)
-      FSDPC_CUDA_CHECK(cudaMemcpy2DAsync(bytes(scratch) + m * outer * chunk, chunk, bytes(c.in_data) + m * chunk,
-                                         chunk * c.size, chunk, outer, cudaMemcpyDeviceToDevice, stream));
-    send = scratch;
+  const bool pack = outer > 1 && c.size > 1 && c.pending.bytes > 0;
+  if (pack) c.pending.send_staging = c.ctx->scratch(static_cast<size_t>(numel(xs) * c.elem), true);
+  begin(c);
+  if (pack) {
+    // staging[m][o] = input[o][m], one strided copy per member, on the comm
+    // stream; held until the wait, since the reduction reads it there.
+    copy_plan(scatter_pack_plan(outer, c.pending.bytes / outer, c.size), c.pending.send_staging.get(), c.in_data,
+              stream);
+    send = c.pending.send_staging.get();
   }
   if (count(c.out->shape) > 0)
     FSDPC_NCCL_CHECK(ncclReduceScatter(send, c.out_data, count(c.out->shape), c.type, ncclSum, c.comm, stream));
-  // Stream-ordered: released once the reduction has read it.
-  if (scratch) FSDPC_CUDA_CHECK(cudaFreeAsync(scratch, stream));
   finish(c, b);
 }
 
@@ -402,6 +410,7 @@ void all_reduce(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
                 const std::vector<TensorView>& out) {
   Call c = prepare(kctx, b, in, out);
   FSDPC_CHECK(c.out->shape == c.in->shape) << where(b);
+  begin(c);
   if (count(c.in->shape) > 0)
     FSDPC_NCCL_CHECK(ncclAllReduce(c.in_data, c.out_data, count(c.in->shape), c.type, ncclSum, c.comm,
                                    c.ctx->comm()));
@@ -415,6 +424,7 @@ void broadcast(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tens
   Call c = prepare(kctx, b, in, out);
   FSDPC_CHECK(c.out->shape == c.in->shape) << where(b);
   const int root = static_cast<int>(b.attrs.get_int("root"));  // checked by prepare
+  begin(c);
   if (count(c.in->shape) > 0)
     FSDPC_NCCL_CHECK(ncclBroadcast(c.in_data, c.out_data, count(c.in->shape), c.type, root,
                                    c.comm, c.ctx->comm()));
@@ -434,12 +444,7 @@ void wait_collective(KernelContext& kctx, const BoundSymbol& b, const std::vecto
   const cudaStream_t stream = ctx.compute();
   if (p.scratch) {
     // scratch is [member][outer][inner]; the result is [outer][member][inner].
-    const size_t inner = static_cast<size_t>(p.inner_bytes);
-    for (int m = 0; m < p.members; ++m)
-      FSDPC_CUDA_CHECK(cudaMemcpy2DAsync(bytes(out[0].data) + m * inner, inner * p.members,
-                                         bytes(p.scratch) + m * p.outer * inner, inner, inner, p.outer,
-                                         cudaMemcpyDeviceToDevice, stream));
-    FSDPC_CUDA_CHECK(cudaFreeAsync(p.scratch, stream));
+    copy_plan(gather_unpack_plan(p.outer, p.inner_bytes, p.members), out[0].data, p.scratch.get(), stream);
   } else if (out[0].data != p.result && p.bytes > 0) {
     FSDPC_CUDA_CHECK(cudaMemcpyAsync(out[0].data, p.result, p.bytes, cudaMemcpyDeviceToDevice, stream));
   }

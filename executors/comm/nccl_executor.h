@@ -25,14 +25,20 @@
 // Failures. An error NCCL reports asynchronously (a peer gone, a network
 // error) and a collective that never finishes must end the job on every
 // rank, not hang it: the runtime calls synchronize_with_timeout() at the end
-// of each step, which checks the communicators between polls of the streams
-// and aborts naming the collectives still running.
+// of each step, and every other host wait (a host copy, the clipping norm,
+// a free) is NcclContext::wait_idle(): each checks the communicators
+// between polls of the streams and, on an error or past the timeout, aborts
+// the communicators first (before anything could synchronise the device)
+// and then the process, naming the collectives still running. Teardown
+// (quiesce()) aborts them instead of waiting when collectives were never
+// waited on or an exception unwinds.
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -60,10 +66,13 @@ struct NcclPending {
   std::string kind;  // "all_gather", ...: what the time is booked under
   void* result = nullptr;      // the future's buffer
   int64_t bytes = 0;           // of the result
-  // A gather along dim > 0 lands here (stream-ordered allocation, freed on
-  // the compute stream at wait) as one block per member and is interleaved
-  // into the wait's output.
-  void* scratch = nullptr;
+  // A gather along dim > 0 lands here (CudaContext::scratch(), dropped at
+  // wait) as one block per member and is interleaved into the wait's output
+  // (nccl_staging.h).
+  std::shared_ptr<void> scratch;
+  // A reduce-scatter along dim > 0 sends from here: read on the comm stream
+  // until the collective completes, so held until its wait.
+  std::shared_ptr<void> send_staging;
   int64_t outer = 0;        // gather: rows before `dim` (0: no interleave)
   int64_t inner_bytes = 0;  // gather: bytes of one member's piece of a row
   int members = 0;
@@ -106,6 +115,14 @@ class NcclContext : public cuda::CudaContext {
   // when `seconds` pass first. The end of a step, reading a loss, tests.
   void synchronize_with_timeout(double seconds);
   void synchronize_with_timeout() { synchronize_with_timeout(timeout_s_); }
+  // The host waits of CudaContext under the watchdog (see the top).
+  void wait_idle(Streams which, const char* what) override;
+  // Drains within the timeout, or aborts the communicators (collectives
+  // never waited on, an exception unwinding, an error, the timeout). Once.
+  void quiesce() noexcept override;
+  // Detaching (nullptr) quiesces and drops the staging of collectives never
+  // waited on, which belongs to the pool.
+  void use_scratch_pool(ScratchPool* pool) override;
 
   // For the kernels. Makes the comm stream wait for the compute stream.
   void comm_after_compute();
@@ -119,9 +136,9 @@ class NcclContext : public cuda::CudaContext {
 
  private:
   enum class Drain { idle, error, timeout };
-  // Polls the streams until idle, an async error (described in `why`) or the
-  // timeout; never aborts.
-  Drain drain(double seconds, std::string& why);
+  // Polls `which` streams until idle, an async error (described in `why`) or
+  // the timeout; never aborts. `what`: what the host waits for.
+  Drain drain(Streams which, double seconds, const char* what, std::string& why);
   // The first communicator's asynchronous error as a message; empty if none.
   std::string async_error() const;
   // Pending and joined collectives whose events have not completed.
@@ -139,6 +156,7 @@ class NcclContext : public cuda::CudaContext {
 
   double timeout_s_;
   bool timing_;
+  bool quiesced_ = false;
   std::vector<CollectiveTime> times_;
   ProcessGroups groups_;
   NcclWorld world_;

@@ -140,18 +140,16 @@ FSDPC_CUDA_KERNEL(sdpa_kernel) {
   FSDPC_CUBLAS_CHECK(cublasSetMathMode(h, c.allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 
   // Scores (f32) and, for bf16, the probabilities the second GEMM reads,
-  // 256-byte aligned. Stream-ordered, so the memory is reused once this
-  // step's kernels are done; this bypasses the runtime's accounting
-  // allocator (at most kAttentionScoreFloats floats, or one matrix's).
+  // 256-byte aligned, from the rank's scratch (accounted as activations; at
+  // most kAttentionScoreFloats floats, or one matrix's).
   const size_t score_bytes = (sizeof(float) * static_cast<size_t>(p.group * p.s_step) + 255) / 256 * 256;
   const size_t prob_bytes = bf ? sizeof(__nv_bfloat16) * static_cast<size_t>(p.group * p.s_step) : 0;
-  void* scratch = nullptr;
-  FSDPC_CUDA_CHECK(cudaMallocAsync(&scratch, score_bytes + prob_bytes, s));
+  const std::shared_ptr<void> held = c.scratch(score_bytes + prob_bytes);
+  void* scratch = held.get();
   auto* scores = static_cast<float*>(scratch);
   void* probs = bf ? static_cast<void*>(static_cast<char*>(scratch) + score_bytes) : scratch;
   for (int64_t h0 = 0; h0 < p.batch; h0 += p.group)
     attend(h, s, p, in, out[0], bf, scale, causal, scores, probs, {h0, std::min(p.group, p.batch - h0)});
-  FSDPC_CUDA_CHECK(cudaFreeAsync(scratch, s));
 }
 
 }  // namespace fsdpc::cuda

@@ -1,23 +1,38 @@
-// The CUDA DeviceBackend (cuda_backend.h). Copies to the host synchronise the
+// The CUDA DeviceBackend (cuda_backend.h). Copies to the host wait for the
 // compute stream (a loss, a checkpoint); copies from the host are queued on
 // it and then waited for, because the caller's host buffer may be freed as
-// soon as the call returns.
+// soon as the call returns. Every such wait, and every free, goes through
+// the context's polling wait (CudaContext::wait_idle), so a hung collective
+// ends the job under the NCCL watchdog instead of blocking here.
 #include "executors/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "executors/cuda/cuda_check.h"
 #include "executors/cuda/kernels/optimizer.h"
+#include "ir/error.h"
 
 namespace fsdpc::cuda {
 
 namespace {
 
-class CudaBackend final : public DeviceBackend {
+class CudaBackend final : public DeviceBackend, public ScratchUser {
  public:
   explicit CudaBackend(CudaContext& ctx) : ctx_(ctx) {}
   ~CudaBackend() override {
-    if (scratch_) (void)cudaFree(scratch_);
+    if (own_scratch_) {
+      ctx_.before_free();
+      (void)cudaFree(own_scratch_);
+    }
+  }
+
+  // The allocator built on this backend lends the kernels their scratch.
+  void use_scratch(ScratchPool* pool) override {
+    norm_scratch_.reset();  // from the pool being detached
+    norm_scratch_bytes_ = 0;
+    ctx_.use_scratch_pool(pool);
+    pool_ = pool;
   }
 
   Device device() const override { return Device{DeviceKind::cuda, ctx_.device()}; }
@@ -26,18 +41,33 @@ class CudaBackend final : public DeviceBackend {
 
   void* allocate(size_t bytes) override {
     void* p = nullptr;
-    const cudaError_t rc = cudaMalloc(&p, bytes);
+    cudaError_t rc = cudaMalloc(&p, bytes);
     if (rc == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();  // clear the sticky-free error: the allocator reports it
-      return nullptr;
+      (void)cudaGetLastError();  // clear the error: the allocator reports it
+      // The default pool keeps what stream-ordered scratch freed (its
+      // release threshold is raised): give that back and try once more.
+      ctx_.wait_idle(CudaContext::Streams::both, "the device's work before trimming its memory pool");
+      cudaMemPool_t pool = nullptr;
+      FSDPC_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, ctx_.device()));
+      FSDPC_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+      rc = cudaMalloc(&p, bytes);
+      if (rc == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return nullptr;
+      }
     }
     FSDPC_CUDA_CHECK(rc);
     return p;
   }
-  // cudaFree waits for the device, so a block is never freed under a kernel
-  // still using it. The allocator calls it when it drops its cache: at the
-  // end, or mid-step when cudaMalloc fails and the cache may make room.
-  void deallocate(void* p) override { FSDPC_CUDA_CHECK(cudaFree(p)); }
+  // cudaFree waits for the whole device, without a deadline, so the streams
+  // are first brought to rest through the polling wait (a block is never
+  // freed under a kernel still using it). The allocator frees when it drops
+  // its cache: at the end, or mid-step when cudaMalloc fails and the cache
+  // may make room.
+  void deallocate(void* p) override {
+    ctx_.before_free();
+    FSDPC_CUDA_CHECK(cudaFree(p));
+  }
   void zero(void* p, size_t bytes) override {
     if (bytes) FSDPC_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx_.compute()));
   }
@@ -45,12 +75,12 @@ class CudaBackend final : public DeviceBackend {
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
     if (!bytes) return;
     FSDPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_.compute()));
-    FSDPC_CUDA_CHECK(cudaStreamSynchronize(ctx_.compute()));
+    ctx_.wait_idle(CudaContext::Streams::compute, "a copy from the host");
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (!bytes) return;
     FSDPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.compute()));
-    FSDPC_CUDA_CHECK(cudaStreamSynchronize(ctx_.compute()));
+    ctx_.wait_idle(CudaContext::Streams::compute, "a copy to the host (a loss, parameters)");
   }
 
   void add_into(float* dst, const float* src, int64_t n) override {
@@ -66,17 +96,12 @@ class CudaBackend final : public DeviceBackend {
     if (most == 0) return 0;
     // One double result after the block partials: [0] the sum, then scratch.
     const size_t need = (1 + static_cast<size_t>(sum_squares_scratch_elems(most))) * sizeof(double);
-    if (need > scratch_bytes_) {
-      if (scratch_) FSDPC_CUDA_CHECK(cudaFree(scratch_));
-      FSDPC_CUDA_CHECK(cudaMalloc(&scratch_, need));
-      scratch_bytes_ = need;
-    }
-    double* result = static_cast<double*>(scratch_);
+    double* result = static_cast<double*>(norm_scratch(need));
     FSDPC_CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(double), ctx_.compute()));
     for (const Span& x : xs) launch_sum_squares(x.data, x.n, result, result + 1, ctx_.compute());
     double host = 0;
     FSDPC_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof host, cudaMemcpyDeviceToHost, ctx_.compute()));
-    FSDPC_CUDA_CHECK(cudaStreamSynchronize(ctx_.compute()));
+    ctx_.wait_idle(CudaContext::Streams::compute, "the gradients' sum of squares (clipping)");
     return host;
   }
 
@@ -104,9 +129,34 @@ class CudaBackend final : public DeviceBackend {
   void synchronize() override { ctx_.synchronize(); }
 
  private:
+  // sum_squares' result and partials, kept for the next step (the pool
+  // accounts it as an activation while held); the backend's own cudaMalloc
+  // when no allocator lends scratch.
+  void* norm_scratch(size_t need) {
+    if (pool_) {
+      if (need > norm_scratch_bytes_) {
+        norm_scratch_.reset();
+        norm_scratch_ = pool_->scratch(need, false);
+        norm_scratch_bytes_ = need;
+      }
+      return norm_scratch_.get();
+    }
+    if (need > own_scratch_bytes_) {
+      if (own_scratch_) deallocate(own_scratch_);
+      own_scratch_ = nullptr;
+      own_scratch_ = allocate(need);
+      if (!own_scratch_) fail("out of memory on cuda:", ctx_.device(), " allocating the clipping norm's scratch");
+      own_scratch_bytes_ = need;
+    }
+    return own_scratch_;
+  }
+
   CudaContext& ctx_;
-  void* scratch_ = nullptr;  // sum_squares' result and partials
-  size_t scratch_bytes_ = 0;
+  ScratchPool* pool_ = nullptr;
+  std::shared_ptr<void> norm_scratch_;
+  size_t norm_scratch_bytes_ = 0;
+  void* own_scratch_ = nullptr;
+  size_t own_scratch_bytes_ = 0;
 };
 
 }  // namespace

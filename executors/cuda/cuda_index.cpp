@@ -52,9 +52,9 @@ bool sync_checks() {
 
 // With FSDPC_CUDA_SYNC_CHECKS set: waits for the op and fails if any of
 // its indices (or an earlier unchecked op's) was out of range.
-void check_now(std::string_view op, const Rows& r, int64_t dim, cudaStream_t stream) {
+void check_now(std::string_view op, const Rows& r, int64_t dim, CudaContext& ctx) {
   if (!sync_checks()) return;
-  const IndexFaults f = read_index_faults(stream);
+  const IndexFaults f = read_index_faults(ctx);
   if (f.count > 0)
     fail(op, ": ", f.count, " indices out of range for a table of ", r.rows, " entries along dim ", dim,
          ", the first at position ", f.first_position);
@@ -80,7 +80,7 @@ FSDPC_CUDA_KERNEL(take_kernel) {
                                 reinterpret_cast<uintptr_t>(out[0].data)});
   const cudaStream_t stream = cuda_context(ctx).compute();
   launch_take(in[0].data, in[1].data, it, out[0].data, r.outer, r.rows, n, row_bytes / unit, unit, stream);
-  check_now(kOp, r, dim, stream);
+  check_now(kOp, r, dim, cuda_context(ctx));
 }
 
 FSDPC_CUDA_KERNEL(index_add_kernel) {
@@ -110,7 +110,7 @@ FSDPC_CUDA_KERNEL(index_add_kernel) {
                                      cudaMemcpyDeviceToDevice, stream));
   if (count_of(in[2]) == 0) return;
   launch_index_add(out[0].data, in[1].data, it, in[2].data, type, r.outer, r.rows, n, r.inner, stream);
-  check_now(kOp, r, dim, stream);
+  check_now(kOp, r, dim, cuda_context(ctx));
 }
 
 }  // namespace fsdpc::cuda

@@ -5,6 +5,8 @@
 // storage, f32 arithmetic; outputs take the dtype the IR's meta gave them.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "executors/cuda/cuda_check.h"
 #include "executors/cuda/cuda_context.h"
 #include "executors/cuda/cuda_kernels.h"
@@ -109,12 +111,12 @@ FSDPC_CUDA_KERNEL(cross_entropy_kernel) {
   const RowSplit r = split_rows(in[0].type->shape);
   if (numel(in[1].type->shape) != r.rows)
     fail("cuda_cross_entropy: ", numel(in[1].type->shape), " targets for ", r.rows, " rows of logits");
-  const cudaStream_t s = cuda_context(ctx).compute();
-  // Per-row losses, stream-ordered: freed once the mean kernel has read
-  // them. Bypasses the runtime's accounting allocator (rows floats only).
-  float* losses = nullptr;
-  if (r.rows > 0)
-    FSDPC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&losses), sizeof(float) * r.rows, s));
+  CudaContext& c = cuda_context(ctx);
+  const cudaStream_t s = c.compute();
+  // Per-row losses from the rank's scratch (rows floats), released once the
+  // mean kernel is enqueued.
+  const std::shared_ptr<void> held = c.scratch(sizeof(float) * static_cast<size_t>(std::max<int64_t>(r.rows, 0)));
+  auto* losses = static_cast<float*>(held.get());
   const bool i64 = td == DType::i64;
   if (bf && i64)
     launch_cross_entropy(cptr<bf16>(in[0]), cptr<int64_t>(in[1]), mptr<bf16>(out[0]), losses, r.rows, r.cols, s);
@@ -126,7 +128,6 @@ FSDPC_CUDA_KERNEL(cross_entropy_kernel) {
   else
     launch_cross_entropy(cptr<float>(in[0]), cptr<int32_t>(in[1]), mptr<float>(out[0]), losses, r.rows, r.cols,
                          s);
-  if (losses) FSDPC_CUDA_CHECK(cudaFreeAsync(losses, s));
 }
 
 }  // namespace fsdpc::cuda

@@ -1,7 +1,6 @@
 // open_cuda_rank_device (cuda_rank_device.h).
 #include "executors/cuda/cuda_rank_device.h"
 
-
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -43,7 +42,7 @@ class CudaRankDevice final : public RankDevice {
   // throw at the bad index (kernels/index.h).
   void end_step() override {
     nccl_.synchronize_with_timeout();
-    const IndexFaults f = read_index_faults(nccl_.compute());
+    const IndexFaults f = read_index_faults(nccl_);
     if (f.count)
       fail(f.in_take ? "cuda_take" : "cuda_index_add", ": ", f.count,
            " index(es) outside the table in this step, the first at flat position ", f.first_position,
@@ -63,12 +62,11 @@ std::unique_ptr<RankDevice> open_cuda_rank_device(const Mesh& mesh) {
   const DeviceQuery q = query_devices();
   if (q.count == 0) fail("--executor cuda: no CUDA device is visible (", q.reason, ")");
   // NCCL refuses two ranks of one communicator on one GPU, deep inside its
-  // init; say so plainly first.
-  if (node_size > q.count)
-    fail("--executor cuda: ", node_size, " ranks on this node but ", q.count,
-         " GPU(s) visible; run one rank per GPU (mpirun -np <= ", q.count, " per node)");
+  // init; select_device says so plainly first.
+  const DeviceChoice choice = select_device(q.count, node_rank, node_size);
+  if (choice.device < 0) fail("--executor cuda: ", choice.error);
   CudaOptions options;
-  options.device = node_rank;
+  options.device = choice.device;
   const char* tf32 = std::getenv("FSDPC_CUDA_TF32");
   options.allow_tf32 = tf32 && std::strcmp(tf32, "1") == 0;
   return std::make_unique<CudaRankDevice>(mesh, options);

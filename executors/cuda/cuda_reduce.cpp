@@ -58,16 +58,16 @@ FSDPC_CUDA_KERNEL(reduce_kernel) {
   const ElementType xt = float_type(name, in[0], "x"), yt = float_type(name, out[0], "the output");
   const ReducePlan plan = plan_reduce(in[0].type->shape, b.attrs.get_ints("dims"), name);
   if (plan.layout == ReduceLayout::none) return;  // no output element
-  const cudaStream_t s = cuda_context(ctx).compute();
+  CudaContext& c = cuda_context(ctx);
+  const cudaStream_t s = c.compute();
   if (plan.chunks() == 1) return first_pass(plan, op, xt, in[0].data, yt, out[0].data, s);
-  // Stream-ordered scratch: no host synchronisation, and freed once the
-  // second pass has run. At most ~2 * kTargetBlocks * 32 doubles (columns).
-  double* partials = nullptr;
-  FSDPC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partials),
-                                   static_cast<size_t>(plan.partials()) * sizeof(double), s));
+  // Partials from the rank's scratch (accounted; at most ~2 * kTargetBlocks
+  // * 32 doubles, columns): released once both passes are enqueued, which
+  // is safe since later users run after them on the compute stream.
+  const std::shared_ptr<void> scratch = c.scratch(static_cast<size_t>(plan.partials()) * sizeof(double));
+  auto* partials = static_cast<double*>(scratch.get());
   first_pass(plan, op, xt, in[0].data, ElementType::f64, partials, s);
   second_pass(plan, op, partials, yt, out[0].data, s);
-  FSDPC_CUDA_CHECK(cudaFreeAsync(partials, s));
 }
 
 }  // namespace fsdpc::cuda

@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "executors/cuda/cuda_check.h"
+#include "executors/cuda/cuda_context.h"
 #include "executors/cuda/launch.h"
 
 namespace fsdpc::cuda {
@@ -142,12 +143,13 @@ void launch_index_add(void* out, const void* idx, IndexType index_type, const vo
   FSDPC_CHECK(false) << "index_add of type " << static_cast<int>(type);
 }
 
-IndexFaults read_index_faults(cudaStream_t stream) {
+IndexFaults read_index_faults(CudaContext& ctx) {
   static const DeviceFaults kNoFaults = {0, ULLONG_MAX, 0};
+  const cudaStream_t stream = ctx.compute();
   DeviceFaults seen = kNoFaults;
   FSDPC_CUDA_CHECK(cudaMemcpyFromSymbolAsync(&seen, g_faults, sizeof seen, 0, cudaMemcpyDeviceToHost, stream));
   FSDPC_CUDA_CHECK(cudaMemcpyToSymbolAsync(g_faults, &kNoFaults, sizeof kNoFaults, 0, cudaMemcpyHostToDevice, stream));
-  FSDPC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  ctx.wait_idle(CudaContext::Streams::compute, "the index fault word");
   IndexFaults faults;
   faults.count = seen.count;
   faults.first_position = seen.count > 0 ? seen.first : 0;

@@ -6,10 +6,11 @@
 // kernel cannot throw and the host cannot look at the indices without
 // synchronising. So the kernels skip a bad index (take leaves its output
 // row zero, index_add adds nothing for it) and record it in a per-device
-// fault word; read_index_faults() reads and clears that word. It
-// synchronises the stream, so it belongs where the host waits anyway (the
-// end of a step, a test), or after every take/index_add when
-// FSDPC_CUDA_SYNC_CHECKS=1 (cuda_index.cpp), where the error then names the op.
+// fault word; read_index_faults() reads and clears that word. It waits for
+// the compute stream (through the context's polling wait), so it belongs
+// where the host waits anyway (the end of a step, a test), or after every
+// take/index_add when FSDPC_CUDA_SYNC_CHECKS=1 (cuda_index.cpp), where the
+// error then names the op.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -45,8 +46,11 @@ struct IndexFaults {
   bool in_take = false, in_index_add = false;
 };
 
+class CudaContext;
+
 // Reads and clears the current device's fault word after the work queued
-// on `stream` so far; synchronises the host with `stream`.
-IndexFaults read_index_faults(cudaStream_t stream);
+// on the compute stream so far; waits for that stream with
+// CudaContext::wait_idle (under the NCCL watchdog on an NcclContext).
+IndexFaults read_index_faults(CudaContext& ctx);
 
 }  // namespace fsdpc::cuda
