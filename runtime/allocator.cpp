@@ -50,7 +50,10 @@ Allocator::~Allocator() {
 
 void Allocator::release_cache() {
   for (auto& [size, blocks] : cache_)
-    for (void* p : blocks) backend_.deallocate(p);
+    for (void* p : blocks) {
+      backend_.deallocate(p);
+      reserved_bytes_ -= static_cast<int64_t>(size);
+    }
   cache_.clear();
   cached_bytes_ = 0;
 }
@@ -68,7 +71,9 @@ std::shared_ptr<Storage> Allocator::allocate(int64_t bytes, MemCategory category
   }
   const size_t size = rounded(bytes);
   void* data = nullptr;
+  bool cached = false;
   if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
+    cached = true;
     data = it->second.back();
     it->second.pop_back();
     cached_bytes_ -= static_cast<int64_t>(size);
@@ -82,6 +87,7 @@ std::shared_ptr<Storage> Allocator::allocate(int64_t bytes, MemCategory category
   if (size && !data)
     fail("out of memory on ", device_name(device_), " allocating ", format_bytes(bytes), " of ",
          mem_category_name(category));
+  if (size && !cached) reserved_bytes_ += static_cast<int64_t>(size);
   size_t c = static_cast<size_t>(category);
   stats_.live[c] += bytes;
   stats_.peak[c] = std::max(stats_.peak[c], stats_.live[c]);

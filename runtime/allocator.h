@@ -90,6 +90,8 @@ class Allocator final : public ScratchPool {
   // allocator keeps them): a training step allocates the same sizes every
   // step, and fresh pages from the OS cost as much as the matmuls.
   int64_t cached_bytes() const { return cached_bytes_; }
+  // Bytes taken from the backend and not returned: live blocks, rounded, plus the cache.
+  int64_t reserved_bytes() const { return reserved_bytes_; }
   void release_cache();
   std::shared_ptr<void> scratch(size_t bytes, bool communication) override;
 
@@ -105,6 +107,7 @@ class Allocator final : public ScratchPool {
   int64_t live_buffers_ = 0;
   std::unordered_map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
   int64_t cached_bytes_ = 0;
+  int64_t reserved_bytes_ = 0;
 };
 
 // "12.0 MiB" for messages and logs.

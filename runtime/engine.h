@@ -142,6 +142,7 @@ class Engine {
   const Trace& backward_trace() const { return sync_.backward; }
   const MemStats& memory() const { return allocator_.stats(); }
   void reset_peak_memory() { allocator_.reset_peaks(); }
+  int64_t reserved_memory() const { return allocator_.reserved_bytes(); }  // held by the caching allocator
   int rank() const;
   const Interpreter& interpreter() const { return *interpreter_; }
   Interpreter& interpreter() { return *interpreter_; }

@@ -25,6 +25,7 @@
 #include "runtime/consistency.h"
 #include "runtime/data.h"
 #include "runtime/integrity.h"
+#include "runtime/memory_plan.h"
 #include "runtime/preemption.h"
 #include "runtime/sha256.h"
 #include "runtime/token_data.h"
@@ -314,6 +315,7 @@ void run_train(const TrainArgs& a) {
     o = jit_options(a, world, gpt2 != nullptr);
     fingerprint = launch_fingerprint(a, o, *model, world);
     o.engine.before_collectives = [&](const EngineTraces& traces) {
+  MemoryPlan plan;  // what each step will hold, from the traces, before any step runs
       add_traces(fingerprint, traces);
       checked = true;
       if (const std::string d = launch_disagreement(fingerprint); !d.empty()) exit_all_ranks(2, d);
@@ -331,6 +333,11 @@ void run_train(const TrainArgs& a) {
   } else if (init) {
     verify_init(a.init);
     load_hf_weights(compiled->engine(), *model, *init);
+      EngineOptions planned = o.engine;
+      planned.executor = resolve_executor(a.executor);
+      plan = plan_memory(traces, planned);  // every rank plans the same traces: all refuse, or none
+      if (o.engine.mem_cap)
+        if (const std::string r = mem_cap_refusal(plan, *o.engine.mem_cap); !r.empty()) exit_all_ranks(2, r);
   }
 
   std::ofstream log;
@@ -367,6 +374,7 @@ void run_train(const TrainArgs& a) {
       if (data) data->batch(step, rank, world, b_local * world, idx.data(), targets.data());
       else tokens.batch(step, rank, world, b_local, s[1], idx.data(), targets.data());
       batch = {HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))};
+  bool memory_shown = false;  // predicted beside measured, at the first printed step
       tokens_in_batch = numel(s) * world;
     } else {
       std::vector<float> x(static_cast<size_t>(numel(s)));
@@ -409,6 +417,10 @@ void run_train(const TrainArgs& a) {
       if (eval) {  // full precision: std::to_string would keep six decimals
         std::ostringstream v;
         v.precision(9);
+    // The plan of this step: a fresh run makes the optimizer state in its first update.
+    const StepMemory& step_plan = step == first_step && a.resume.empty() ? plan.first : plan.steady;
+    int64_t predicted_total = 0;
+    const MemBytes predicted = combined_peak(step_plan, eval ? &plan.evaluation : nullptr, predicted_total);
         v << ", \"val_loss\": " << val_loss;
         line.insert(line.size() - 1, v.str());
       }
@@ -417,6 +429,11 @@ void run_train(const TrainArgs& a) {
   }
   if (stop) {
     std::fflush(stdout);
+      if (!memory_shown)
+        std::printf("memory: peak %s per rank measured, %s predicted by the plan (peak at %s); reserved %s\n",
+                    format_bytes(m.total_peak).c_str(), format_bytes(predicted_total).c_str(),
+                    step_plan.peak_where().c_str(), format_bytes(compiled->engine().reserved_memory()).c_str());
+      memory_shown = true;
     if (a.save.empty()) {  // the steps are lost: a failure, as the signal's default action would report it
       if (rank == 0)
         std::fprintf(stderr, "fsdpc: stopped at step %lld by %s; nothing was saved (no --save DIR)\n",
@@ -427,6 +444,12 @@ void run_train(const TrainArgs& a) {
     if (last_saved != stopped_at) save_checkpoint(compiled->engine(), gpt2->config(), a.save, stopped_at, a.checkpoint == "full");
     if (rank == 0) {
       std::printf("stopped at step %lld, saved to %s (%s; --resume %s continues)\n", static_cast<long long>(stopped_at),
+      line.insert(line.size() - 1, ", \"predicted_peak_bytes\": " + peak_bytes_json(predicted, predicted_total) +
+                                       ", \"reserved_bytes\": " + std::to_string(compiled->engine().reserved_memory()));
+      if (a.resume.empty())  // the plan's cache follows a fresh run's steps
+        line.insert(line.size() - 1, ", \"predicted_reserved_bytes\": " +
+                                         std::to_string(plan.reserved_after_step[std::min<size_t>(
+                                             static_cast<size_t>(step - first_step), plan.reserved_after_step.size() - 1)]));
                   a.save.c_str(), signal_name(stop), a.save.c_str());
       std::fflush(stdout);
     }
@@ -517,7 +540,8 @@ Command add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--log-json", a->log_json,
                   "Write one JSON line per step (rank 0): step, loss, grad_norm, lr, step_ms, tokens_per_s, "
-                  "steps_done, steps_total, elapsed_s, eta_s, peak_bytes (and val_loss, collectives)");
+                  "steps_done, steps_total, elapsed_s, eta_s, peak_bytes, predicted_peak_bytes (the memory plan's), "
+                  "reserved_bytes (and val_loss, collectives)");
   cmd->add_option("--save-state", a->save_state, "Write the gathered parameters as JSON (rank 0)");
   // --batch from the model options is the GLOBAL batch here.
   return Command{cmd, [a] { run_train(*a); }, [a] {

@@ -1,0 +1,167 @@
+// The memory plan (runtime/memory_plan.h) against the allocator's
+// measurement: every record of `mpirun -np N fsdpc train --log-json` carries
+// both, and they must agree to the byte, per category and in total, for
+// every strategy on 1..4 ranks, both models, with and without fusion and
+// gradient accumulation; a --mem-cap below the plan's peak is refused
+// before training, and the peak itself is a cap that trains.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+const fs::path& scratch_dir() {
+  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-memory-plan-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+struct Run {
+  int exit_code = -1;
+  std::string output;
+  std::vector<Json> records;
+};
+
+// `mpirun -np N fsdpc train FLAGS --log-json ...`, its output and records.
+Run train(int np, const std::string& flags) {
+  const fs::path log = scratch_dir() / "log.jsonl", out = scratch_dir() / "out.txt";
+  fs::remove(log);
+  const std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) +
+                          " --oversubscribe --allow-run-as-root '" + FSDPC_BIN + "' train " + flags + " --log-json '" +
+                          log.string() + "' >'" + out.string() + "' 2>&1";
+  Run r;
+  const int status = std::system(cmd.c_str());
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream o(out);
+  r.output.assign(std::istreambuf_iterator<char>(o), std::istreambuf_iterator<char>());
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) r.records.push_back(Json::parse(line));
+  return r;
+}
+
+// `fsdpc dump FLAGS --memory --format json`.
+Json dump_memory(const std::string& flags) {
+  const fs::path out = scratch_dir() / "plan.json";
+  const std::string cmd = std::string("'") + FSDPC_BIN + "' dump " + flags + " --memory --format json -o '" +
+                          out.string() + "' 2>&1";
+  INFO(cmd);
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream in(out);
+  return Json::parse(in);
+}
+
+// Every record's prediction equals its measurement, category by category.
+// `resumed_at`: the step a --resume continues from (records start there).
+void check_predicted_equals_measured(int np, const std::string& flags, int steps = 3, int resumed_at = 0) {
+  const Run r = train(np, flags + " --steps " + std::to_string(steps));
+  INFO("mpirun -np " << np << " fsdpc train " << flags << "\n" << r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(static_cast<int>(r.records.size()) == steps - resumed_at);
+  for (const Json& rec : r.records) {
+    INFO("step " << rec["step"] << ": measured " << rec["peak_bytes"].dump() << ", predicted "
+                 << rec["predicted_peak_bytes"].dump());
+    CHECK(rec["predicted_peak_bytes"] == rec["peak_bytes"]);
+    CHECK(rec["peak_bytes"]["activations"].get<int64_t>() > 0);  // a step ran and was measured
+    if (rec.contains("predicted_reserved_bytes")) CHECK(rec["predicted_reserved_bytes"] == rec["reserved_bytes"]);
+  }
+  // The plan's own line, printed beside the measurement at the first step.
+  CHECK_THAT(r.output, Catch::Contains("predicted by the plan"));
+}
+
+// One strategy on 1..4 ranks; each world size varies model, fusion and
+// accumulation so that every strategy meets each of them.
+void check_strategy(const std::string& strategy) {
+  const bool hybrid = strategy.rfind("hybrid", 0) == 0;
+  const char* meshes[] = {"1,1", "1,2", "3,1", "2,2"};
+  for (int np = 1; np <= 4; ++np) {
+    std::string flags = "--strategy " + strategy;
+    if (hybrid) flags += std::string(" --mesh ") + meshes[np - 1];
+    switch (np) {
+      case 1: flags += " --model gpt2-tiny --seq 32"; break;
+      case 2: flags += " --model gpt2-tiny --seq 32 --fusion auto --grad-accum 2"; break;
+      case 3: flags += " --model mlp --batch 24 --fusion auto --optimizer sgd --momentum 0.9"; break;
+      case 4: flags += " --model mlp --batch 24 --grad-accum 2 --no-sync --clip 1.0"; break;
+    }
+    check_predicted_equals_measured(np, flags);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("memory plan equals the measured peak: zero3 on 1..4 ranks", "[mpi][memory_plan]") { check_strategy("zero3"); }
+TEST_CASE("memory plan equals the measured peak: zero2 on 1..4 ranks", "[mpi][memory_plan]") { check_strategy("zero2"); }
+TEST_CASE("memory plan equals the measured peak: no_shard on 1..4 ranks", "[mpi][memory_plan]") {
+  check_strategy("no_shard");
+}
+TEST_CASE("memory plan equals the measured peak: hybrid on 1..4 ranks", "[mpi][memory_plan]") { check_strategy("hybrid"); }
+TEST_CASE("memory plan equals the measured peak: hybrid_zero2 on 1..4 ranks", "[mpi][memory_plan]") {
+  check_strategy("hybrid_zero2");
+}
+
+TEST_CASE("memory plan: the other halves of each axis (gpt2 no_sync fused, mlp unfused, evaluation, bucketing)",
+          "[mpi][memory_plan]") {
+  const fs::path val = scratch_dir() / "val.txt";  // read as bytes
+  {
+    std::ofstream f(val, std::ios::binary);
+    for (int i = 0; i < 8192; ++i) f.put(static_cast<char>(i * 7 % 251));
+  }
+  check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --batch 8 --grad-accum 4 --no-sync --fusion auto");
+  check_predicted_equals_measured(3, "--model mlp --batch 24 --strategy zero2 --grad-accum 2");
+  check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --val-data '" + val.string() +
+                                         "' --eval-every 1 --eval-batches 2 --bucketing unit --strategy zero3");
+  check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy no_shard --bucket-mb 0.1 --fusion auto");
+}
+
+TEST_CASE("memory plan: after --resume every step is a steady one", "[mpi][memory_plan]") {
+  const fs::path save = scratch_dir() / "ckpt";
+  fs::remove_all(save);
+  const Run first = train(2, "--model gpt2-tiny --seq 32 --steps 1 --save '" + save.string() + "'");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --resume '" + save.string() + "'", 3, 1);
+}
+
+TEST_CASE("fsdpc dump --memory plans the step fsdpc train measures", "[mpi][memory_plan]") {
+  // dump's --batch is per rank; train's is global.
+  const Json plan = dump_memory("--model gpt2-tiny --seq 32 --batch 2 --world-size 2 --grad-accum 2");
+  const Run r = train(2, "--model gpt2-tiny --seq 32 --batch 4 --grad-accum 2 --steps 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.records.size() == 2);
+  CHECK(plan["first"]["peak_bytes"] == r.records[0]["peak_bytes"]);
+  CHECK(plan["steady"]["peak_bytes"] == r.records[1]["peak_bytes"]);
+  // The steady step holds the optimizer state throughout; the first makes it.
+  CHECK(plan["steady"]["start"]["optimizer_state"].get<int64_t>() > 0);
+  CHECK(plan["first"]["start"]["optimizer_state"].get<int64_t>() == 0);
+  const Json& at = plan["steady"]["peak_at"];
+  CHECK(at["live"]["total"] == plan["steady"]["peak_bytes"]["total"]);
+  CHECK(at["statement"].get<int64_t>() > 0);  // a statement of a trace, named
+}
+
+TEST_CASE("a --mem-cap below the plan's peak is refused on every rank before training; the peak itself trains",
+          "[mpi][memory_plan]") {
+  const Json plan = dump_memory("--model gpt2-tiny --seq 32 --batch 2 --world-size 3");
+  const int64_t peak = std::max(plan["steady"]["peak_bytes"]["total"].get<int64_t>(),
+                                plan["first"]["peak_bytes"]["total"].get<int64_t>());
+  const std::string flags = "--model gpt2-tiny --seq 32 --steps 2 --mem-cap ";
+  const Run refused = train(3, flags + std::to_string(peak - 1));
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("predicted before running") &&
+                                 Catch::Contains("(" + std::to_string(peak) + " B) per rank") &&
+                                 Catch::Contains("live: parameters"));
+  CHECK_THAT(refused.output, !Catch::Contains("step    0"));  // nothing trained
+  CHECK(refused.records.empty());
+  const Run fits = train(3, flags + std::to_string(peak));
+  INFO(fits.output);
+  CHECK(fits.exit_code == 0);
+  REQUIRE(fits.records.size() == 2);
+  CHECK(fits.records[1]["peak_bytes"]["total"].get<int64_t>() == peak);
+}
