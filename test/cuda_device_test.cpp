@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "executors/cuda/device.h"
 
 using namespace fsdpc::cuda;
@@ -35,6 +37,17 @@ TEST_CASE("device selection: no device, or fewer devices than ranks, is refused 
   CHECK(few.device < 0);
   CHECK_THAT(few.error, Contains("4 ranks on this node but 2 GPUs") && Contains("CUDA_VISIBLE_DEVICES"));
   CHECK(select_device(2, 0, 4).device < 0);  // every rank of the node refuses, rank 0 too
+}
+
+TEST_CASE("device selection: two ranks of a node given the same GPU are refused by name", "[cuda][device]") {
+  // mpirun -np 2 on a one-GPU machine: each rank sees one device, device 0.
+  const std::string same = shared_device_error({"0000:3B:00.0", "0000:3B:00.0"});
+  CHECK_THAT(same, Contains("local ranks 0 and 1") && Contains("0000:3B:00.0") && Contains("one GPU per rank"));
+  CHECK_THAT(shared_device_error({"0000:3B:00.0", "0000:5E:00.0", "0000:AF:00.0", "0000:5E:00.0"}),
+             Contains("local ranks 1 and 3"));
+  CHECK(shared_device_error({"0000:3B:00.0", "0000:5E:00.0"}).empty());  // bound one each
+  CHECK(shared_device_error({"", ""}).empty());  // no device: reported by select_device instead
+  CHECK(shared_device_error({}).empty());
 }
 
 namespace {

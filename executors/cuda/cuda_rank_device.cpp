@@ -3,12 +3,14 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <utility>
+#include <string>
+#include <vector>
 
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_world.h"
 #include "executors/comm/nccl_executor.h"
 #include "executors/cuda/cuda_backend.h"
+#include "executors/cuda/cuda_check.h"
 #include "executors/cuda/device.h"
 #include "executors/cuda/kernels/index.h"
 #include "ir/error.h"
@@ -17,17 +19,32 @@ namespace fsdpc::cuda {
 
 namespace {
 
-// This rank's place among the ranks of its node, and how many there are.
-// Collective over the world: every rank calls it before anything can fail.
-std::pair<int, int> node_rank_and_size() {
+// Each local rank's GPU, by PCI bus id ("" where a rank has none), known to
+// every rank of the node. Collective over the world: every rank calls it
+// before anything can fail.
+struct NodeDevices {
+  int rank = 0, size = 1;
+  DeviceChoice choice;
+  std::vector<std::string> bus_ids;
+};
+
+NodeDevices node_devices() {
   mpi_init();
+  NodeDevices n;
   MPI_Comm node = MPI_COMM_NULL;
   FSDPC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int r = 0, n = 0;
-  FSDPC_MPI_CHECK(MPI_Comm_rank(node, &r));
-  FSDPC_MPI_CHECK(MPI_Comm_size(node, &n));
+  FSDPC_MPI_CHECK(MPI_Comm_rank(node, &n.rank));
+  FSDPC_MPI_CHECK(MPI_Comm_size(node, &n.size));
+  const DeviceQuery q = query_devices();
+  n.choice = q.count == 0 ? DeviceChoice{-1, "no CUDA device is visible (" + q.reason + ")"}
+                          : select_device(q.count, n.rank, n.size);
+  constexpr int kIdBytes = 64;
+  std::vector<char> mine(kIdBytes, '\0'), all(static_cast<size_t>(kIdBytes) * static_cast<size_t>(n.size), '\0');
+  if (n.choice.device >= 0) FSDPC_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.data(), kIdBytes - 1, n.choice.device));
+  FSDPC_MPI_CHECK(MPI_Allgather(mine.data(), kIdBytes, MPI_CHAR, all.data(), kIdBytes, MPI_CHAR, node));
   FSDPC_MPI_CHECK(MPI_Comm_free(&node));
-  return {r, n};
+  for (int r = 0; r < n.size; ++r) n.bus_ids.emplace_back(all.data() + static_cast<size_t>(r) * kIdBytes);
+  return n;
 }
 
 class CudaRankDevice final : public RankDevice {
@@ -58,15 +75,14 @@ class CudaRankDevice final : public RankDevice {
 }  // namespace
 
 std::unique_ptr<RankDevice> open_cuda_rank_device(const Mesh& mesh) {
-  const auto [node_rank, node_size] = node_rank_and_size();
-  const DeviceQuery q = query_devices();
-  if (q.count == 0) fail("--executor cuda: no CUDA device is visible (", q.reason, ")");
   // NCCL refuses two ranks of one communicator on one GPU, deep inside its
-  // init; select_device says so plainly first.
-  const DeviceChoice choice = select_device(q.count, node_rank, node_size);
-  if (choice.device < 0) fail("--executor cuda: ", choice.error);
+  // init; say so plainly first.
+  const NodeDevices n = node_devices();
+  if (n.choice.device < 0) fail("--executor cuda: ", n.choice.error);
+  if (const std::string shared = shared_device_error(n.bus_ids); !shared.empty())
+    fail("--executor cuda: ", shared);
   CudaOptions options;
-  options.device = choice.device;
+  options.device = n.choice.device;
   const char* tf32 = std::getenv("FSDPC_CUDA_TF32");
   options.allow_tf32 = tf32 && std::strcmp(tf32, "1") == 0;
   return std::make_unique<CudaRankDevice>(mesh, options);

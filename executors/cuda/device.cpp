@@ -51,6 +51,16 @@ DeviceChoice select_device(int visible, int local_rank, int local_size) {
   return c;
 }
 
+std::string shared_device_error(const std::vector<std::string>& bus_ids) {
+  for (size_t i = 0; i < bus_ids.size(); ++i)
+    for (size_t j = i + 1; j < bus_ids.size(); ++j)
+      if (!bus_ids[i].empty() && bus_ids[i] == bus_ids[j])
+        return "local ranks " + std::to_string(i) + " and " + std::to_string(j) + " of this node both took the GPU at " +
+               bus_ids[i] + ", and NCCL needs one GPU per rank; bind a different GPU to each rank (CUDA_VISIBLE_DEVICES, "
+               "srun --gpus-per-task=1) or run fewer ranks per node";
+  return {};
+}
+
 GpuTestVerdict gpu_test_verdict(const DeviceQuery& q, int needed) {
   GpuTestVerdict v;
   const std::string need = needed == 1 ? "a CUDA device" : std::to_string(needed) + " CUDA devices";

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace fsdpc::cuda {
 
@@ -33,6 +34,12 @@ struct DeviceChoice {
   std::string error;
 };
 DeviceChoice select_device(int visible, int local_rank, int local_size);
+
+// With one visible device per rank, two ranks of a node may still have been
+// given the same GPU (mpirun -np 2 on a one-GPU machine, or a wrong binding):
+// given each local rank's PCI bus id (empty: no device), the message naming
+// the first two that share one, or empty when all differ.
+std::string shared_device_error(const std::vector<std::string>& bus_ids);
 
 // What a GPU test does with what the runtime reported, needing `needed`
 // devices: run; skip (exit 77) only when there is no device or no driver at
