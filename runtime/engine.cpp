@@ -120,9 +120,11 @@ std::vector<float> Engine::to_host(const TensorValue& v) {
 
 int Engine::rank() const { return mpi_->groups().rank(); }
 
-double Engine::all_reduce_sum(double v, const std::string& group) {
+// Bounded by the collective watchdog and recorded in the flight recorder
+// under `label`, like the trace's collectives (mpi_world.h).
+double Engine::all_reduce_sum(double v, const std::string& group, const char* label) {
   double out = 0;
-  FSDPC_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, mpi_->groups().comm(group)));
+  watched_allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, mpi_->groups().comm(group), label, group);
   return out;
 }
 
@@ -259,7 +261,7 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     // hold the same rows, so the sum runs over the shard group only.
     const std::string group = options_.mesh.replicas == 1 ? "dp" : "shard";
     r.grad_norm = clip_grad_norm(backend(), sharded, replicated, options_.clip,
-                                 [&](double local) { return all_reduce_sum(local, group); });
+                                 [&](double local) { return all_reduce_sum(local, group, "clip sum of squares"); });
   }
   // The optimizer's step count is the global step, also after a resume.
   r.lr = scheduled_lr(options_.lr_schedule, options_.optimizer.lr, optimizer_->steps());
@@ -267,7 +269,7 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   optimizer_->step(refs);
   device_->end_step();
   r.collectives = device_->take_collective_times();
-  r.loss = all_reduce_sum(loss_sum / k_total, "dp") / options_.mesh.world();
+  r.loss = all_reduce_sum(loss_sum / k_total, "dp", "loss") / options_.mesh.world();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -295,9 +297,11 @@ void Engine::load_parameters(const ShardFill& fill) {
   }
 }
 
-double Engine::mean_over_ranks(double local) { return all_reduce_sum(local, "dp") / options_.mesh.world(); }
+double Engine::mean_over_ranks(double local) {
+  return all_reduce_sum(local, "dp", "mean over ranks") / options_.mesh.world();
+}
 
-void Engine::barrier() { FSDPC_MPI_CHECK(MPI_Barrier(mpi_->groups().comm("dp"))); }
+void Engine::barrier() { watched_barrier(mpi_->groups().comm("dp"), "barrier", "dp"); }
 
 void Engine::save_rank_state(const std::string& dir, int64_t step) {
   std::vector<SafetensorsTensor> tensors;
@@ -417,8 +421,15 @@ std::map<std::string, HostTensor> Engine::full_state_dict() {
       MPI_Comm comm = mpi_->groups().comm(p.group);
       const bool group_root = mpi_->groups().rank_in(p.group) == 0;
       if (group_root) full.resize(static_cast<size_t>(n * mpi_->groups().size(p.group)));
-      FSDPC_MPI_CHECK(MPI_Gather(d, static_cast<int>(n), MPI_FLOAT, group_root ? full.data() : nullptr,
-                                 static_cast<int>(n), MPI_FLOAT, 0, comm));
+      MPI_Request request = MPI_REQUEST_NULL;
+      FSDPC_MPI_CHECK(MPI_Igather(d, static_cast<int>(n), MPI_FLOAT, group_root ? full.data() : nullptr,
+                                  static_cast<int>(n), MPI_FLOAT, 0, comm, &request));
+      CollectiveWatch* watch = collective_watch();
+      const uint64_t id = watch ? watch->issued({"gather", "full_state_dict", "", p.group, comm, n, "f32",
+                                                 n * static_cast<int64_t>(sizeof(float))})
+                                : 0;
+      mpi_wait_watched(&request, id);
+      if (watch) watch->completed(id);
       full.resize(static_cast<size_t>(numel(p.plan.full_shape)));  // drop the padding rows
     }
     if (root) out[p.plan.path] = HostTensor::floats(p.plan.full_shape, std::move(full));

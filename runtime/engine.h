@@ -158,7 +158,7 @@ class Engine {
     bool requires_grad = true;
   };
   std::vector<TensorValue> forward_args(const Trace& forward, const std::vector<HostTensor>& inputs);
-  double all_reduce_sum(double v, const std::string& group);
+  double all_reduce_sum(double v, const std::string& group, const char* label);
   // Runs one micro-batch; returns its local loss and its gradients.
   double micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                     const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads);

@@ -28,14 +28,13 @@ void MpiContext::complete_all() {
 }
 
 void MpiContext::complete(PendingCollective& p) {
-  {
-    MpiWaitScope in_mpi;
-    FSDPC_MPI_CHECK(MPI_Wait(&p.request, MPI_STATUS_IGNORE));
-  }
+  if (p.complete) return;  // progress() saw it finish (and told the watch)
+  mpi_wait_watched(&p.request, p.watch_id);
   if (mode_ == MpiProgress::thread) {
     mpi_progress_check();
-    if (!p.complete) mpi_progress_completed();
+    mpi_progress_completed();
   }
+  if (CollectiveWatch* w = collective_watch()) w->completed(p.watch_id);
   p.complete = true;
 }
 
@@ -49,6 +48,7 @@ size_t MpiContext::progress() {
     if (done) {
       p.complete = true;  // MPI_Test set the request to MPI_REQUEST_NULL
       if (mode_ == MpiProgress::thread) mpi_progress_completed();
+      if (CollectiveWatch* w = collective_watch()) w->completed(p.watch_id);
     } else {
       ++open;
     }
@@ -56,7 +56,8 @@ size_t MpiContext::progress() {
   return open;
 }
 
-void MpiContext::start(const std::string& future, PendingCollective p) {
+void MpiContext::start(const std::string& future, PendingCollective p, const CollectiveInfo& info) {
+  if (CollectiveWatch* w = collective_watch()) p.watch_id = w->issued(info);
   auto [it, inserted] = pending_.emplace(future, std::move(p));
   FSDPC_CHECK(inserted) << "collective " << future << " started twice without a wait";
   if (mode_ == MpiProgress::thread) mpi_progress_started();
@@ -164,6 +165,13 @@ PendingCollective pending_for(const Call& c) {
   return p;
 }
 
+// Registers a started collective with the context (and the watch).
+void started(KernelContext& kctx, const BoundSymbol& b, const Call& c, PendingCollective p, int count) {
+  const CollectiveInfo info{op_name(b.op),  b.output().name, b.inputs.at(0).name, b.attrs.get_str("group"),
+                            c.comm,         count,           dtype_name(c.in->dtype), p.bytes};
+  mpi_context(kctx).start(b.output().name, std::move(p), info);
+}
+
 // ---- Kernels ---------------------------------------------------------------
 
 // Members' inputs side by side along `dim`. Along dim 0 (what traces gather)
@@ -188,7 +196,7 @@ void all_gather(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
   const bool in_place = c.in_data == bytes(recv) + c.me * numel(xs) * c.elem && count > 0;
   FSDPC_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : c.in_data, count, c.type, recv, count,
                                  c.type, c.comm, &p.request));
-  mpi_context(kctx).start(b.output().name, std::move(p));
+  started(kctx, b, c, std::move(p), count);
 }
 
 // The sum, of which member `me` keeps the me-th chunk along `dim`. MPI
@@ -218,7 +226,7 @@ void reduce_scatter(KernelContext& kctx, const BoundSymbol& b, const std::vector
   if (c.in_data == c.out_data) send = MPI_IN_PLACE;  // size 1: the sum is the input
   FSDPC_MPI_CHECK(MPI_Ireduce_scatter_block(send, c.out_data, count, c.type, MPI_SUM, c.comm,
                                             &p.request));
-  mpi_context(kctx).start(b.output().name, std::move(p));
+  started(kctx, b, c, std::move(p), count);
 }
 
 void all_reduce(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
@@ -229,7 +237,7 @@ void all_reduce(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
   const int count = mpi_count(b, numel(c.in->shape));
   const void* send = c.in_data == c.out_data ? MPI_IN_PLACE : c.in_data;
   FSDPC_MPI_CHECK(MPI_Iallreduce(send, c.out_data, count, c.type, MPI_SUM, c.comm, &p.request));
-  mpi_context(kctx).start(b.output().name, std::move(p));
+  started(kctx, b, c, std::move(p), count);
 }
 
 // The root's input, everywhere. MPI broadcasts within one buffer, so the
@@ -246,7 +254,7 @@ void broadcast(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tens
     std::memcpy(c.out_data, c.in_data, p.bytes);
   const int count = mpi_count(b, numel(c.in->shape));
   FSDPC_MPI_CHECK(MPI_Ibcast(c.out_data, count, c.type, static_cast<int>(root), c.comm, &p.request));
-  mpi_context(kctx).start(b.output().name, std::move(p));
+  started(kctx, b, c, std::move(p), count);
 }
 
 // Completes the collective that produced the future and puts its value into

@@ -64,6 +64,7 @@ struct PendingCollective {
   int64_t outer = 0;        // gather: rows before `dim` (0: no interleave)
   int64_t inner_bytes = 0;  // gather: bytes of one member's piece of a row
   int members = 0;
+  uint64_t watch_id = 0;  // what the collective watch (mpi_world.h) calls it
 };
 
 // What the MPI kernels need beyond their operands: the communicators and
@@ -91,13 +92,15 @@ class MpiContext : public KernelContext {
   // Completes every collective never waited on (e.g. after an error unwound
   // the interpreter on every rank): MPI cannot cancel them, and they read and
   // write their buffers, so whoever owns those buffers calls this before
-  // freeing them. A no-op once MPI is finalized.
+  // freeing them. Bounded by the collective watch's timeout like any wait.
+  // A no-op once MPI is finalized.
   void complete_all();
 
-  // For the kernels: registers a started collective under its future's name,
-  // and hands it back (once) to the wait on that future; complete() blocks
-  // until it is done.
-  void start(const std::string& future, PendingCollective p);
+  // For the kernels: registers a started collective under its future's name
+  // (and with the collective watch, if one is installed), and hands it back
+  // (once) to the wait on that future; complete() blocks until it is done,
+  // for at most the watch's timeout.
+  void start(const std::string& future, PendingCollective p, const CollectiveInfo& info);
   PendingCollective take(const std::string& future);
   void complete(PendingCollective& p);
 

@@ -3,9 +3,11 @@
 // groups, split from MPI_COMM_WORLD so members keep the mesh's order.
 #include "executors/comm/mpi_world.h"
 
+#include <sched.h>
 #include <sys/prctl.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <atomic>
 #include <cstdlib>
@@ -268,6 +270,90 @@ void mpi_abort(int exit_code) {
   MPI_Initialized(&initialized);
   if (initialized && !mpi_finalized()) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::exit(exit_code);
+}
+
+// ---- The collective watchdog's side -------------------------------------------
+
+namespace {
+
+CollectiveWatch* g_watch = nullptr;
+double g_timeout_s = 0;  // 0: not set by set_collective_timeout
+
+// How often a blocked wait hands the watch a safe point.
+constexpr auto kSafePointEvery = std::chrono::milliseconds(100);
+// A wait spins on MPI_Test this long, then yields the core between tests
+// (ranks may share cores, as Open MPI's mpi_yield_when_idle does).
+constexpr auto kSpinFor = std::chrono::microseconds(200);
+
+}  // namespace
+
+void set_collective_watch(CollectiveWatch* watch) { g_watch = watch; }
+CollectiveWatch* collective_watch() { return g_watch; }
+
+void mpi_wait_watched(MPI_Request* request, uint64_t id) {
+  MpiWaitScope in_mpi;
+  if (g_watch == nullptr) {
+    FSDPC_MPI_CHECK(MPI_Wait(request, MPI_STATUS_IGNORE));
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const auto limit = std::chrono::duration<double>(g_watch->timeout_s());
+  Clock::time_point next_safe_point = start + kSafePointEvery;
+  for (;;) {
+    int done = 0;
+    FSDPC_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    const Clock::time_point now = Clock::now();
+    if (now - start > limit) g_watch->expired(id, std::chrono::duration<double>(now - start).count());
+    if (now >= next_safe_point) {
+      g_watch->waiting();
+      next_safe_point = Clock::now() + kSafePointEvery;
+    }
+    if (now - start > kSpinFor) sched_yield();
+  }
+}
+
+void watched_allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                       std::string_view label, std::string_view group) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  FSDPC_MPI_CHECK(MPI_Iallreduce(send, recv, count, type, op, comm, &request));
+  int size = 0;
+  FSDPC_MPI_CHECK(MPI_Type_size(type, &size));
+  const uint64_t id =
+      g_watch ? g_watch->issued({"all_reduce", label, "", group, comm, count, type == MPI_DOUBLE ? "f64" : "i32",
+                                 static_cast<int64_t>(count) * size})
+              : 0;
+  mpi_wait_watched(&request, id);
+  if (g_watch) g_watch->completed(id);
+}
+
+void watched_barrier(MPI_Comm comm, std::string_view label, std::string_view group) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  FSDPC_MPI_CHECK(MPI_Ibarrier(comm, &request));
+  const uint64_t id = g_watch ? g_watch->issued({"barrier", label, "", group, comm, 0, "", 0}) : 0;
+  mpi_wait_watched(&request, id);
+  if (g_watch) g_watch->completed(id);
+}
+
+double parse_timeout_seconds(const std::string& text, const std::string& source) {
+  char* end = nullptr;
+  const double s = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(s) || s <= 0)
+    fail(source, " '", text, "': expected a positive number of seconds, such as 600 or 2.5");
+  return s;
+}
+
+void set_collective_timeout(double seconds) {
+  FSDPC_CHECK(seconds > 0 && std::isfinite(seconds)) << "timeout " << seconds;
+  g_timeout_s = seconds;
+}
+
+double collective_timeout() {
+  if (g_timeout_s > 0) return g_timeout_s;
+  for (const char* name : {"FSDPC_TIMEOUT_S", "FSDPC_NCCL_TIMEOUT_S"})
+    if (const char* v = std::getenv(name); v && *v) return parse_timeout_seconds(v, name);
+  return 600.0;
 }
 
 std::string mesh_description(const Mesh& mesh) {

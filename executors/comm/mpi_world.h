@@ -5,7 +5,9 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/mesh.h"
@@ -111,6 +113,69 @@ class ProcessGroups {
   int rank_ = 0;
   std::vector<Group> groups_;
 };
+
+// ---- The collective watchdog's side of MPI ----------------------------------
+// Every wait for a collective (the trace's, and the runtime's own blocking
+// ones: loss, clipping, stop agreement, barriers) goes through
+// mpi_wait_watched(). With a CollectiveWatch installed (fsdpc train installs
+// runtime/watchdog.h's), the wait polls its request with MPI_Test and hands
+// control to the watch at safe points and when the timeout passes; without
+// one it is MPI_Wait, unbounded, as a library user's MPI job expects.
+
+// One collective as the watch sees it. The strings are only read during
+// issued(): the watch copies what it keeps into fixed storage.
+struct CollectiveInfo {
+  std::string_view op;         // "all_gather", "all_reduce", "barrier"
+  std::string_view output;     // "ft9", or the runtime's label ("loss")
+  std::string_view input;      // "t_0_weight"; empty for the runtime's own
+  std::string_view group;      // "dp", "shard", "replicate", "world"
+  MPI_Comm comm = MPI_COMM_NULL;
+  int64_t count = 0;           // elements sent by this rank
+  std::string_view dtype;      // "f32"
+  int64_t bytes = 0;           // of the result
+};
+
+class CollectiveWatch {
+ public:
+  virtual ~CollectiveWatch() = default;
+  // A collective was started; the id names it in completed() and expired().
+  virtual uint64_t issued(const CollectiveInfo& c) = 0;
+  virtual void completed(uint64_t id) = 0;
+  // About every 100 ms while a wait blocks: a safe point (never a signal
+  // handler) for work such as a flight recorder dump asked for by SIGUSR1.
+  virtual void waiting() = 0;
+  // The wait for `id` passed timeout_s(): report and end the job.
+  [[noreturn]] virtual void expired(uint64_t id, double waited_s) = 0;
+  virtual double timeout_s() const = 0;
+};
+
+// The process's watch (not owned; null: none). Set before the first
+// collective and left in place until exit.
+void set_collective_watch(CollectiveWatch* watch);
+CollectiveWatch* collective_watch();
+
+// Completes `request` (started for the collective the watch knows as `id`):
+// MPI_Wait without a watch; with one, MPI_Test polling that calls waiting()
+// at safe points and expired() once the watch's timeout passes. Does not
+// call completed(): the caller does, once.
+void mpi_wait_watched(MPI_Request* request, uint64_t id);
+
+// The runtime's blocking collectives, bounded and recorded like the trace's:
+// started non-blocking, waited with mpi_wait_watched. `label` names them in
+// the flight recorder and in a timeout's message ("loss", "stop agreement").
+void watched_allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                       std::string_view label, std::string_view group);
+void watched_barrier(MPI_Comm comm, std::string_view label, std::string_view group);
+
+// The bound on every wait for a collective, in seconds: what
+// set_collective_timeout() set (fsdpc train --timeout), else FSDPC_TIMEOUT_S,
+// else FSDPC_NCCL_TIMEOUT_S (the NCCL path's older name), else 600. A value
+// that is not a positive number is an fsdpc::Error naming its source.
+void set_collective_timeout(double seconds);
+double collective_timeout();
+// "5", "2.5": a positive, finite number of seconds; fsdpc::Error naming
+// `source` ("--timeout", "FSDPC_TIMEOUT_S") otherwise.
+double parse_timeout_seconds(const std::string& text, const std::string& source);
 
 // "flat mesh of 3 ranks", "2x2 mesh (replicas x shards)": for messages.
 std::string mesh_description(const Mesh& mesh);
