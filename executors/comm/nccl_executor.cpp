@@ -164,6 +164,7 @@ void NcclContext::recycle_completed() {
 }
 
 void NcclContext::start(const std::string& future, NcclPending p) {
+  quiesced_ = false;  // new work: a later teardown drains (or aborts) again
   auto [it, inserted] = pending_.emplace(future, std::move(p));
   FSDPC_CHECK(inserted) << "collective " << future << " issued twice without a wait";
 }

@@ -118,7 +118,8 @@ class NcclContext : public cuda::CudaContext {
   // The host waits of CudaContext under the watchdog (see the top).
   void wait_idle(Streams which, const char* what) override;
   // Drains within the timeout, or aborts the communicators (collectives
-  // never waited on, an exception unwinding, an error, the timeout). Once.
+  // never waited on, an exception unwinding, an error, the timeout). Once
+  // per batch of work: issuing a collective arms it again.
   void quiesce() noexcept override;
   // Detaching (nullptr) quiesces and drops the staging of collectives never
   // waited on, which belongs to the pool.
