@@ -24,6 +24,7 @@ Command add_print_command(CLI::App& app);
 Command add_dump_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
+Command add_flight_command(CLI::App& app);
 Command add_models_command(CLI::App& app);
 Command add_passes_command(CLI::App& app);
 

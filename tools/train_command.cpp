@@ -29,6 +29,7 @@
 #include "runtime/preemption.h"
 #include "runtime/sha256.h"
 #include "runtime/token_data.h"
+#include "runtime/watchdog.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 #include "tools/train_args.h"
@@ -291,10 +292,23 @@ void print_header(const TrainArgs& a, const Model& model, const JitOptions& o, i
   std::fflush(stdout);
 }
 
+// --timeout, else FSDPC_TIMEOUT_S (or FSDPC_NCCL_TIMEOUT_S), else 600 s.
+double train_timeout(const TrainArgs& a) {
+  return a.timeout.empty() ? collective_timeout() : parse_timeout_seconds(a.timeout, "--timeout");
+}
+
+// --flight-dir, else FSDPC_FLIGHT_DIR, else the --save folder, else ./fsdpc-flight.
+std::string flight_dir(const TrainArgs& a) {
+  if (!a.flight_dir.empty()) return a.flight_dir;
+  if (const char* env = std::getenv("FSDPC_FLIGHT_DIR"); env && *env) return env;
+  return a.save.empty() ? "fsdpc-flight" : a.save;
+}
+
 void run_train(const TrainArgs& a) {
   mpi_init();
   install_stop_handlers();
   const int world = mpi_world_size(), rank = mpi_world_rank();
+  Watchdog& watchdog = install_watchdog({train_timeout(a), flight_dir(a), rank, world});
   std::unique_ptr<HfWeights> init;
   std::unique_ptr<Model> model;
   const GPT2* gpt2 = nullptr;
@@ -362,6 +376,7 @@ void run_train(const TrainArgs& a) {
   int stop = 0;  // the signal that stopped the run
   int64_t stopped_at = 0;
   for (int64_t step = first_step; step < a.steps; ++step) {
+    watchdog.safe_point();  // a SIGUSR1 between steps
     if ((stop = agree_on_stop()) != 0) {  // every rank, at the same step
       stopped_at = step;
       break;
@@ -544,7 +559,22 @@ Command add_train_command(CLI::App& app) {
                   "reserved_bytes (and val_loss, collectives)");
   cmd->add_option("--save-state", a->save_state, "Write the gathered parameters as JSON (rank 0)");
   // --batch from the model options is the GLOBAL batch here.
-  return Command{cmd, [a] { run_train(*a); }, [a] {
+  cmd->add_option("--timeout", a->timeout,
+                  "Seconds any rank waits for a collective before the job is aborted (exit 4) with the "
+                  "collective named and the flight recorder written (default: FSDPC_TIMEOUT_S, else 600)");
+  cmd->add_option("--flight-dir", a->flight_dir,
+                  "Where each rank writes flight-rank{R}.json (on a timeout, a fatal error or SIGUSR1; default: "
+                  "FSDPC_FLIGHT_DIR, else the --save folder, else ./fsdpc-flight)");
+  return Command{cmd, [a] {
+                   try {
+                     run_train(*a);
+                   } catch (const Error& e) {  // still one line: where the recorder went joins it
+                     const std::string flight = dump_flight_on_error(e.what());
+                     if (flight.empty()) throw;
+                     throw Error(std::string(e.what()) + " (flight recorder: " + flight + ")");
+                   }
+                 }, [a] {
+                   train_timeout(*a);  // a bad --timeout or FSDPC_TIMEOUT_S: exit 2 before MPI starts
                    if (a->init.empty() && a->resume.empty()) check_model_source(a->src, false);
                    if (a->eval_every > 0 && a->val_data.empty())
                      fail("--eval-every ", a->eval_every, ": there is nothing to evaluate without --val-data FILE");
