@@ -33,15 +33,9 @@ std::optional<ncclDataType_t> nccl_dtype(DType d) {
   return std::nullopt;
 }
 
-double nccl_timeout_from_env() {
-  const char* text = std::getenv("FSDPC_NCCL_TIMEOUT_S");
-  if (text == nullptr || *text == '\0') return 600.0;
-  char* end = nullptr;
-  const double s = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(s) || s <= 0)
-    fail("FSDPC_NCCL_TIMEOUT_S must be a positive number of seconds, got '", text, "'");
-  return s;
-}
+// fsdpc train --timeout, FSDPC_TIMEOUT_S, or this executor's older
+// FSDPC_NCCL_TIMEOUT_S: one setting for MPI and NCCL (mpi_world.h).
+double nccl_timeout_from_env() { return collective_timeout(); }
 
 namespace {
 

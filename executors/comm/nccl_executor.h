@@ -85,7 +85,8 @@ struct NcclPending {
 class NcclContext : public cuda::CudaContext {
  public:
   // Collective over the world: see ProcessGroups and NcclWorld. Reads the
-  // timeout from FSDPC_NCCL_TIMEOUT_S (seconds, default 600).
+  // timeout from nccl_timeout_from_env() (--timeout, FSDPC_TIMEOUT_S or
+  // FSDPC_NCCL_TIMEOUT_S; default 600 s).
   explicit NcclContext(const Mesh& mesh, const cuda::CudaOptions& options = {});
   explicit NcclContext(ProcessGroups groups, const cuda::CudaOptions& options = {});
   // A clean exit drains both streams (within the timeout) and destroys the
@@ -167,8 +168,9 @@ class NcclContext : public cuda::CudaContext {
   std::unordered_map<std::string, NcclPending> pending_;
 };
 
-// FSDPC_NCCL_TIMEOUT_S as seconds (default 600); throws fsdpc::Error when it
-// is set to something other than a positive number.
+// The collective timeout, collective_timeout() (mpi_world.h): fsdpc train
+// --timeout, else FSDPC_TIMEOUT_S, else FSDPC_NCCL_TIMEOUT_S, else 600 s;
+// throws fsdpc::Error when a variable is not a positive number.
 double nccl_timeout_from_env();
 
 // Claims all_gather and broadcast of f32, bf16, f16, f64, i32, i64 and bool
