@@ -3,6 +3,7 @@
 // region of two statements or more into its `fusion` statement.
 #include "passes/fuse.h"
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -15,32 +16,75 @@ namespace {
 
 bool fusible_dtype(DType d) { return d == DType::f32 || d == DType::boolean; }
 
-bool fusible(const BoundSymbol& b, const std::string& executor) {
-  if (b.executor != executor || b.outputs.size() != 1 || !b.subsymbols.empty()) return false;
+bool is_row_reduction(const BoundSymbol& b) {
+  if (b.op != OpId::Sum && b.op != OpId::Amax) return false;
+  const IntList dims = b.attrs.get_ints("dims");
+  const size_t rank = b.output().type.shape.size() + 1;
+  return dims.size() == 1 && dims[0] + 1 == static_cast<int64_t>(rank) && b.output().type.dtype == DType::f32;
+}
+
+// Whether `b` is a statement a region may hold, looking at it alone.
+bool fusible_op(const BoundSymbol& b) {
+  if (b.outputs.size() != 1 || !b.subsymbols.empty()) return false;
   const TensorType& out = b.outputs[0].type;
   if (out.future || !fusible_dtype(out.dtype)) return false;
-  if (b.op != OpId::BroadcastInDim && !scalar_expr(b.op)) return false;
+  return b.op == OpId::BroadcastInDim || scalar_expr(b.op) || is_row_reduction(b);
+}
+
+bool fusible(const BoundSymbol& b, const std::string& executor) {
   // Operand dtypes are not on the statement; the region builder checks
-  // them against the defining statements (see dtype_of below).
+  // them against the defining statements (see dtypes_ below).
+  return b.executor == executor && fusible_op(b);
+}
+
+// A composite (layer_norm, softmax, gelu) whose decomposition a region can
+// hold whole: its statements join regions instead of running as the
+// executor's kernel, so the op keeps one definition, its decomposition.
+bool inlinable(const BoundSymbol& b, const std::string& executor) {
+  if (b.executor != executor || b.subsymbols.empty() || b.op == OpId::Fusion) return false;
+  for (const BoundSymbol& s : b.subsymbols)
+    if (!fusible_op(s)) return false;
   return true;
 }
 
+bool dims_are_iota(const IntList& dims) {
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+Shape drop_last(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
+
+// A region's statements and their level: per element of `shape`, or per
+// row (shape without its innermost dim). Until a statement fixes the shape
+// (a reduction, a broadcast back or a second level), a region of one shape
+// may still become the row level of a region one rank larger.
 struct Region {
   std::vector<const BoundSymbol*> bsyms;
-  std::unordered_set<std::string> defined;
+  std::unordered_map<std::string, bool> defined;  // name -> is a row value
   Shape shape;
+  bool fixed = false;
 };
 
 class Fuser {
  public:
   Fuser(const Trace& trace, const std::string& executor) : trace_(trace), executor_(executor) {
-    for (const Proxy& a : trace.args) dtypes_[a.name] = a.type.dtype;
+    for (const Proxy& a : trace.args) types_[a.name] = a.type;
   }
 
   Trace run() {
     std::vector<BoundSymbol> body;
-    for (const BoundSymbol& b : trace_.bsyms)
-      if (b.op != OpId::Del) body.push_back(b);
+    for (const BoundSymbol& b : trace_.bsyms) {
+      if (b.op == OpId::Del) continue;
+      if (!inlinable(b, executor_)) {
+        body.push_back(b);
+        continue;
+      }
+      for (const BoundSymbol& s : b.subsymbols) {
+        body.push_back(s);
+        body.back().executor = executor_;
+      }
+    }
     count_uses(body);
     Trace out = trace_;
     out.bsyms.clear();
@@ -57,7 +101,7 @@ class Fuser {
       } else {
         add(b, region);
       }
-      for (const Proxy& o : b.outputs) dtypes_[o.name] = o.type.dtype;
+      for (const Proxy& o : b.outputs) types_[o.name] = o.type;
     }
     close(region, body.size(), out.bsyms);
     Trace placed = insert_dels(out);
@@ -75,23 +119,88 @@ class Fuser {
     for (const std::string& n : names) last_use_[n] = static_cast<int64_t>(body.size());
   }
 
-  bool fits(const BoundSymbol& b, const Region& r) const {
-    if (!fusible(b, executor_)) return false;
+  // Where `b` would sit in `r`: element (false) or row (true) level, and
+  // the region's shape after it; nullopt when it does not fit.
+  struct Placement {
+    bool row = false;
+    Shape shape;
+    bool fixes = false;   // the shape can no longer grow a row level
+    bool rebase = false;  // r's statements become its row level
+  };
+
+  std::optional<Placement> place(const BoundSymbol& b, const Region& r) const {
+    if (!fusible(b, executor_)) return std::nullopt;
     for (const Operand& in : b.inputs) {
       if (in.is_scalar()) continue;
-      auto d = dtypes_.find(in.name);
-      if (d == dtypes_.end() || !fusible_dtype(d->second)) return false;
-      // A loop indexes a broadcast only from memory: its input must come
-      // from outside the region.
-      if (b.op == OpId::BroadcastInDim && r.defined.count(in.name)) return false;
+      auto t = types_.find(in.name);
+      if (t == types_.end() || t->second.future || !fusible_dtype(t->second.dtype)) return std::nullopt;
     }
-    return r.bsyms.empty() || b.outputs[0].type.shape == r.shape;
+    const Shape& out = b.output().type.shape;
+    const bool reduction = b.op == OpId::Sum || b.op == OpId::Amax;
+    // The shape this statement iterates over at its own level.
+    const Shape own = reduction ? types_.at(b.inputs[0].name).shape : out;
+    Placement p;
+    if (r.bsyms.empty()) {
+      p.shape = own;
+      p.row = reduction;
+      p.fixes = reduction;
+    } else if (own == r.shape) {
+      p.shape = r.shape;
+      p.row = reduction;
+      p.fixes = reduction;
+    } else if (!reduction && !r.shape.empty() && own == drop_last(r.shape)) {
+      p.shape = r.shape;
+      p.row = true;
+      p.fixes = true;
+    } else if (!r.fixed && !own.empty() && drop_last(own) == r.shape) {
+      p.shape = own;
+      p.row = reduction;
+      p.fixes = true;
+      p.rebase = true;
+    } else {
+      return std::nullopt;
+    }
+    // After a rebase every value of r is a row value.
+    auto level_of = [&](const std::string& name) -> std::optional<bool> {
+      auto it = r.defined.find(name);
+      if (it == r.defined.end()) return std::nullopt;
+      return p.rebase ? true : it->second;
+    };
+    const Shape row_shape = p.shape.empty() ? Shape{} : drop_last(p.shape);
+    if (b.op == OpId::BroadcastInDim) {
+      const std::optional<bool> in = level_of(b.inputs[0].name);
+      if (!in) return p;  // from memory: any broadcast a loop can index
+      // Inside the region only a row value broadcast back along its row.
+      if (!*in || p.row || !dims_are_iota(b.attrs.get_ints("broadcast_dims")) ||
+          types_.at(b.inputs[0].name).shape != row_shape)
+        return std::nullopt;
+      p.fixes = true;
+      return p;
+    }
+    if (reduction) {
+      const std::optional<bool> in = level_of(b.inputs[0].name);
+      if (in && *in) return std::nullopt;
+      return p;
+    }
+    const Shape& level_shape = p.row ? row_shape : p.shape;
+    for (const Operand& in : b.inputs) {
+      if (in.is_scalar()) continue;
+      const std::optional<bool> lv = level_of(in.name);
+      if (lv ? *lv != p.row : types_.at(in.name).shape != level_shape) return std::nullopt;
+    }
+    return p;
   }
 
-  static void add(const BoundSymbol& b, Region& r) {
-    if (r.bsyms.empty()) r.shape = b.outputs[0].type.shape;
+  bool fits(const BoundSymbol& b, const Region& r) const { return place(b, r).has_value(); }
+
+  void add(const BoundSymbol& b, Region& r) const {
+    const Placement p = *place(b, r);
+    if (p.rebase)
+      for (auto& [name, row] : r.defined) row = true;
+    r.shape = p.shape;
+    r.fixed = r.fixed || p.fixes;
     r.bsyms.push_back(&b);
-    r.defined.insert(b.outputs[0].name);
+    r.defined[b.outputs[0].name] = p.row;
   }
 
   // Emits the region ending before statement `end` and empties it.
@@ -126,7 +235,7 @@ class Fuser {
 
   const Trace& trace_;
   const std::string& executor_;
-  std::unordered_map<std::string, DType> dtypes_;
+  std::unordered_map<std::string, TensorType> types_;
   std::unordered_map<std::string, int64_t> last_use_;
 };
 

@@ -5,23 +5,27 @@
 // its outputs; its intermediates are never allocated.
 //
 // Pre:  a claimed trace (executors/claim.h); dels anywhere.
-// Post: each maximal run of consecutive fusible statements of `executor`
-//       over one iteration shape, two statements or more, is one region:
-//       inputs are the values it reads from outside (first use order),
-//       outputs the values it defines that later statements or the returns
-//       read (definition order), subsymbols its statements (unclaimed: the
-//       region's executor runs them). Statements keep their order, so no
-//       wait moves earlier and no collective later: the communication
-//       schedule is unchanged. Dels are placed again (passes/del.h), the
-//       region counting as one statement.
+// Post: composites whose decomposition a region can hold whole (layer_norm,
+//       softmax over the last dim, gelu) are replaced by their statements.
+//       Each maximal run of consecutive fusible statements of `executor`,
+//       two statements or more, is one region over one iteration shape:
+//       a statement is per element of that shape or per row (the shape
+//       without its innermost dim). Inputs are the values it reads from
+//       outside (first use order), outputs the values it defines that later
+//       statements or the returns read (definition order), subsymbols its
+//       statements (unclaimed: the region's executor runs them). Statements
+//       keep their order, so no wait moves earlier and no collective later:
+//       the communication schedule is unchanged. Dels are placed again
+//       (passes/del.h), the region counting as one statement.
 //
 //   t3 = cpu_mul(t1, 2.0)                 t4, = cpu_fusion0(t1, t2)
 //   t4 = cpu_add(t3, t2)          ==>       # t3 = mul(t1, 2.0)
 //   del t3                                  # t4 = add(t3, t2)
 //
-// Fusible today: elementwise ops with a scalar expression (ir/scalar_expr.h)
-// and broadcast_in_dim of a value defined before the region, all in f32 or
-// bool (what the CPU fusion executor lowers).
+// Fusible: elementwise ops with a scalar expression (ir/scalar_expr.h), sum
+// and amax over the innermost dim (per-row values), broadcast_in_dim of a
+// value defined before the region, or of a row value along its row, all in
+// f32 or bool (what the CPU fusion executor lowers).
 #pragma once
 
 #include <string>

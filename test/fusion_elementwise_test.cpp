@@ -24,103 +24,10 @@
 #include "passes/del.h"
 #include "passes/fuse.h"
 #include "runtime/interpreter.h"
+#include "test/fusion_check.h"
 
 using namespace fsdpc;
-
-namespace {
-
-Proxy arg(std::string name, TensorType type) {
-  Proxy p;
-  p.name = std::move(name);
-  p.type = std::move(type);
-  return p;
-}
-
-TensorType tt(Shape shape, DType dtype = DType::f32) {
-  TensorType t;
-  t.shape = std::move(shape);
-  t.dtype = dtype;
-  return t;
-}
-
-int count_regions(const Trace& t) {
-  return static_cast<int>(std::count_if(t.bsyms.begin(), t.bsyms.end(),
-                                        [](const BoundSymbol& b) { return b.op == OpId::Fusion; }));
-}
-
-std::vector<double> read(const TensorValue& v) {
-  std::vector<double> out(static_cast<size_t>(numel(v.type.shape)));
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = v.type.dtype == DType::f32 ? static_cast<const float*>(v.data())[i]
-                                        : static_cast<const uint8_t*>(v.data())[i];
-  return out;
-}
-
-TensorValue write(Allocator& a, const TensorType& t, const std::vector<double>& data) {
-  TensorValue v = allocate_tensor(a, t, MemCategory::activations);
-  for (size_t i = 0; i < data.size(); ++i) {
-    if (t.dtype == DType::f32) static_cast<float*>(v.data())[i] = static_cast<float>(data[i]);
-    else static_cast<uint8_t*>(v.data())[i] = data[i] != 0;
-  }
-  return v;
-}
-
-// Inputs drawn from [lo, hi] (bools 0/1), rounded to f32 so that the
-// reference sees exactly what the kernels see.
-std::vector<reference::Value> random_args(const Trace& t, std::mt19937& rng, double lo, double hi) {
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<reference::Value> args;
-  for (const Proxy& p : t.args) {
-    reference::Value v{p.type, std::vector<double>(static_cast<size_t>(numel(p.type.shape)))};
-    for (double& x : v.data)
-      x = p.type.dtype == DType::boolean ? static_cast<double>(rng() % 2) : static_cast<float>(u(rng));
-    args.push_back(std::move(v));
-  }
-  return args;
-}
-
-struct Outcome {
-  Trace fused;
-  double worst = 0;  // relative error, worst element
-};
-
-// Claims and fuses `t`, runs it through the interpreter and compares every
-// returned value with the reference run of the unfused trace.
-Outcome fused_vs_reference(const Trace& t, std::mt19937& rng, double lo = 0.25, double hi = 2.0,
-                           double floor = 1e-30) {
-  Outcome o;
-  o.fused = fuse(claim(t, {&cpu_executor()}), "cpu");
-  INFO(print_trace(o.fused));
-  REQUIRE_NOTHROW(verify(o.fused));
-  const std::vector<reference::Value> args = random_args(t, rng, lo, hi);
-  const std::vector<reference::Value> want = reference::run(t, args);
-  Allocator alloc;
-  KernelContext ctx;
-  Interpreter interp(alloc, {&cpu_executor()}, ctx);
-  std::vector<TensorValue> in;
-  for (const reference::Value& a : args) in.push_back(write(alloc, a.type, a.data));
-  const std::vector<TensorValue> got = interp.run(o.fused, in);
-  REQUIRE(got.size() == want.size());
-  for (size_t k = 0; k < got.size(); ++k) {
-    const std::vector<double> g = read(got[k]);
-    for (size_t i = 0; i < g.size(); ++i) {
-      const double w = want[k].data[i];
-      if (std::isnan(w) || std::isnan(g[i])) {
-        INFO("output " << k << " element " << i << ": got " << g[i] << ", want " << w);
-        CHECK(std::isnan(w) == std::isnan(g[i]));
-        continue;
-      }
-      if (std::isinf(w) || std::isinf(g[i])) {
-        CHECK(g[i] == w);
-        continue;
-      }
-      o.worst = std::max(o.worst, std::abs(g[i] - w) / std::max(std::abs(w), floor));
-    }
-  }
-  return o;
-}
-
-}  // namespace
+using namespace fsdpc::test;
 
 TEST_CASE("fusion: every fusible f32 op through a compiled region is within 1e-6 of the reference",
           "[fusion]") {

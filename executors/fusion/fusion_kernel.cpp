@@ -3,6 +3,7 @@
 // contiguous block of rows, so results do not depend on the thread count.
 #include "executors/fusion/fusion_kernel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -69,15 +70,15 @@ std::vector<TensorType> types_of(const std::vector<TensorView>& in) {
 void fusion_kernel(KernelContext&, const BoundSymbol& b, const std::vector<TensorView>& in,
                    const std::vector<TensorView>& out) {
   const Region region = describe_region(b, types_of(in));
-  const int64_t n = numel(region.shape);
-  if (n == 0) return;
+  // A row of no elements still has its row values (an empty sum is 0).
+  const int64_t rows = region.rows();
+  if (rows == 0) return;
+  const int64_t n = rows * std::max<int64_t>(region.cols(), 1);
   const RegionFn fn = code_for(region);
   std::vector<const void*> ins;
   for (const TensorView& v : in) ins.push_back(v.data);
   std::vector<void*> outs;
   for (const TensorView& v : out) outs.push_back(v.data);
-  const int64_t cols = region.shape.empty() ? 1 : region.shape.back();
-  const int64_t rows = n / cols;
   const int threads = n >= kParallelMin && rows > 1 ? static_cast<int>(std::min<int64_t>(cpu_threads(), rows)) : 1;
   if (threads == 1) return fn(ins.data(), outs.data(), 0, rows);
 #pragma omp parallel for schedule(static) num_threads(threads)

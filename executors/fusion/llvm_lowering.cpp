@@ -1,10 +1,11 @@
 // lower_region(): each region becomes `void <name>(ins, outs, row_begin,
 // row_end)`, a row loop that offsets every load by the row's position and
-// calls `<name>_row(cols, noalias pointers...)`, whose single loop over the
-// innermost dimension the loop vectoriser widens: loads are unit-stride or
-// invariant (broadcast), and noalias spares it runtime alias checks (outputs
-// are fresh buffers). Each step's arithmetic comes from its op's scalar
-// expression (ir/scalar_exprs.def).
+// calls `<name>_row(cols, noalias pointers...)`, whose loops over the
+// innermost dimension (one per reduction, one for the element outputs) the
+// loop vectoriser widens: loads are unit-stride or invariant (broadcast),
+// and noalias spares it runtime alias checks (outputs are fresh buffers).
+// Each step's arithmetic comes from its op's scalar expression
+// (ir/scalar_exprs.def).
 #include "executors/fusion/llvm_lowering.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -47,83 +48,213 @@ class Lowering {
   }
   llvm::Type* compute(DType d) { return d == DType::boolean ? b_.getInt1Ty() : storage(d); }
 
-  int64_t cols() const { return r_.shape.empty() ? 1 : r_.shape.back(); }
+  int64_t cols() const { return r_.cols(); }
 
-  // One row: for j in [0, cols): out[m][j] = f(load k at j * inner stride).
+  bool per_row(const Load& l) const { return r_.shape.empty() || l.strides.back() == 0; }
+
+  // One row: row steps run once, in order; each reduction is a loop over
+  // j in [0, cols) that computes the element steps it needs and folds them;
+  // a last loop computes and stores the element outputs. Element steps are
+  // recomputed in each loop that needs them rather than stored: memory
+  // traffic, not arithmetic, is what a region saves.
   llvm::Function* emit_row(const std::string& name) {
     std::vector<llvm::Type*> params{b_.getInt64Ty()};
     const size_t n_ptr = r_.loads.size() + r_.outputs.size();
     for (size_t i = 0; i < n_ptr; ++i) params.push_back(llvm::PointerType::get(ctx_, 0));
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
-    auto* f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
-    for (size_t i = 1; i <= n_ptr; ++i) f->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
-    f->addFnAttr(llvm::Attribute::NoUnwind);
+    f_ = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
+    for (size_t i = 1; i <= n_ptr; ++i) f_->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+    f_->addFnAttr(llvm::Attribute::NoUnwind);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f_));
+    n_ = f_->getArg(0);
 
-    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", f);
-    auto* loop = llvm::BasicBlock::Create(ctx_, "loop", f);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", f);
-    b_.SetInsertPoint(entry);
-    llvm::Value* n = f->getArg(0);
-    b_.CreateCondBr(b_.CreateICmpSGT(n, b_.getInt64(0)), loop, exit);
-    b_.SetInsertPoint(loop);
-    llvm::PHINode* j = b_.CreatePHI(b_.getInt64Ty(), 2, "j");
-    j->addIncoming(b_.getInt64(0), entry);
-
-    std::vector<llvm::Value*> loaded;
-    for (size_t k = 0; k < r_.loads.size(); ++k) {
-      const Load& l = r_.loads[k];
-      const int64_t inner = r_.shape.empty() ? 0 : l.strides.back();
-      llvm::Value* idx = inner == 0 ? static_cast<llvm::Value*>(b_.getInt64(0))
-                                    : b_.CreateMul(j, b_.getInt64(inner));
-      llvm::Type* st = storage(l.dtype);
-      llvm::Value* v = b_.CreateLoad(st, b_.CreateInBoundsGEP(st, f->getArg(static_cast<unsigned>(1 + k)), idx));
-      if (l.dtype == DType::boolean) v = b_.CreateICmpNE(v, b_.getInt8(0));
-      loaded.push_back(v);
-    }
-    std::vector<llvm::Value*> steps;
-    for (const Step& s : r_.steps) steps.push_back(emit_step(s, loaded, steps));
-    for (size_t m = 0; m < r_.outputs.size(); ++m) {
-      const Step& s = r_.steps[static_cast<size_t>(r_.outputs[m])];
-      llvm::Value* v = steps[static_cast<size_t>(r_.outputs[m])];
-      if (s.dtype == DType::boolean) v = b_.CreateZExt(v, b_.getInt8Ty());
-      llvm::Type* st = storage(s.dtype);
-      b_.CreateStore(v, b_.CreateInBoundsGEP(st, f->getArg(static_cast<unsigned>(1 + r_.loads.size() + m)), j));
-    }
-    llvm::Value* next = b_.CreateAdd(j, b_.getInt64(1), "j.next", /*HasNUW=*/true, /*HasNSW=*/true);
-    j->addIncoming(next, b_.GetInsertBlock());
-    b_.CreateCondBr(b_.CreateICmpSLT(next, n), loop, exit);
-    b_.SetInsertPoint(exit);
-    b_.CreateRetVoid();
-    return f;
-  }
-
-  llvm::Value* emit_step(const Step& s, const std::vector<llvm::Value*>& loaded,
-                         const std::vector<llvm::Value*>& steps) {
-    std::vector<Val> args;
-    for (const StepArg& a : s.args) {
-      switch (a.kind) {
-        case StepArg::Kind::load: args.push_back({loaded[static_cast<size_t>(a.index)], {}}); break;
-        case StepArg::Kind::step: args.push_back({steps[static_cast<size_t>(a.index)], {}}); break;
-        case StepArg::Kind::literal: args.push_back({nullptr, a.literal}); break;
+    // Loads that do not move along the row, once per row.
+    row_loads_.assign(r_.loads.size(), nullptr);
+    for (size_t k = 0; k < r_.loads.size(); ++k)
+      if (per_row(r_.loads[k])) row_loads_[k] = load_at(k, b_.getInt64(0));
+    rows_.assign(r_.steps.size(), nullptr);
+    for (size_t i = 0; i < r_.steps.size(); ++i) {
+      const Step& s = r_.steps[i];
+      if (!s.row) continue;
+      if (s.kind == StepKind::sum || s.kind == StepKind::amax) {
+        rows_[i] = emit_reduction(s);
+      } else {
+        rows_[i] = emit_step(s, [&](const StepArg& a) { return row_arg(a); });
       }
     }
-    if (!s.expr) return as(args.at(0), compute(s.dtype));  // a broadcast is its load
-    return as(expr(*s.expr, s, args), compute(s.dtype));
+    // Row outputs: their pointer is the row's element.
+    std::vector<size_t> element_outputs;
+    for (size_t m = 0; m < r_.outputs.size(); ++m) {
+      const size_t o = static_cast<size_t>(r_.outputs[m]);
+      if (r_.steps[o].row) store(m, rows_[o], b_.getInt64(0));
+      else element_outputs.push_back(m);
+    }
+    if (!element_outputs.empty()) {
+      Loop loop = open_loop();
+      for (size_t m : element_outputs) store(m, element(static_cast<size_t>(r_.outputs[m])), loop.j);
+      close_loop(loop);
+    }
+    b_.CreateRetVoid();
+    return f_;
   }
 
-  // A literal as a constant of `t` (IR scalars convert as the tensor's dtype).
+  struct Loop {
+    llvm::BasicBlock* pre = nullptr;
+    llvm::BasicBlock* body = nullptr;
+    llvm::BasicBlock* exit = nullptr;
+    llvm::PHINode* j = nullptr;
+  };
+
+  // for j in [0, n): opens the body; element values are computed afresh in it.
+  Loop open_loop() {
+    Loop l;
+    l.pre = b_.GetInsertBlock();
+    l.body = llvm::BasicBlock::Create(ctx_, "loop", f_);
+    l.exit = llvm::BasicBlock::Create(ctx_, "after", f_);
+    b_.CreateCondBr(b_.CreateICmpSGT(n_, b_.getInt64(0)), l.body, l.exit);
+    b_.SetInsertPoint(l.body);
+    l.j = b_.CreatePHI(b_.getInt64Ty(), 2, "j");
+    l.j->addIncoming(b_.getInt64(0), l.pre);
+    j_ = l.j;
+    elements_.assign(r_.steps.size(), nullptr);
+    return l;
+  }
+
+  void close_loop(Loop& l) {
+    llvm::Value* next = b_.CreateAdd(l.j, b_.getInt64(1), "j.next", /*HasNUW=*/true, /*HasNSW=*/true);
+    l.j->addIncoming(next, b_.GetInsertBlock());
+    l.body = b_.GetInsertBlock();
+    b_.CreateCondBr(b_.CreateICmpSLT(next, n_), l.body, l.exit);
+    b_.SetInsertPoint(l.exit);
+    j_ = nullptr;
+  }
+
+  // A sum in f64 (as the CPU executor's reduce kernel; reassociation lets
+  // the vectoriser keep one partial sum per lane), or an amax as maxnum plus
+  // a NaN flag, so that NaN wins as in the reference and it still vectorises.
+  llvm::Value* emit_reduction(const Step& s) {
+    const bool sum = s.kind == StepKind::sum;
+    Loop loop = open_loop();
+    // The arg is emitted first so that amax knows its type; the phis are
+    // then placed at the head of the loop.
+    llvm::Value* x = element_val(s.args[0]).v;
+    llvm::Type* acc_t = sum ? b_.getDoubleTy() : x->getType();
+    llvm::Value* init = sum ? llvm::ConstantFP::get(acc_t, 0.0) : llvm::ConstantFP::getInfinity(acc_t, true);
+    llvm::IRBuilder<> head(loop.body, loop.body->getFirstInsertionPt());
+    llvm::PHINode* acc = head.CreatePHI(acc_t, 2, "acc");
+    acc->addIncoming(init, loop.pre);
+    llvm::PHINode* nan = nullptr;
+    if (!sum) {
+      nan = head.CreatePHI(head.getInt1Ty(), 2, "nan");
+      nan->addIncoming(b_.getFalse(), loop.pre);
+    }
+    llvm::Value* acc_next = nullptr;
+    llvm::Value* nan_next = nullptr;
+    if (sum) {
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      acc_next = b_.CreateFAdd(acc, as(Val{x, {}}, acc_t));
+      llvm::cast<llvm::Instruction>(acc_next)->setFastMathFlags(fmf);
+    } else {
+      acc_next = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, acc, x);
+      nan_next = b_.CreateOr(nan, b_.CreateFCmpUNO(x, x));
+    }
+    close_loop(loop);
+    llvm::PHINode* acc_out = b_.CreatePHI(acc_t, 2, "acc.out");
+    acc_out->addIncoming(init, loop.pre);
+    acc_out->addIncoming(acc_next, loop.body);
+    acc->addIncoming(acc_next, loop.body);
+    if (sum) return acc_out;  // f64: see emit_step
+    nan->addIncoming(nan_next, loop.body);
+    llvm::PHINode* nan_out = b_.CreatePHI(b_.getInt1Ty(), 2, "nan.out");
+    nan_out->addIncoming(b_.getFalse(), loop.pre);
+    nan_out->addIncoming(nan_next, loop.body);
+    return b_.CreateSelect(nan_out, llvm::ConstantFP::getNaN(acc_t), acc_out);
+  }
+
+  // Element `j` (the current loop's, or 0 for a row load) of load k.
+  llvm::Value* load_at(size_t k, llvm::Value* j) {
+    const Load& l = r_.loads[k];
+    const int64_t inner = r_.shape.empty() ? 0 : l.strides.back();
+    llvm::Value* idx = inner == 0 ? static_cast<llvm::Value*>(b_.getInt64(0)) : b_.CreateMul(j, b_.getInt64(inner));
+    llvm::Type* st = storage(l.dtype);
+    llvm::Value* v = b_.CreateLoad(st, b_.CreateInBoundsGEP(st, f_->getArg(static_cast<unsigned>(1 + k)), idx));
+    if (l.dtype == DType::boolean) v = b_.CreateICmpNE(v, b_.getInt8(0));
+    return v;
+  }
+
+  void store(size_t m, llvm::Value* v, llvm::Value* j) {
+    const Step& s = r_.steps[static_cast<size_t>(r_.outputs[m])];
+    if (s.dtype == DType::boolean) v = b_.CreateZExt(v, b_.getInt8Ty());
+    llvm::Type* st = storage(s.dtype);
+    if (v->getType() != st) v = b_.CreateFPTrunc(v, st);
+    b_.CreateStore(v, b_.CreateInBoundsGEP(st, f_->getArg(static_cast<unsigned>(1 + r_.loads.size() + m)), j));
+  }
+
+  Val row_arg(const StepArg& a) {
+    switch (a.kind) {
+      case StepArg::Kind::load: return {row_loads_[static_cast<size_t>(a.index)], {}};
+      case StepArg::Kind::step: return {rows_[static_cast<size_t>(a.index)], {}};
+      default: return {nullptr, a.literal};
+    }
+  }
+
+  // An element step's value in the current loop, computed on first use.
+  llvm::Value* element(size_t i) {
+    if (elements_[i]) return elements_[i];
+    const Step& s = r_.steps[i];
+    llvm::Value* v = s.kind == StepKind::splat ? rows_[static_cast<size_t>(s.args[0].index)]
+                                                : emit_step(s, [&](const StepArg& a) { return element_val(a); });
+    elements_[i] = v;
+    return v;
+  }
+
+  Val element_val(const StepArg& a) {
+    switch (a.kind) {
+      case StepArg::Kind::load: {
+        const size_t k = static_cast<size_t>(a.index);
+        return {row_loads_[k] ? row_loads_[k] : load_at(k, j_), {}};
+      }
+      case StepArg::Kind::step: return {element(static_cast<size_t>(a.index)), {}};
+      default: return {nullptr, a.literal};
+    }
+  }
+
+  // A step computes in its dtype, except that f32 arithmetic on a value
+  // derived from a sum (which the region keeps in f64, as the CPU
+  // executor's layer_norm keeps its statistics) stays in f64 until it is
+  // stored: x - mean rounded to f32 would lose what 1/std amplifies.
+  template <class ArgFn>
+  llvm::Value* emit_step(const Step& s, ArgFn&& arg_of) {
+    std::vector<Val> args;
+    for (const StepArg& a : s.args) args.push_back(arg_of(a));
+    out_t_ = compute(s.dtype);
+    if (out_t_->isFloatTy())
+      for (const Val& a : args)
+        if (!a.lit && a.v->getType()->isDoubleTy()) out_t_ = b_.getDoubleTy();
+    if (s.kind == StepKind::load) return as(args.at(0), out_t_);  // a broadcast is its load
+    return as(expr(*s.expr, s, args), out_t_);
+  }
+
+  // A literal as a constant of `t` (IR scalars convert as the tensor's
+  // dtype); an f32 value widened to f64 where it meets one.
   llvm::Value* as(const Val& v, llvm::Type* t) {
-    if (!v.lit) return v.v;
+    if (!v.lit) {
+      if (v.v->getType()->isFloatTy() && t->isDoubleTy()) return b_.CreateFPExt(v.v, t);
+      return v.v;
+    }
     if (t->isFloatingPointTy()) return llvm::ConstantFP::get(t, *v.lit);
     if (t->isIntegerTy(1)) return b_.getInt1(*v.lit != 0);
     return llvm::ConstantInt::get(t, static_cast<uint64_t>(static_cast<int64_t>(*v.lit)), true);
   }
 
-  // The type of a node whose operands share one: the first non-literal's, else `fallback`.
+  // The type of a node whose operands share one: the widest non-literal's
+  // (f64 over f32), else `fallback`.
   static llvm::Type* shared_type(const std::vector<Val>& xs, llvm::Type* fallback) {
+    llvm::Type* t = nullptr;
     for (const Val& x : xs)
-      if (!x.lit) return x.v->getType();
-    return fallback;
+      if (!x.lit && (!t || x.v->getType()->isDoubleTy())) t = x.v->getType();
+    return t ? t : fallback;
   }
 
   Val expr(const ScalarExpr& e, const Step& s, const std::vector<Val>& args) {
@@ -131,7 +262,7 @@ class Lowering {
     if (e.prim == ScalarPrim::constant) return Val{nullptr, e.value};
     std::vector<Val> c;
     for (const ScalarExpr& child : e.children) c.push_back(expr(child, s, args));
-    llvm::Type* out_t = compute(s.dtype);
+    llvm::Type* out_t = out_t_;
     if (e.prim == ScalarPrim::select) {
       llvm::Type* t = shared_type({c[1], c[2]}, out_t);
       return {b_.CreateSelect(as(c[0], b_.getInt1Ty()), as(c[1], t), as(c[2], t)), {}};
@@ -269,8 +400,9 @@ class Lowering {
       call_args.push_back(b_.CreateInBoundsGEP(st, in_base[k], off));
     }
     for (size_t m = 0; m < r_.outputs.size(); ++m) {
-      llvm::Type* st = storage(r_.steps[static_cast<size_t>(r_.outputs[m])].dtype);
-      call_args.push_back(b_.CreateInBoundsGEP(st, out_base[m], b_.CreateMul(r, b_.getInt64(cols()))));
+      const Step& s = r_.steps[static_cast<size_t>(r_.outputs[m])];
+      llvm::Value* at = s.row ? static_cast<llvm::Value*>(r) : b_.CreateMul(r, b_.getInt64(cols()));
+      call_args.push_back(b_.CreateInBoundsGEP(storage(s.dtype), out_base[m], at));
     }
     b_.CreateCall(row, call_args);
     llvm::Value* next = b_.CreateAdd(r, b_.getInt64(1), "r.next", true, true);
@@ -284,6 +416,13 @@ class Lowering {
   llvm::Module& m_;
   const Region& r_;
   llvm::IRBuilder<> b_;
+  llvm::Function* f_ = nullptr;        // the row function being emitted
+  llvm::Value* n_ = nullptr;           // its cols argument
+  llvm::PHINode* j_ = nullptr;         // the open loop's index
+  llvm::Type* out_t_ = nullptr;        // the compute type of the step being emitted
+  std::vector<llvm::Value*> row_loads_;  // per load: its row value, or null
+  std::vector<llvm::Value*> rows_;       // per row step: its value
+  std::vector<llvm::Value*> elements_;   // per element step, in the open loop
 };
 
 }  // namespace

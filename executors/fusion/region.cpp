@@ -1,5 +1,6 @@
-// describe_region(): walks a region's statements once, giving every value a
-// step and every distinct (input, strides) a load.
+// describe_region(): finds the iteration shape (the largest-rank shape in the
+// region), then walks its statements once, giving every value a step and
+// every distinct (input, strides) a load.
 #include "executors/fusion/region.h"
 
 #include <unordered_map>
@@ -26,6 +27,8 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out, const 
   return s;
 }
 
+bool is_row_reduction(OpId op) { return op == OpId::Sum || op == OpId::Amax; }
+
 class Builder {
  public:
   Builder(const BoundSymbol& f, const std::vector<TensorType>& types) : f_(f), types_(types) {
@@ -34,7 +37,8 @@ class Builder {
 
   Region build() {
     FSDPC_CHECK(!f_.subsymbols.empty()) << "a fusion region without statements";
-    r_.shape = f_.subsymbols[0].output().type.shape;
+    r_.shape = iteration_shape();
+    if (!r_.shape.empty()) row_shape_ = Shape(r_.shape.begin(), r_.shape.end() - 1);
     for (const BoundSymbol& s : f_.subsymbols) add(s);
     for (const Proxy& o : f_.outputs) {
       auto it = step_of_.find(o.name);
@@ -45,36 +49,97 @@ class Builder {
   }
 
  private:
+  // The largest-rank shape a statement defines or a reduction reads.
+  Shape iteration_shape() const {
+    std::unordered_map<std::string, Shape> inside;
+    Shape best = f_.subsymbols[0].output().type.shape;
+    auto consider = [&](const Shape& s) {
+      if (s.size() > best.size()) best = s;
+    };
+    for (const BoundSymbol& s : f_.subsymbols) {
+      consider(s.output().type.shape);
+      if (is_row_reduction(s.op) && !s.inputs.empty() && !s.inputs[0].is_scalar()) {
+        auto it = inside.find(s.inputs[0].name);
+        if (it != inside.end()) consider(it->second);
+        else if (auto in = input_index_.find(s.inputs[0].name); in != input_index_.end())
+          consider(types_.at(static_cast<size_t>(in->second)).shape);
+      }
+      inside[s.output().name] = s.output().type.shape;
+    }
+    return best;
+  }
+
+  // Whether a value of `shape` is per row (else per element); anything else fails.
+  bool level_of(const Shape& shape, const std::string& name) const {
+    if (shape == r_.shape) return false;
+    if (!r_.shape.empty() && shape == row_shape_) return true;
+    fail("fusion: ", name, " has shape ", shape_str(shape), ", the region iterates over ", shape_str(r_.shape));
+  }
+
+  // Strides over the iteration space of a value with strides `own` over its
+  // level's shape: a row value does not move along the row.
+  static std::vector<int64_t> strides_at(bool row, std::vector<int64_t> own) {
+    if (row) own.push_back(0);
+    return own;
+  }
+
   void add(const BoundSymbol& s) {
     const TensorType& out = s.output().type;
-    if (out.shape != r_.shape)
-      fail("fusion: ", s.output().name, " has shape ", shape_str(out.shape), ", the region iterates over ",
-           shape_str(r_.shape));
     Step step;
     step.op = s.op;
     step.dtype = out.dtype;
+    step.row = level_of(out.shape, s.output().name);
     if (s.op == OpId::BroadcastInDim) {
-      const int in = input_of(s.inputs[0].name);
-      const TensorType& t = types_.at(static_cast<size_t>(in));
-      step.args.push_back(load(in, t.dtype, broadcast_strides(t.shape, r_.shape, s.attrs.get_ints("broadcast_dims"))));
+      const IntList bd = s.attrs.get_ints("broadcast_dims");
+      auto inner = step_of_.find(s.inputs[0].name);
+      if (inner != step_of_.end()) {
+        // Only a row value broadcast back along the row is indexed in a loop.
+        const Step& from = r_.steps[static_cast<size_t>(inner->second)];
+        bool back = from.row && !step.row && bd.size() + 1 == r_.shape.size();
+        for (size_t i = 0; back && i < bd.size(); ++i) back = bd[i] == static_cast<int64_t>(i);
+        if (!back) fail("fusion: ", s.output().name, " broadcasts a value of the region other than a row along its row");
+        step.kind = StepKind::splat;
+        step.args.push_back(StepArg{StepArg::Kind::step, inner->second, 0});
+      } else {
+        const int in = input_of(s.inputs[0].name);
+        const TensorType& t = types_.at(static_cast<size_t>(in));
+        step.kind = StepKind::load;
+        step.args.push_back(load(in, t.dtype, strides_at(step.row, broadcast_strides(t.shape, out.shape, bd))));
+      }
+    } else if (is_row_reduction(s.op)) {
+      const IntList dims = s.attrs.get_ints("dims");
+      if (!step.row || dims.size() != 1 || dims[0] + 1 != static_cast<int64_t>(r_.shape.size()))
+        fail("fusion: ", s.output().name, " = ", op_name(s.op), " reduces other than the innermost dimension of ",
+             shape_str(r_.shape));
+      step.kind = s.op == OpId::Sum ? StepKind::sum : StepKind::amax;
+      const StepArg a = arg(s.inputs[0], false);
+      if (a.kind == StepArg::Kind::step && r_.steps[static_cast<size_t>(a.index)].row)
+        fail("fusion: ", s.output().name, " reduces a row value");
+      step.args.push_back(a);
     } else {
       step.expr = scalar_expr(s.op);
       if (!step.expr) fail("fusion: ", op_name(s.op), " has no scalar expression (ir/scalar_exprs.def)");
-      for (const Operand& a : s.inputs) step.args.push_back(arg(a));
+      for (const Operand& a : s.inputs) {
+        const StepArg sa = arg(a, step.row);
+        if (sa.kind == StepArg::Kind::step && r_.steps[static_cast<size_t>(sa.index)].row != step.row)
+          fail("fusion: ", s.output().name, " mixes row and element values without a broadcast");
+        step.args.push_back(sa);
+      }
     }
     step_of_[s.output().name] = static_cast<int>(r_.steps.size());
     r_.steps.push_back(std::move(step));
   }
 
-  StepArg arg(const Operand& a) {
+  StepArg arg(const Operand& a, bool row) {
     if (a.is_scalar()) return StepArg{StepArg::Kind::literal, 0, *a.scalar};
     auto st = step_of_.find(a.name);
     if (st != step_of_.end()) return StepArg{StepArg::Kind::step, st->second, 0};
     const int in = input_of(a.name);
     const TensorType& t = types_.at(static_cast<size_t>(in));
-    if (t.shape != r_.shape)
-      fail("fusion: input ", a.name, " ", shape_str(t.shape), " is read at shape ", shape_str(r_.shape));
-    return load(in, t.dtype, contiguous_strides(t.shape));
+    const Shape& want = row ? row_shape_ : r_.shape;
+    if (t.shape != want)
+      fail("fusion: input ", a.name, " ", shape_str(t.shape), " is read at shape ", shape_str(want));
+    return load(in, t.dtype, strides_at(row, contiguous_strides(t.shape)));
   }
 
   StepArg load(int input, DType dtype, std::vector<int64_t> strides) {
@@ -96,6 +161,7 @@ class Builder {
   std::unordered_map<std::string, int> input_index_;
   std::unordered_map<std::string, int> step_of_;
   Region r_;
+  Shape row_shape_;
 };
 
 void append_ints(std::string& out, const std::vector<int64_t>& v) {
@@ -110,7 +176,14 @@ Region describe_region(const BoundSymbol& fusion, const std::vector<TensorType>&
   return Builder(fusion, input_types).build();
 }
 
+int64_t Region::rows() const {
+  int64_t n = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) n *= shape[d];
+  return n;
+}
+
 std::string Region::signature() const {
+  static constexpr const char* kKind[] = {"", "load", "splat", "sum", "amax"};
   std::string out = "shape";
   append_ints(out, shape);
   for (const Load& l : loads) {
@@ -118,7 +191,8 @@ std::string Region::signature() const {
     append_ints(out, l.strides);
   }
   for (const Step& s : steps) {
-    out += ";S" + std::string(op_name(s.op)) + ":" + std::string(dtype_name(s.dtype)) + "(";
+    out += ";S" + std::string(op_name(s.op)) + kKind[static_cast<int>(s.kind)] + ":" +
+           std::string(dtype_name(s.dtype)) + (s.row ? "/row(" : "(");
     for (const StepArg& a : s.args) {
       switch (a.kind) {
         case StepArg::Kind::load: out += "l" + std::to_string(a.index); break;

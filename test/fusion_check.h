@@ -1,0 +1,134 @@
+// Shared by the fusion tests: build small traces, run them claimed and fused
+// through the interpreter, and compare with the float64 reference executor.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "executors/claim.h"
+#include "executors/cpu/cpu_executor.h"
+#include "executors/reference/reference.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/fuse.h"
+#include "runtime/interpreter.h"
+
+namespace fsdpc::test {
+
+inline Proxy arg(std::string name, TensorType type) {
+  Proxy p;
+  p.name = std::move(name);
+  p.type = std::move(type);
+  return p;
+}
+
+inline TensorType tt(Shape shape, DType dtype = DType::f32) {
+  TensorType t;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  return t;
+}
+
+inline int count_regions(const Trace& t) {
+  return static_cast<int>(std::count_if(t.bsyms.begin(), t.bsyms.end(),
+                                        [](const BoundSymbol& b) { return b.op == OpId::Fusion; }));
+}
+
+inline std::vector<double> read(const TensorValue& v) {
+  std::vector<double> out(static_cast<size_t>(numel(v.type.shape)));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = v.type.dtype == DType::f32   ? static_cast<const float*>(v.data())[i]
+             : v.type.dtype == DType::i64 ? static_cast<double>(static_cast<const int64_t*>(v.data())[i])
+                                          : static_cast<const uint8_t*>(v.data())[i];
+  return out;
+}
+
+inline TensorValue write(Allocator& a, const TensorType& t, const std::vector<double>& data) {
+  TensorValue v = allocate_tensor(a, t, MemCategory::activations);
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (t.dtype == DType::f32) static_cast<float*>(v.data())[i] = static_cast<float>(data[i]);
+    else if (t.dtype == DType::i64) static_cast<int64_t*>(v.data())[i] = static_cast<int64_t>(data[i]);
+    else static_cast<uint8_t*>(v.data())[i] = data[i] != 0;
+  }
+  return v;
+}
+
+// Inputs drawn from [lo, hi] (bools 0/1, i64 0..2: class indices), rounded
+// to f32 so that the reference sees exactly what the kernels see.
+inline std::vector<reference::Value> random_args(const Trace& t, std::mt19937& rng, double lo, double hi) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<reference::Value> args;
+  for (const Proxy& p : t.args) {
+    reference::Value v{p.type, std::vector<double>(static_cast<size_t>(numel(p.type.shape)))};
+    for (double& x : v.data)
+      x = p.type.dtype == DType::boolean ? static_cast<double>(rng() % 2)
+          : p.type.dtype == DType::i64   ? static_cast<double>(rng() % 3)
+                                         : static_cast<float>(u(rng));
+    args.push_back(std::move(v));
+  }
+  return args;
+}
+
+struct Outcome {
+  Trace fused;
+  double worst = 0;  // relative error, worst element
+  int regions = 0;
+  std::string worst_at;  // "output k element i: got g, want w"
+};
+
+// Claims and fuses `t`, runs it through the interpreter and compares every
+// returned value with the reference run of the unfused trace. Errors are
+// relative to max(|want|, floor); a negative floor means relative to the
+// output's largest magnitude (for gradients, whose small entries are
+// differences of large ones).
+inline Outcome fused_vs_reference(const Trace& t, std::mt19937& rng, double lo = 0.25, double hi = 2.0,
+                           double floor = 1e-30) {
+  Outcome o;
+  o.fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+  INFO(print_trace(o.fused));
+  REQUIRE_NOTHROW(verify(o.fused));
+  o.regions = count_regions(o.fused);
+  const std::vector<reference::Value> args = random_args(t, rng, lo, hi);
+  const std::vector<reference::Value> want = reference::run(t, args);
+  Allocator alloc;
+  KernelContext ctx;
+  Interpreter interp(alloc, {&cpu_executor()}, ctx);
+  std::vector<TensorValue> in;
+  for (const reference::Value& a : args) in.push_back(write(alloc, a.type, a.data));
+  const std::vector<TensorValue> got = interp.run(o.fused, in);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const std::vector<double> g = read(got[k]);
+    double scale = floor;
+    if (floor < 0) {
+      scale = 1e-30;
+      for (double w : want[k].data)
+        if (std::isfinite(w)) scale = std::max(scale, std::abs(w));
+    }
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double w = want[k].data[i];
+      if (std::isnan(w) || std::isnan(g[i])) {
+        INFO("output " << k << " element " << i << ": got " << g[i] << ", want " << w);
+        CHECK(std::isnan(w) == std::isnan(g[i]));
+        continue;
+      }
+      if (std::isinf(w) || std::isinf(g[i])) {
+        CHECK(g[i] == w);
+        continue;
+      }
+      const double err = std::abs(g[i] - w) / std::max(std::abs(w), scale);
+      if (err > o.worst) {
+        o.worst = err;
+        o.worst_at = "output " + std::to_string(k) + " element " + std::to_string(i) + ": got " +
+                     std::to_string(g[i]) + ", want " + std::to_string(w) + " (scale " + std::to_string(scale) + ")";
+      }
+    }
+  }
+  return o;
+}
+
+}  // namespace fsdpc::test

@@ -1,0 +1,189 @@
+// Reductions over the innermost dimension inside fusion regions, against the
+// float64 reference executor: sum and amax as row values (NaN rows, empty
+// rows, size-1 rows, odd row lengths, many rows over threads), the composites
+// a region holds whole (layer_norm, softmax, gelu), and the backward of
+// layer_norm, softmax, gelu and cross_entropy from their VJP rules.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <random>
+
+#include "executors/fusion/fusion_kernel.h"
+#include "executors/fusion/llvm_jit.h"
+#include "ir/builder.h"
+#include "passes/grad.h"
+#include "test/fusion_check.h"
+
+using namespace fsdpc;
+using namespace fsdpc::test;
+
+namespace {
+
+// Odd row lengths (not multiples of any vector width), size-1 and empty
+// dims, and enough rows for the kernel to split them over threads.
+const std::vector<Shape> kShapes = {{37, 129}, {300, 257}, {5, 1}, {1, 1}, {4, 0}, {0, 7},
+                                    {2, 3, 33}, {21000, 3}, {7, 1001}, {9}};
+
+Operand of(const Proxy& p) { return Operand::of(p.name); }
+
+int regions_with(const Trace& t, OpId op) {
+  int n = 0;
+  for (const BoundSymbol& b : t.bsyms) {
+    if (b.op != OpId::Fusion) continue;
+    for (const BoundSymbol& s : b.subsymbols)
+      if (s.op == op) {
+        ++n;
+        break;
+      }
+  }
+  return n;
+}
+
+bool has_op(const Trace& t, OpId op) {
+  for (const BoundSymbol& b : t.bsyms)
+    if (b.op == op) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("fusion: sum and amax over the row are row values of a region", "[fusion]") {
+  std::mt19937 rng(21);
+  for (const Shape& shape : kShapes) {
+    Trace t;
+    TraceBuilder b(t);
+    const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+    const Proxy x = b.add_arg(arg("x", tt(shape)));
+    // log(x - 1) is NaN for x < 1: some rows' amax is NaN, as in torch.
+    const Proxy l = b.emit1(OpId::Log, {of(b.emit1(OpId::Sub, {of(x), Operand::lit(1.0)}))});
+    const Proxy e = b.emit1(OpId::Exp, {of(x)});
+    const Proxy s = b.emit1(OpId::Sum, {of(e)}, {{"dims", IntList{last}}});
+    const Proxy m = b.emit1(OpId::Amax, {of(l)}, {{"dims", IntList{last}}});
+    const Proxy mx = b.emit1(OpId::Amax, {of(x)}, {{"dims", IntList{last}}});
+    const Proxy r = b.emit1(OpId::Div, {of(s), Operand::lit(3.0)});
+    IntList bd;
+    for (int64_t d = 0; d < last; ++d) bd.push_back(d);
+    const Proxy back = b.emit1(OpId::BroadcastInDim, {of(r)}, {{"shape", IntList(shape.begin(), shape.end())},
+                                                               {"broadcast_dims", bd}});
+    const Proxy y = b.emit1(OpId::Mul, {of(e), of(back)});
+    t.returns = ReturnTree::tuple({ReturnTree::leaf(s.name), ReturnTree::leaf(m.name), ReturnTree::leaf(mx.name),
+                                   ReturnTree::leaf(y.name)});
+    INFO("shape " << shape_str(shape));
+    const Outcome o = fused_vs_reference(t, rng, 0.0, 2.0);
+    CHECK(o.regions == 1);
+    CHECK(o.worst < 1e-6);
+  }
+}
+
+TEST_CASE("fusion: layer_norm, softmax and gelu run as one region each, within 1e-6", "[fusion]") {
+  std::mt19937 rng(22);
+  for (const Shape& shape : kShapes) {
+    const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+    for (OpId op : {OpId::LayerNorm, OpId::Softmax, OpId::Gelu}) {
+      Trace t;
+      TraceBuilder b(t);
+      const Proxy x = b.add_arg(arg("x", tt(shape)));
+      Proxy y;
+      if (op == OpId::LayerNorm) {
+        const Proxy w = b.add_arg(arg("w", tt({shape.back()})));
+        const Proxy c = b.add_arg(arg("c", tt({shape.back()})));
+        y = b.emit1(op, {of(x), of(w), of(c)}, {{"eps", 1e-5}});
+      } else if (op == OpId::Softmax) {
+        y = b.emit1(op, {of(x)}, {{"dim", last}});
+      } else {
+        y = b.emit1(op, {of(x)}, {{"approximate", std::string("tanh")}});
+      }
+      t.returns = ReturnTree::tuple({ReturnTree::leaf(y.name)});
+      INFO(op_name(op) << " on " << shape_str(shape));
+      const Outcome o = fused_vs_reference(t, rng, -2.0, 2.0, -1.0);
+      CHECK(o.regions == 1);
+      CHECK_FALSE(has_op(o.fused, op));  // the decomposition, not the kernel
+      CHECK(o.worst < 1e-6);
+    }
+  }
+}
+
+namespace {
+
+// loss = sum(f(x)^2 * exp(g)) for a composite f; its joint forward+backward trace
+// (passes/grad.h) holds the VJP rule's statements.
+Trace joint(OpId op, const Shape& shape) {
+  Trace t;
+  TraceBuilder b(t);
+  const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+  auto param = [&](const std::string& name, const Shape& s) {
+    Proxy p = arg(name, tt(s));
+    p.param_path = name;
+    p.requires_grad = true;
+    return b.add_arg(p);
+  };
+  const Proxy x = param("x", shape);
+  IntList all;
+  for (size_t d = 0; d < shape.size(); ++d) all.push_back(static_cast<int64_t>(d));
+  Proxy loss;
+  if (op == OpId::CrossEntropy) {
+    const Proxy targets = b.add_arg(arg("targets", tt(Shape(shape.begin(), shape.end() - 1), DType::i64)));
+    loss = b.emit1(op, {of(x), of(targets)});
+  } else {
+    Proxy y;
+    if (op == OpId::LayerNorm) {
+      const Proxy w = param("w", {shape.back()});
+      const Proxy c = param("c", {shape.back()});
+      y = b.emit1(op, {of(x), of(w), of(c)}, {{"eps", 1e-5}});
+    } else if (op == OpId::Softmax) {
+      y = b.emit1(op, {of(x)}, {{"dim", last}});
+    } else {
+      y = b.emit1(op, {of(x)}, {{"approximate", std::string("tanh")}});
+    }
+    const Proxy g = b.add_arg(arg("g", tt(shape)));
+    // Positive terms, so that the loss itself does not cancel in f32.
+    const Proxy w = b.emit1(OpId::Exp, {of(g)});
+    loss = b.emit1(OpId::Sum, {of(b.emit1(OpId::Mul, {of(b.emit1(OpId::Mul, {of(y), of(y)})), of(w)}))},
+                   {{"dims", all}});
+  }
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(loss.name)});
+  return grad(t);
+}
+
+}  // namespace
+
+TEST_CASE("fusion: the VJPs of layer_norm, softmax, gelu and cross_entropy through regions, within 1e-6",
+          "[fusion]") {
+  std::mt19937 rng(23);
+  for (const Shape& shape : {Shape{37, 129}, Shape{3, 5, 1}, Shape{64, 257}, Shape{1, 1}, Shape{2, 3, 33},
+                             Shape{12000, 5}}) {
+    for (OpId op : {OpId::LayerNorm, OpId::Softmax, OpId::Gelu, OpId::CrossEntropy}) {
+      if (op == OpId::CrossEntropy && shape.back() < 3) continue;  // targets are 0..2
+      const Trace t = joint(op, shape);
+      INFO(op_name(op) << " on " << shape_str(shape) << "\n" << print_trace(t));
+      // Errors relative to each gradient's largest entry: a gradient's small
+      // entries are differences of large ones, in f32 fused or not.
+      const Outcome o = fused_vs_reference(t, rng, -2.0, 2.0, -1.0);
+      CHECK(o.regions >= 1);
+      if (op != OpId::Gelu) CHECK(regions_with(o.fused, OpId::Sum) >= 1);  // a row reduction was fused
+      INFO(o.worst_at);
+      CHECK(o.worst < 1e-6);
+      std::printf("%s %s: %d regions, worst %.2e\n", std::string(op_name(op)).c_str(), shape_str(shape).c_str(),
+                  o.regions, o.worst);
+    }
+  }
+}
+
+TEST_CASE("fusion: a row reduction loop is vectorised", "[fusion]") {
+  Trace t;
+  TraceBuilder b(t);
+  const Proxy x = b.add_arg(arg("x", tt({64, 1024})));
+  const Proxy s = b.emit1(OpId::Sum, {of(b.emit1(OpId::Exp, {of(x)}))}, {{"dims", IntList{1}}});
+  const Proxy m = b.emit1(OpId::Amax, {of(x)}, {{"dims", IntList{1}}});
+  const Proxy y = b.emit1(OpId::Sub, {of(s), of(m)});
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(y.name)});
+  const Trace fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+  REQUIRE(count_regions(fused) == 1);
+  fusion::LlvmJit jit;
+  const fusion::Region region = fusion::describe_region(fused.bsyms[0], {x.type});
+  CHECK(region.steps.back().row);
+  const std::string ir = jit.optimized_ir(region);
+  INFO(ir);
+  CHECK(ir.find("x double>") != std::string::npos);  // the f64 partial sums, one per lane
+  CHECK(ir.find("x float>") != std::string::npos);
+}
