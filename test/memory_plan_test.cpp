@@ -12,6 +12,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "frontend/jit.h"
+#include "frontend/models.h"
+#include "runtime/memory_plan.h"
+
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
@@ -164,4 +168,39 @@ TEST_CASE("a --mem-cap below the plan's peak is refused on every rank before tra
   CHECK(fits.exit_code == 0);
   REQUIRE(fits.records.size() == 2);
   CHECK(fits.records[1]["peak_bytes"]["total"].get<int64_t>() == peak);
+}
+
+TEST_CASE("plan_memory equals the allocator in process, step by step, peaks and reserved bytes", "[memory_plan]") {
+  for (const char* fusion : {"none", "auto"})
+    for (int k : {1, 2}) {
+      INFO("fusion " << fusion << ", grad_accum " << k);
+      fsdpc::JitOptions o;
+      o.capture.batch = 2;
+      o.capture.seq = 16;
+      o.pipeline.mesh = fsdpc::flat_mesh(1);
+      o.engine.fusion = fusion;
+      o.engine.grad_accum = k;
+      auto model = fsdpc::make_model("gpt2-tiny");
+      auto compiled = fsdpc::jit(*model, o);
+      const fsdpc::Stage& last = compiled->stages().back();
+      fsdpc::EngineOptions e = o.engine;
+      e.executor = "cpu";
+      const fsdpc::MemoryPlan plan = fsdpc::plan_memory({{last.traces.at(0), last.traces.at(1)}, {}, {}}, e);
+      std::vector<int64_t> tokens(2 * 16, 5);
+      const std::vector<fsdpc::HostTensor> batch = {fsdpc::HostTensor::ints({2, 16}, tokens),
+                                                    fsdpc::HostTensor::ints({2, 16}, tokens)};
+      for (size_t step = 0; step < 3; ++step) {
+        INFO("step " << step);
+        compiled->engine().reset_peak_memory();
+        compiled->train_step(batch);
+        const fsdpc::MemStats& m = compiled->engine().memory();
+        const fsdpc::StepMemory& p = step == 0 ? plan.first : plan.steady;
+        CHECK(m.total_peak == p.total_peak);
+        for (size_t c = 0; c < fsdpc::kNumMemCategories; ++c) CHECK(m.peak[c] == p.peak[c]);
+        CHECK(compiled->engine().reserved_memory() ==
+              plan.reserved_after_step.at(std::min(step, plan.reserved_after_step.size() - 1)));
+      }
+      CHECK(plan.steady.total_peak > plan.first.total_peak);  // AdamW's moments through the whole step
+      CHECK(plan.steady.peak_at().total == plan.steady.total_peak);
+    }
 }
