@@ -315,6 +315,7 @@ void run_train(const TrainArgs& a) {
   JitOptions o;
   std::unique_ptr<Compiled> compiled;
   LaunchFingerprint fingerprint;
+  MemoryPlan plan;  // what each step will hold, from the traces, before any step runs
   bool checked = false;
   // Until every rank has compared what it runs (in jit(), before the engine
   // builds anything collective), an error on one rank is reported through
@@ -329,10 +330,14 @@ void run_train(const TrainArgs& a) {
     o = jit_options(a, world, gpt2 != nullptr);
     fingerprint = launch_fingerprint(a, o, *model, world);
     o.engine.before_collectives = [&](const EngineTraces& traces) {
-  MemoryPlan plan;  // what each step will hold, from the traces, before any step runs
       add_traces(fingerprint, traces);
       checked = true;
       if (const std::string d = launch_disagreement(fingerprint); !d.empty()) exit_all_ranks(2, d);
+      EngineOptions planned = o.engine;
+      planned.executor = resolve_executor(a.executor);
+      plan = plan_memory(traces, planned);  // every rank plans the same traces: all refuse, or none
+      if (o.engine.mem_cap)
+        if (const std::string r = mem_cap_refusal(plan, *o.engine.mem_cap); !r.empty()) exit_all_ranks(2, r);
     };
     compiled = jit(*model, o);
   } catch (const std::exception& e) {
@@ -347,11 +352,6 @@ void run_train(const TrainArgs& a) {
   } else if (init) {
     verify_init(a.init);
     load_hf_weights(compiled->engine(), *model, *init);
-      EngineOptions planned = o.engine;
-      planned.executor = resolve_executor(a.executor);
-      plan = plan_memory(traces, planned);  // every rank plans the same traces: all refuse, or none
-      if (o.engine.mem_cap)
-        if (const std::string r = mem_cap_refusal(plan, *o.engine.mem_cap); !r.empty()) exit_all_ranks(2, r);
   }
 
   std::ofstream log;
@@ -374,6 +374,7 @@ void run_train(const TrainArgs& a) {
   std::optional<std::pair<double, int64_t>> best_val;  // (loss, step)
   int64_t last_saved = a.resume.empty() ? -1 : first_step;  // the step a checkpoint continues from
   int stop = 0;  // the signal that stopped the run
+  bool memory_shown = false;  // predicted beside measured, at the first printed step
   int64_t stopped_at = 0;
   for (int64_t step = first_step; step < a.steps; ++step) {
     watchdog.safe_point();  // a SIGUSR1 between steps
@@ -389,7 +390,6 @@ void run_train(const TrainArgs& a) {
       if (data) data->batch(step, rank, world, b_local * world, idx.data(), targets.data());
       else tokens.batch(step, rank, world, b_local, s[1], idx.data(), targets.data());
       batch = {HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))};
-  bool memory_shown = false;  // predicted beside measured, at the first printed step
       tokens_in_batch = numel(s) * world;
     } else {
       std::vector<float> x(static_cast<size_t>(numel(s)));
@@ -417,6 +417,10 @@ void run_train(const TrainArgs& a) {
     p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     p.eta_s = p.elapsed_s / static_cast<double>(step + 1 - first_step) * static_cast<double>(a.steps - step - 1);
     const MemStats& m = compiled->engine().memory();
+    // The plan of this step: a fresh run makes the optimizer state in its first update.
+    const StepMemory& step_plan = step == first_step && a.resume.empty() ? plan.first : plan.steady;
+    int64_t predicted_total = 0;
+    const MemBytes predicted = combined_peak(step_plan, eval ? &plan.evaluation : nullptr, predicted_total);
     const bool print = eval || step % a.log_every == 0 || step + 1 == a.steps;
     if (print) {
       std::printf("step %4lld  loss %.4f%s  lr %.3e  %7.2f ms  %8.0f tok/s  peak %s per rank  %lld/%lld  %s elapsed, eta %s\n",
@@ -425,6 +429,11 @@ void run_train(const TrainArgs& a) {
                   static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str(),
                   static_cast<long long>(p.done), static_cast<long long>(p.total), format_duration(p.elapsed_s).c_str(),
                   format_duration(p.eta_s).c_str());
+      if (!memory_shown)
+        std::printf("memory: peak %s per rank measured, %s predicted by the plan (peak at %s); reserved %s\n",
+                    format_bytes(m.total_peak).c_str(), format_bytes(predicted_total).c_str(),
+                    step_plan.peak_where().c_str(), format_bytes(compiled->engine().reserved_memory()).c_str());
+      memory_shown = true;
       std::fflush(stdout);
     }
     if (log) {
@@ -432,23 +441,20 @@ void run_train(const TrainArgs& a) {
       if (eval) {  // full precision: std::to_string would keep six decimals
         std::ostringstream v;
         v.precision(9);
-    // The plan of this step: a fresh run makes the optimizer state in its first update.
-    const StepMemory& step_plan = step == first_step && a.resume.empty() ? plan.first : plan.steady;
-    int64_t predicted_total = 0;
-    const MemBytes predicted = combined_peak(step_plan, eval ? &plan.evaluation : nullptr, predicted_total);
         v << ", \"val_loss\": " << val_loss;
         line.insert(line.size() - 1, v.str());
       }
+      line.insert(line.size() - 1, ", \"predicted_peak_bytes\": " + peak_bytes_json(predicted, predicted_total) +
+                                       ", \"reserved_bytes\": " + std::to_string(compiled->engine().reserved_memory()));
+      if (a.resume.empty())  // the plan's cache follows a fresh run's steps
+        line.insert(line.size() - 1, ", \"predicted_reserved_bytes\": " +
+                                         std::to_string(plan.reserved_after_step[std::min<size_t>(
+                                             static_cast<size_t>(step - first_step), plan.reserved_after_step.size() - 1)]));
       log << line << "\n" << std::flush;
     }
   }
   if (stop) {
     std::fflush(stdout);
-      if (!memory_shown)
-        std::printf("memory: peak %s per rank measured, %s predicted by the plan (peak at %s); reserved %s\n",
-                    format_bytes(m.total_peak).c_str(), format_bytes(predicted_total).c_str(),
-                    step_plan.peak_where().c_str(), format_bytes(compiled->engine().reserved_memory()).c_str());
-      memory_shown = true;
     if (a.save.empty()) {  // the steps are lost: a failure, as the signal's default action would report it
       if (rank == 0)
         std::fprintf(stderr, "fsdpc: stopped at step %lld by %s; nothing was saved (no --save DIR)\n",
@@ -459,12 +465,6 @@ void run_train(const TrainArgs& a) {
     if (last_saved != stopped_at) save_checkpoint(compiled->engine(), gpt2->config(), a.save, stopped_at, a.checkpoint == "full");
     if (rank == 0) {
       std::printf("stopped at step %lld, saved to %s (%s; --resume %s continues)\n", static_cast<long long>(stopped_at),
-      line.insert(line.size() - 1, ", \"predicted_peak_bytes\": " + peak_bytes_json(predicted, predicted_total) +
-                                       ", \"reserved_bytes\": " + std::to_string(compiled->engine().reserved_memory()));
-      if (a.resume.empty())  // the plan's cache follows a fresh run's steps
-        line.insert(line.size() - 1, ", \"predicted_reserved_bytes\": " +
-                                         std::to_string(plan.reserved_after_step[std::min<size_t>(
-                                             static_cast<size_t>(step - first_step), plan.reserved_after_step.size() - 1)]));
                   a.save.c_str(), signal_name(stop), a.save.c_str());
       std::fflush(stdout);
     }
