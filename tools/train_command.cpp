@@ -16,6 +16,7 @@
 #include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
 #include "executors/cpu/cpu_executor.h"
+#include "executors/fusion/fusion_kernel.h"
 #include "frontend/gpt2.h"
 #include "frontend/hf_checkpoint.h"
 #include "frontend/jit.h"
@@ -476,6 +477,11 @@ void run_train(const TrainArgs& a) {
     std::printf("done: %lld step%s in %s, mean %.0f tok/s", static_cast<long long>(ran), ran == 1 ? "" : "s",
                 format_duration(total).c_str(), step_seconds > 0 ? static_cast<double>(tokens_seen) / step_seconds : 0.0);
     if (best_val) std::printf(", best val loss %.4f (step %lld)", best_val->first, static_cast<long long>(best_val->second));
+    if (a.fusion != "none") {
+      const fusion::JitCacheStats jit = fusion::jit_cache_stats();
+      std::printf(", %lld fusion regions compiled in %.2f s (%lld from FSDPC_JIT_CACHE)",
+                  static_cast<long long>(jit.compiled), jit.compile_s, static_cast<long long>(jit.from_disk));
+    }
     std::printf("\n");
     std::fflush(stdout);
   }
