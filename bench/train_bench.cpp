@@ -6,15 +6,25 @@
 // formula (16 bytes per parameter element / N for f32 AdamW: weight, grad,
 // two moments), bytes sent against the formula, and the share of
 // communication time hidden behind compute (1 - blocked-in-wait time /
-// the same collectives' time run alone). A benchmark: it asserts nothing.
+// the same collectives' time run alone). Each model runs unfused and fused
+// (--fusion none, auto): "fusion", the regions compiled and their JIT time,
+// step_cpu_ms (the process's CPU time per step: steadier than wall time on a
+// shared machine), and non_matmul_ms, that CPU time less the matmul FLOPs at
+// the sgemm peak (an estimate: oneDNN runs the step's smaller matmuls below
+// peak, so it overstates the rest by the same amount in both columns). A
+// benchmark: it asserts nothing.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_world.h"
 #include "executors/cpu/cpu_executor.h"
+#include "executors/fusion/fusion_kernel.h"
 #include "frontend/gpt2.h"
 #include "frontend/jit.h"
 #include "passes/stats.h"
@@ -26,6 +36,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// CPU time of the process: on a shared machine, where other work takes
+// cores away, a steadier measure of a one-thread step than wall time.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 // FLOPs of the matmuls (2 per multiply-add) of a trace, per rank: matmul and
 // linear from their contraction length, attention's q·kᵀ and p·v from its
@@ -95,7 +113,8 @@ double collectives_alone(const std::vector<const Trace*>& traces, const ProcessG
   return total;
 }
 
-void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq, double peak) {
+void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq, double peak,
+         const std::string& fusion) {
   const int world = mpi_world_size(), rank = mpi_world_rank();
   GPT2 model(label, config);
   JitOptions o;
@@ -105,6 +124,8 @@ void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq
   o.pipeline.bucketing = true;
   o.pipeline.verify = false;
   o.engine.optimizer.lr = 1e-3;
+  o.engine.fusion = fusion;
+  const fusion::JitCacheStats jit0 = fusion::jit_cache_stats();
   auto compiled = jit(model, o);
   Engine& e = compiled->engine();
   SyntheticTokens data(0, config.vocab_size);
@@ -113,14 +134,21 @@ void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq
     data.batch(s, rank, world, batch, seq, idx.data(), tgt.data());
     return compiled->train_step({HostTensor::ints({batch, seq}, idx), HostTensor::ints({batch, seq}, tgt)});
   };
-  step(0);  // primitives, optimizer state
+  step(0);  // primitives, optimizer state, compiled regions
+  const fusion::JitCacheStats jit1 = fusion::jit_cache_stats();
   e.reset_peak_memory();
   e.interpreter().reset_timing();
-  const int steps = 3;
-  std::vector<double> times;
-  for (int s = 1; s <= steps; ++s) times.push_back(step(s).seconds);
+  const int steps = 5;
+  std::vector<double> times, cpu_times;
+  for (int s = 1; s <= steps; ++s) {
+    const double c0 = process_cpu_seconds();
+    times.push_back(step(s).seconds);
+    cpu_times.push_back(process_cpu_seconds() - c0);
+  }
   std::sort(times.begin(), times.end());
+  std::sort(cpu_times.begin(), cpu_times.end());
   const double t = times[times.size() / 2];
+  const double cpu_t = cpu_times[cpu_times.size() / 2];
   const Interpreter::Timing& tm = e.interpreter().timing();
 
   const double flops = matmul_flops(e.forward_trace()) + matmul_flops(e.backward_trace());
@@ -136,22 +164,30 @@ void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq
       "\"tokens_per_s\": %.0f, \"gflops_per_rank\": %.1f, \"sgemm_peak_gflops\": %.1f, \"mfu\": %.3f, "
       "\"compute_ms\": %.1f, \"wait_ms\": %.2f, \"collectives_alone_ms\": %.2f, \"hidden_fraction\": %.2f, "
       "\"peak_bytes\": %lld, \"zero_state_bytes\": %.0f, \"bytes_sent\": %.0f, \"zero3_formula_bytes\": %.0f, "
+      "\"fusion\": \"%s\", \"step_cpu_ms\": %.1f, \"non_matmul_ms\": %.1f, \"regions_compiled\": %lld, \"jit_compile_ms\": %.1f, "
       "\"backend\": \"%s\"}\n",
       label, world, static_cast<long long>(batch * seq * world), t * 1e3, batch * seq * world / t,
       flops / t / 1e9, peak, flops / t / 1e9 / peak, tm.compute_s / steps * 1e3, waited * 1e3, alone * 1e3,
       alone > 0 ? std::clamp(1.0 - waited / alone, 0.0, 1.0) : 1.0, static_cast<long long>(e.memory().total_peak),
       16.0 * psi / world, sf.collective_bytes + sb.collective_bytes, 3.0 * 4 * psi * (world - 1) / world,
+      fusion.c_str(), cpu_t * 1e3, (cpu_t - flops / (peak * 1e9)) * 1e3,
+      static_cast<long long>(jit1.compiled - jit0.compiled), (jit1.compile_s - jit0.compile_s) * 1e3,
       cpu_backend_info().c_str());
   std::fflush(stdout);
 }
 
 }  // namespace
 
-int main() {
+// `train_bench [gpt2-tiny|gpt2-4x512]`: one model only; both by default.
+int main(int argc, char** argv) {
   mpi_init();
+  const char* only = argc > 1 ? argv[1] : nullptr;
   const double peak = sgemm_peak();
-  run("gpt2-tiny", GPT2Config{2, 2, 64, 256, 64, 1e-5}, 8, 64, peak);
+  if (!only || std::strcmp(only, "gpt2-tiny") == 0)
+    for (const char* fusion : {"none", "auto"}) run("gpt2-tiny", GPT2Config{2, 2, 64, 256, 64, 1e-5}, 8, 64, peak, fusion);
   // About a second per step on one core of the development machine.
-  run("gpt2-4x512", GPT2Config{4, 8, 512, 8192, 256, 1e-5}, 4, 256, peak);
+  if (!only || std::strcmp(only, "gpt2-4x512") == 0)
+    for (const char* fusion : {"none", "auto"})
+      run("gpt2-4x512", GPT2Config{4, 8, 512, 8192, 256, 1e-5}, 4, 256, peak, fusion);
   return 0;
 }
