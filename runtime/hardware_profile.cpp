@@ -1,0 +1,116 @@
+// Reading and writing hardware profiles (hardware/*.json); every field is
+// checked, since a typo would otherwise price a whole table at zero.
+#include "runtime/hardware_profile.h"
+
+#include <nlohmann/json.hpp>
+
+#include "ir/error.h"
+
+namespace fsdpc {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+class Reader {
+ public:
+  explicit Reader(const std::string& file) : file_(file) {}
+
+  const Json& member(const Json& j, const std::string& path, const std::string& key) const {
+    const std::string where = path.empty() ? key : path + "." + key;
+    if (!j.is_object() || !j.contains(key)) fail(file_, ": ", where, ": missing");
+    return j.at(key);
+  }
+
+  std::string text(const Json& j, const std::string& key, std::initializer_list<const char*> allowed = {}) const {
+    const Json& v = member(j, "", key);
+    if (!v.is_string()) fail(file_, ": ", key, ": expected a string");
+    const std::string s = v.get<std::string>();
+    if (allowed.size() == 0) return s;
+    std::string names;
+    for (const char* a : allowed) {
+      if (s == a) return s;
+      names += (names.empty() ? "" : " or ") + std::string(a);
+    }
+    fail(file_, ": ", key, ": '", s, "' is not ", names);
+  }
+
+  // {"value": x, "source": "..."}; `max` bounds fractions.
+  Figure figure(const Json& j, const std::string& path, const std::string& key, double max = 0) const {
+    const Json& f = member(j, path, key);
+    const std::string where = (path.empty() ? "" : path + ".") + key;
+    const Json& v = member(f, where, "value");
+    if (!v.is_number() || !(v.get<double>() > 0) || (max > 0 && v.get<double>() > max))
+      fail(file_, ": ", where, ".value: expected a number above 0", max > 0 ? " and at most 1" : "");
+    const Json& s = member(f, where, "source");
+    if (!s.is_string() || s.get<std::string>().empty())
+      fail(file_, ": ", where, ".source: expected a string naming where the number comes from");
+    return {v.get<double>(), s.get<std::string>()};
+  }
+
+  LinkProfile link(const Json& j, const std::string& key) const {
+    const Json& l = member(j, "", key);
+    return {figure(l, key, "bandwidth"), figure(l, key, "latency"), figure(l, key, "sustained_fraction", 1)};
+  }
+
+ private:
+  std::string file_;
+};
+
+Json figure_json(const Figure& f) { return Json{{"value", f.value}, {"source", f.source}}; }
+
+Json link_json(const LinkProfile& l) {
+  return Json{{"bandwidth", figure_json(l.bandwidth)},
+              {"latency", figure_json(l.latency)},
+              {"sustained_fraction", figure_json(l.sustained_fraction)}};
+}
+
+}  // namespace
+
+HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& file) {
+  Json j;
+  try {
+    j = Json::parse(json_text);
+  } catch (const Json::parse_error& e) {
+    fail(file, ": not JSON (", e.what(), ")");
+  }
+  if (!j.is_object()) fail(file, ": expected a JSON object");
+  const Reader r(file);
+  HardwareProfile p;
+  p.file = file;
+  p.name = r.text(j, "name");
+  p.description = j.contains("description") && j["description"].is_string() ? j["description"].get<std::string>() : "";
+  p.executor = r.text(j, "executor", {"cpu", "cuda"});
+  p.precision = r.text(j, "precision", {"f32", "bf16"});
+  p.gpus_per_node = r.figure(j, "", "gpus_per_node");
+  if (p.gpus_per_node.value != static_cast<double>(static_cast<int>(p.gpus_per_node.value)))
+    fail(file, ": gpus_per_node.value: expected a whole number");
+  const Json& c = r.member(j, "", "compute");
+  p.peak_flops_bf16 = r.figure(c, "compute", "peak_flops_bf16");
+  p.peak_flops_f32 = r.figure(c, "compute", "peak_flops_f32");
+  p.matmul_sustained_fraction = r.figure(c, "compute", "matmul_sustained_fraction", 1);
+  p.memory_bandwidth = r.figure(c, "compute", "memory_bandwidth");
+  p.memory_sustained_fraction = r.figure(c, "compute", "memory_sustained_fraction", 1);
+  p.intra_node = r.link(j, "intra_node");
+  p.inter_node = r.link(j, "inter_node");
+  return p;
+}
+
+std::string hardware_profile_json(const HardwareProfile& p) {
+  Json j{{"name", p.name},
+         {"description", p.description},
+         {"units", "FLOP/s, bytes/s (one direction, per rank), seconds"},
+         {"executor", p.executor},
+         {"precision", p.precision},
+         {"gpus_per_node", figure_json(p.gpus_per_node)},
+         {"compute", Json{{"peak_flops_bf16", figure_json(p.peak_flops_bf16)},
+                          {"peak_flops_f32", figure_json(p.peak_flops_f32)},
+                          {"matmul_sustained_fraction", figure_json(p.matmul_sustained_fraction)},
+                          {"memory_bandwidth", figure_json(p.memory_bandwidth)},
+                          {"memory_sustained_fraction", figure_json(p.memory_sustained_fraction)}}},
+         {"intra_node", link_json(p.intra_node)},
+         {"inter_node", link_json(p.inter_node)}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace fsdpc

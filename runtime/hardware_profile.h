@@ -1,0 +1,40 @@
+// A hardware profile: the rates the step simulator (runtime/step_simulator.h)
+// prices statements with, read from a small JSON file (hardware/*.json). Each
+// figure carries the source of its number, so a table of predictions can say
+// which parts are datasheet values and which are assumptions.
+#pragma once
+
+#include <string>
+
+namespace fsdpc {
+
+struct Figure {
+  double value = 0;
+  std::string source;  // a datasheet, a measurement, or "assumption: ..."
+};
+
+// One kind of link between ranks: bandwidth is per rank, one direction.
+struct LinkProfile {
+  Figure bandwidth, latency, sustained_fraction;
+  double effective_bandwidth() const { return bandwidth.value * sustained_fraction.value; }
+};
+
+struct HardwareProfile {
+  std::string name, description;
+  std::string file;               // where it was read from ("" when built in code)
+  std::string executor = "cpu";   // cpu | cuda: how candidates are compiled and claimed
+  std::string precision = "f32";  // f32 | bf16: the default --precision
+  Figure gpus_per_node;           // ranks per node
+  Figure peak_flops_bf16, peak_flops_f32, matmul_sustained_fraction;
+  Figure memory_bandwidth, memory_sustained_fraction;
+  LinkProfile intra_node, inter_node;
+};
+
+// Parses a profile; fsdpc::Error naming `file` and the field that is missing
+// or out of range ("hardware/x.json: compute.peak_flops_bf16.value: expected a
+// positive number").
+HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& file);
+// The profile as JSON that parse_hardware_profile reads back.
+std::string hardware_profile_json(const HardwareProfile& p);
+
+}  // namespace fsdpc

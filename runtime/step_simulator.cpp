@@ -1,0 +1,159 @@
+// simulate_step(): the traces replayed on a clock per stream, each statement
+// priced by the cost model below. Deterministic: no measurement, no
+// randomness, the same traces and profile give the same seconds.
+#include "runtime/step_simulator.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "ir/error.h"
+
+namespace fsdpc {
+
+namespace {
+
+double bytes_of(const TensorType& t) { return static_cast<double>(numel(t.shape) * dtype_size(t.dtype)); }
+
+bool is_issue(OpId op) {
+  return op == OpId::AllGather || op == OpId::ReduceScatter || op == OpId::AllReduce || op == OpId::Broadcast;
+}
+
+// The matmul rate of a statement's operands: low precision runs on the
+// bf16 tensor cores, everything else at the f32 rate.
+double matmul_rate(const InputTypes& inputs, const HardwareProfile& hw) {
+  const bool low = !inputs.empty() && inputs[0] && (inputs[0]->dtype == DType::bf16 || inputs[0]->dtype == DType::f16);
+  return (low ? hw.peak_flops_bf16.value : hw.peak_flops_f32.value) * hw.matmul_sustained_fraction.value;
+}
+
+}  // namespace
+
+double matmul_flops(const BoundSymbol& b, const InputTypes& inputs) {
+  if (b.outputs.empty() || inputs.empty() || !inputs[0]) return 0;
+  const double out = static_cast<double>(numel(b.outputs[0].type.shape));
+  switch (b.op) {
+    case OpId::Matmul:
+    case OpId::Linear:  // x [..., K]: every output element is a K-long dot product
+      return inputs[0]->shape.empty() ? 0 : 2.0 * out * static_cast<double>(inputs[0]->shape.back());
+    case OpId::ScaledDotProductAttention: {  // q [.., T, D], k [.., S, D], v [.., S, Dv]
+      if (inputs.size() < 3 || !inputs[1] || !inputs[2] || inputs[0]->shape.size() < 2) return 0;
+      const Shape& q = inputs[0]->shape;
+      const double rows = static_cast<double>(numel(q)) / static_cast<double>(q.back());  // B*H*T
+      const double s = static_cast<double>(inputs[1]->shape.end()[-2]);
+      return 2.0 * rows * s * static_cast<double>(q.back() + inputs[2]->shape.back());  // QK^T, then PV
+    }
+    default:
+      return 0;
+  }
+}
+
+double memory_bytes(const BoundSymbol& b, const InputTypes& inputs) {
+  if (b.op == OpId::Reshape || b.op == OpId::Wait || b.op == OpId::Del || is_issue(b.op)) return 0;
+  double bytes = 0;
+  for (const TensorType* t : inputs)
+    if (t) bytes += bytes_of(*t);
+  for (const Proxy& p : b.outputs) bytes += bytes_of(p.type);
+  return bytes;
+}
+
+double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw) {
+  if (const double f = matmul_flops(b, inputs); f > 0) return f / matmul_rate(inputs, hw);
+  return memory_bytes(b, inputs) / (hw.memory_bandwidth.value * hw.memory_sustained_fraction.value);
+}
+
+double collective_payload(const BoundSymbol& b) {
+  // reduce_scatter's input is `size` times its output (padded to divide).
+  const double out = bytes_of(b.outputs.at(0).type);
+  return b.op == OpId::ReduceScatter ? out * static_cast<double>(b.attrs.get_int("size")) : out;
+}
+
+double collective_rank_bytes(OpId op, double payload, int p) {
+  if (p <= 1) return 0;
+  const double ring = payload * (p - 1) / p;
+  return op == OpId::AllReduce ? 2 * ring : ring;
+}
+
+double collective_seconds(OpId op, double payload, int p, double latency, double bandwidth) {
+  if (p <= 1) return 0;
+  const double one = latency * (p - 1) + payload * (p - 1) / p / bandwidth;
+  return op == OpId::AllReduce ? 2 * one : one;
+}
+
+bool group_crosses_nodes(const Mesh& mesh, const std::string& group, int gpus_per_node) {
+  if (gpus_per_node < 1) fail("gpus per node must be at least 1, got ", gpus_per_node);
+  for (int r = 0; r < mesh.world(); ++r) {
+    const std::vector<int> ranks = mesh.group_ranks(group, r);
+    for (int q : ranks)
+      if (q / gpus_per_node != ranks.front() / gpus_per_node) return true;
+  }
+  return false;
+}
+
+double StepSimulation::comm_bytes() const {
+  double total = 0;
+  for (const CommStream& s : streams) total += s.bytes;
+  return total;
+}
+
+StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh& mesh, const HardwareProfile& hw,
+                             double extra_compute) {
+  StepSimulation sim;
+  const int per_node = static_cast<int>(hw.gpus_per_node.value);
+  std::unordered_map<std::string, size_t> stream_of;  // group -> index in sim.streams
+  std::vector<double> stream_free;                    // when each stream is next idle
+  double now = 0;                                     // the compute stream's clock
+  for (const Trace* t : traces) {
+    std::unordered_map<std::string, const TensorType*> types;
+    std::unordered_map<std::string, double> done;  // future -> when its collective ends
+    for (const Proxy& a : t->args) types[a.name] = &a.type;
+    InputTypes inputs;
+    for (const BoundSymbol& b : t->bsyms) {
+      if (b.op == OpId::Del) continue;
+      inputs.clear();
+      for (const Operand& o : b.inputs) {
+        auto it = o.is_scalar() ? types.end() : types.find(o.name);
+        inputs.push_back(it == types.end() ? nullptr : it->second);
+      }
+      for (const Proxy& p : b.outputs) types[p.name] = &p.type;
+      if (is_issue(b.op)) {
+        const std::string& group = b.attrs.get_str("group");
+        auto [it, fresh] = stream_of.try_emplace(group, sim.streams.size());
+        if (fresh) {
+          const int size = mesh.group_size(group);
+          sim.streams.push_back({group, size, group_crosses_nodes(mesh, group, per_node), 0, 0, 0});
+          stream_free.push_back(0);
+        }
+        CommStream& s = sim.streams[it->second];
+        const int p = static_cast<int>(b.attrs.get_int("size"));
+        const LinkProfile& link = s.inter_node ? hw.inter_node : hw.intra_node;
+        const double payload = collective_payload(b);
+        const double seconds = collective_seconds(b.op, payload, p, link.latency.value, link.effective_bandwidth());
+        const double start = std::max(now, stream_free[it->second]);
+        stream_free[it->second] = start + seconds;
+        done[b.outputs.at(0).name] = start + seconds;
+        ++s.count;
+        s.bytes += collective_rank_bytes(b.op, payload, p);
+        s.busy += seconds;
+      } else if (b.op == OpId::Wait) {
+        auto it = done.find(b.inputs.at(0).name);
+        FSDPC_CHECK(it != done.end()) << "simulate_step: wait on " << b.inputs.at(0).name << " before its collective";
+        if (it->second > now) {
+          sim.blocked += it->second - now;
+          now = it->second;
+        }
+      } else {
+        const double seconds = compute_seconds(b, inputs, hw);
+        const double flops = matmul_flops(b, inputs);
+        sim.flops += flops;
+        if (flops > 0) sim.matmul += seconds;
+        sim.compute += seconds;
+        now += seconds;
+      }
+    }
+  }
+  for (double f : stream_free) now = std::max(now, f);
+  sim.compute += extra_compute;
+  sim.seconds = now + extra_compute;
+  return sim;
+}
+
+}  // namespace fsdpc

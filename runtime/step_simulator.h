@@ -1,0 +1,72 @@
+// The step-time model: a deterministic simulation of one rank's execution
+// traces (claimed, scheduled, del-placed) on a hardware profile. One compute
+// stream runs the statements in trace order; each process group (a mesh
+// dimension: dp, or shard and replicate) has its own communication stream,
+// where collectives run in the order the schedule issued them. A collective
+// starts when issued (the compute before it done) and its stream is free; a
+// wait blocks compute until its collective ends. Every rank of a mesh runs
+// the same traces on shards of the same shape, so one rank stands for all.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/mesh.h"
+#include "ir/trace.h"
+#include "runtime/hardware_profile.h"
+
+namespace fsdpc {
+
+// Cost model, one statement at a time. `inputs` are the types of the
+// statement's inputs, in order (nullptr for a scalar literal).
+using InputTypes = std::vector<const TensorType*>;
+// FLOPs of matmul, linear and scaled_dot_product_attention (2 per multiply-add); 0 otherwise.
+double matmul_flops(const BoundSymbol& b, const InputTypes& inputs);
+// Bytes a memory-bound statement reads and writes (tensor inputs + outputs);
+// 0 for views (reshape), wait, del and collectives.
+double memory_bytes(const BoundSymbol& b, const InputTypes& inputs);
+// Seconds on the compute stream: FLOPs at the sustained matmul rate of the
+// operands' dtype, other statements by bytes at the sustained memory bandwidth.
+double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw);
+
+// A collective's payload B: all_gather's output, the input of reduce_scatter,
+// all_reduce and broadcast (bytes of the whole buffer, as passes/stats.h).
+double collective_payload(const BoundSymbol& b);
+// Alpha-beta ring model over p ranks: all_gather, reduce_scatter and
+// broadcast cost alpha*(p-1) + (p-1)/p * B/bw; all_reduce twice that.
+double collective_seconds(OpId op, double payload, int p, double latency, double bandwidth);
+// Bytes one rank sends for it (the ring convention of passes/stats.h).
+double collective_rank_bytes(OpId op, double payload, int p);
+
+// Whether some instance of `group` holds ranks of two nodes, with
+// `gpus_per_node` consecutive ranks per node.
+bool group_crosses_nodes(const Mesh& mesh, const std::string& group, int gpus_per_node);
+
+// One communication stream (a process group).
+struct CommStream {
+  std::string group;   // dp, shard, replicate
+  int size = 0;        // ranks in the group
+  bool inter_node = false;
+  int64_t count = 0;   // collectives
+  double bytes = 0;    // sent per rank (ring convention)
+  double busy = 0;     // seconds the stream ran collectives
+};
+
+struct StepSimulation {
+  double seconds = 0;          // the step: last compute or collective to end
+  double compute = 0;          // busy seconds of the compute stream
+  double matmul = 0;           // of which matmul, linear and attention
+  double blocked = 0;          // compute idle in waits: exposed communication
+  double flops = 0;            // matmul FLOPs of the step
+  std::vector<CommStream> streams;  // in order of first use
+  double comm_bytes() const;
+};
+
+// Simulates `traces` in order (forward, then backward: streams carry over)
+// and then `extra_compute` seconds (the optimizer update) on the compute
+// stream once every collective has ended.
+StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh& mesh, const HardwareProfile& hw,
+                             double extra_compute = 0);
+
+}  // namespace fsdpc
