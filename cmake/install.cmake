@@ -97,6 +97,12 @@ foreach(lib ${fsdpc_pc_libs})
   endif()
   string(APPEND fsdpc_pc_link " -l${name}")
 endforeach()
+# An archive built with FSDPC_SANITIZE (cmake/sanitizers.cmake) needs the
+# sanitizers' runtimes in whatever links it.
+if(FSDPC_SANITIZE)
+  target_link_options(fsdpc_lib INTERFACE ${fsdpc_sanitize_flags})
+  string(APPEND fsdpc_pc_link " -fsanitize=address,undefined")
+endif()
 file(RELATIVE_PATH fsdpc_pc_to_prefix ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 string(REGEX REPLACE "/$" "" fsdpc_pc_to_prefix "${fsdpc_pc_to_prefix}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/fsdpc.pc.in ${PROJECT_BINARY_DIR}/fsdpc.pc @ONLY)
