@@ -1,8 +1,10 @@
-// fuse(): one scan grows the current region while statements fit it and
-// closes it at the first that does not; a second step turns each closed
-// region of two statements or more into its `fusion` statement.
+// fuse(): each statement that fits an empty region begins one, which grows
+// with the later statements that fit it (also past statements it leaves in
+// place, up to the next collective); each region of two statements or more
+// becomes its `fusion` statement, where its first statement was.
 #include "passes/fuse.h"
 
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -64,6 +66,7 @@ struct Region {
   std::unordered_map<std::string, bool> defined;  // name -> is a row value
   Shape shape;
   bool fixed = false;
+  std::unordered_set<size_t> at;  // the statements' places in the body
 };
 
 class Fuser {
@@ -83,40 +86,113 @@ class Fuser {
       for (const BoundSymbol& s : b.subsymbols) {
         body.push_back(s);
         body.back().executor = executor_;
+        inlined_.insert(body.size() - 1);
       }
     }
     count_uses(body);
+    for (const BoundSymbol& b : body)
+      for (const Proxy& o : b.outputs) types_[o.name] = o.type;
     Trace out = trace_;
     out.bsyms.clear();
-    Region region;
+    std::vector<bool> taken(body.size(), false);
     for (size_t i = 0; i < body.size(); ++i) {
-      const BoundSymbol& b = body[i];
-      if (!fits(b, region)) {
-        close(region, i, out.bsyms);
-        if (fits(b, region)) {
-          add(b, region);
-        } else {
-          out.bsyms.push_back(b);
-        }
-      } else {
-        add(b, region);
+      if (taken[i]) continue;
+      Region region;
+      if (!fits(body[i], region)) {
+        out.bsyms.push_back(body[i]);
+        continue;
       }
-      for (const Proxy& o : b.outputs) types_[o.name] = o.type;
+      add(body[i], region);
+      region.at.insert(i);
+      grow(body, i, region, taken);
+      close(region, out.bsyms);
     }
-    close(region, body.size(), out.bsyms);
     Trace placed = insert_dels(out);
     placed.provenance = "fusion";
     return placed;
   }
 
  private:
+  static bool issues_collective(const BoundSymbol& b) {
+    return op_info(b.op).category == OpCategory::collective && b.op != OpId::Wait;
+  }
+
+  // Grows `r` (begun at statement `first`) with the later statements that fit
+  // it, also past statements that stay where they are (a column sum, a
+  // matmul, a wait) when they read nothing those define. Joining
+  // statements move earlier, to the region: so the growth stops at the first
+  // all_gather/reduce_scatter/all_reduce/broadcast (moving compute before
+  // it would issue it later than the schedule put it); a wait only moves
+  // later relative to the compute, never earlier.
+  void grow(const std::vector<BoundSymbol>& body, size_t first, Region& r, std::vector<bool>& taken) const {
+    constexpr size_t kLookahead = 64;  // statements passed over, at most
+    std::unordered_set<std::string> blocked;  // defined by statements passed over
+    std::vector<size_t> floating;  // joined past a statement without reading the region
+    std::unordered_set<std::string> anchored;  // defined by the others
+    for (const BoundSymbol* b : r.bsyms) anchored.insert(b->outputs[0].name);
+    size_t passed = 0;
+    for (size_t j = first + 1; j < body.size(); ++j) {
+      if (taken[j]) continue;
+      const BoundSymbol& b = body[j];
+      bool free = true, reads_region = false;
+      for (const Operand& in : b.inputs) {
+        if (in.is_scalar()) continue;
+        if (blocked.count(in.name)) free = false;
+        if (anchored.count(in.name)) reads_region = true;
+      }
+      // A composite's statements join past a statement only all together,
+      // which they then do as their own region: joined in part, a
+      // layer_norm would hand its centred input over in f32 memory.
+      if (free && (passed == 0 || !inlined_.count(j)) && fits(b, r)) {
+        add(b, r);
+        r.at.insert(j);
+        taken[j] = true;
+        if (passed > 0 && !reads_region) floating.push_back(j);
+        else anchored.insert(b.outputs[0].name);
+        continue;
+      }
+      if (issues_collective(b) || ++passed > kLookahead) break;
+      for (const Proxy& o : b.outputs) blocked.insert(o.name);
+    }
+    // Past a statement, what does not read the region joins it only for a
+    // statement of the region that reads it (the broadcast of a layer_norm
+    // weight): anything else (a broadcast for a later layer) would become an
+    // output, allocated, instead of fusing with its own neighbours.
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      for (size_t f : floating) {
+        if (!taken[f] || !r.at.count(f)) continue;
+        const std::string& name = body[f].outputs[0].name;
+        bool read = false;
+        for (size_t u : users_.count(name) ? users_.at(name) : std::vector<size_t>{})
+          read = read || r.at.count(u);
+        if (read) continue;
+        r.at.erase(f);
+        taken[f] = false;
+        r.defined.erase(name);
+        r.bsyms.erase(std::find(r.bsyms.begin(), r.bsyms.end(), &body[f]));
+        dropped = true;
+      }
+    }
+  }
+
   void count_uses(const std::vector<BoundSymbol>& body) {
     for (size_t i = 0; i < body.size(); ++i)
       for (const Operand& in : body[i].inputs)
-        if (!in.is_scalar()) last_use_[in.name] = static_cast<int64_t>(i);
+        if (!in.is_scalar()) users_[in.name].push_back(i);
     std::vector<std::string> names;
     trace_.returns.collect_names(names);
-    for (const std::string& n : names) last_use_[n] = static_cast<int64_t>(body.size());
+    returned_.insert(names.begin(), names.end());
+  }
+
+  // Whether a value `r` defines is read outside it (later statements, the returns).
+  bool read_outside(const std::string& name, const Region& r) const {
+    if (returned_.count(name)) return true;
+    auto it = users_.find(name);
+    if (it == users_.end()) return false;
+    for (size_t u : it->second)
+      if (!r.at.count(u)) return true;
+    return false;
   }
 
   // Where `b` would sit in `r`: element (false) or row (true) level, and
@@ -203,17 +279,16 @@ class Fuser {
     r.defined[b.outputs[0].name] = p.row;
   }
 
-  // Emits the region ending before statement `end` and empties it.
-  void close(Region& r, size_t end, std::vector<BoundSymbol>& out) {
+  // Emits the region, or its one statement as it is.
+  void close(Region& r, std::vector<BoundSymbol>& out) const {
     if (r.bsyms.size() < 2) {
       for (const BoundSymbol* b : r.bsyms) out.push_back(*b);
     } else {
-      out.push_back(region_statement(r, static_cast<int64_t>(end)));
+      out.push_back(region_statement(r));
     }
-    r = Region{};
   }
 
-  BoundSymbol region_statement(const Region& r, int64_t end) const {
+  BoundSymbol region_statement(const Region& r) const {
     BoundSymbol f;
     f.op = OpId::Fusion;
     f.executor = executor_;
@@ -223,8 +298,7 @@ class Fuser {
       for (const Operand& in : b->inputs)
         if (!in.is_scalar() && !r.defined.count(in.name) && seen.insert(in.name).second)
           f.inputs.push_back(in);
-      auto use = last_use_.find(b->outputs[0].name);
-      if (use != last_use_.end() && use->second >= end) f.outputs.push_back(b->outputs[0]);
+      if (read_outside(b->outputs[0].name, r)) f.outputs.push_back(b->outputs[0]);
       BoundSymbol s = *b;
       s.executor.clear();
       subs.push_back(std::move(s));
@@ -236,7 +310,9 @@ class Fuser {
   const Trace& trace_;
   const std::string& executor_;
   std::unordered_map<std::string, TensorType> types_;
-  std::unordered_map<std::string, int64_t> last_use_;
+  std::unordered_map<std::string, std::vector<size_t>> users_;  // statements reading each value
+  std::unordered_set<std::string> returned_;
+  std::unordered_set<size_t> inlined_;  // body statements from a composite's decomposition
 };
 
 }  // namespace

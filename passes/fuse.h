@@ -11,12 +11,16 @@
 //       two statements or more, is one region over one iteration shape:
 //       a statement is per element of that shape or per row (the shape
 //       without its innermost dim). Inputs are the values it reads from
-//       outside (first use order), outputs the values it defines that later
-//       statements or the returns read (definition order), subsymbols its
-//       statements (unclaimed: the region's executor runs them). Statements
-//       keep their order, so no wait moves earlier and no collective later:
-//       the communication schedule is unchanged. Dels are placed again
-//       (passes/del.h), the region counting as one statement.
+//       outside (first use order), outputs the values it defines that
+//       statements outside it or the returns read (definition order),
+//       subsymbols its statements (unclaimed: the region's executor runs
+//       them). A region grows past statements it leaves in place (a column
+//       sum, a matmul, a wait) with later statements that read it and
+//       nothing those define; they move up to the region, never past an
+//       all_gather/reduce_scatter/all_reduce/broadcast, and only earlier,
+//       so no collective is issued later and no wait runs earlier: the
+//       order of collectives and waits is the schedule's. Dels are placed
+//       again (passes/del.h), the region counting as one statement.
 //
 //   t3 = cpu_mul(t1, 2.0)                 t4, = cpu_fusion0(t1, t2)
 //   t4 = cpu_add(t3, t2)          ==>       # t3 = mul(t1, 2.0)
