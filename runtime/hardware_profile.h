@@ -27,6 +27,7 @@ struct HardwareProfile {
   Figure gpus_per_node;           // ranks per node
   Figure peak_flops_bf16, peak_flops_f32, matmul_sustained_fraction;
   Figure memory_bandwidth, memory_sustained_fraction;
+  Figure memory_capacity;  // bytes per rank; optional (value 0: not stated)
   LinkProfile intra_node, inter_node;
 };
 

@@ -22,6 +22,7 @@ struct Command {
 Command add_trace_command(CLI::App& app);
 Command add_print_command(CLI::App& app);
 Command add_dump_command(CLI::App& app);
+Command add_advise_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_flight_command(CLI::App& app);

@@ -1,0 +1,232 @@
+// fsdpc advise, run as a user runs it: the candidates it lists, their peak
+// memory against fsdpc dump --memory and their bytes against dump --stats,
+// the order of the rows, the cap, the hardware profiles and the errors.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "test/golden.h"
+
+using Catch::Contains;
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+fs::path scratch(const std::string& name) {
+  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-advise-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+// `fsdpc <args>`, with a cache folder of this test's own.
+Run fsdpc_run(const std::string& args) {
+  const fs::path out = scratch("stdout"), err = scratch("stderr");
+  const std::string cmd = "XDG_CACHE_HOME='" + scratch("cache").string() + "' '" + FSDPC_BIN + "' " + args + " >'" +
+                          out.string() + "' 2>'" + err.string() + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = fsdpc::testing::read_file(out.string());
+  r.err = fsdpc::testing::read_file(err.string());
+  return r;
+}
+
+// A profile of round figures for a CPU build: nothing measured, so the
+// table is the same on every machine. Two ranks per node.
+fs::path cpu_profile(const std::string& name = "cpu-test.json", int per_node = 2) {
+  const fs::path p = scratch(name);
+  auto fig = [](double v) { return "{\"value\": " + std::to_string(v) + ", \"source\": \"test\"}"; };
+  auto link = [&](double bw) {
+    return "{\"bandwidth\": " + fig(bw) + ", \"latency\": " + fig(1e-6) + ", \"sustained_fraction\": " + fig(1) + "}";
+  };
+  std::ofstream(p) << "{\"name\": \"cpu-test\", \"executor\": \"cpu\", \"precision\": \"f32\", \"gpus_per_node\": "
+                   << fig(per_node) << ", \"compute\": {\"peak_flops_bf16\": " << fig(1e11)
+                   << ", \"peak_flops_f32\": " << fig(1e11) << ", \"matmul_sustained_fraction\": " << fig(0.5)
+                   << ", \"memory_bandwidth\": " << fig(1e10) << ", \"memory_sustained_fraction\": " << fig(0.5)
+                   << "}, \"intra_node\": " << link(1e10) << ", \"inter_node\": " << link(1e9) << "}\n";
+  return p;
+}
+
+Json advise(const std::string& args) {
+  const Run r = fsdpc_run("advise " + args + " --format json");
+  INFO("fsdpc advise " << args << "\n" << r.err);
+  REQUIRE(r.code == 0);
+  return Json::parse(r.out);
+}
+
+std::set<std::string> expected_names(int world) {
+  std::set<std::string> names{"no_shard"};
+  auto fsdp = [&](const std::string& s) {
+    for (const char* b : {" none", " unit"})
+      for (const char* p : {" p1", " p2"}) names.insert(s + b + p);
+  };
+  fsdp("zero3");
+  fsdp("zero2");
+  for (int r = 2; r < world; ++r)
+    if (world % r == 0 && world / r > 1)
+      for (const char* h : {"hybrid ", "hybrid_zero2 "}) fsdp(h + std::to_string(r) + "x" + std::to_string(world / r));
+  return names;
+}
+
+// The memory plan's worst step, as fsdpc dump --memory prints it.
+int64_t dump_peak(const std::string& args) {
+  const fs::path out = scratch("plan.json");
+  const Run r = fsdpc_run("dump " + args + " --memory --format json -o '" + out.string() + "'");
+  INFO("fsdpc dump " << args << "\n" << r.err);
+  REQUIRE(r.code == 0);
+  std::ifstream in(out);
+  const Json plan = Json::parse(in);
+  return std::max(plan["steady"]["peak_bytes"]["total"].get<int64_t>(), plan["first"]["peak_bytes"]["total"].get<int64_t>());
+}
+
+// Bytes one rank sends in the execution traces, as fsdpc dump --stats counts them.
+double dump_comm_bytes(const std::string& args) {
+  const Run r = fsdpc_run("dump " + args + " --stage exec --stats --format json");
+  REQUIRE(r.code == 0);
+  double total = 0;
+  for (const Json& t : Json::parse(r.out)) total += t["stats"]["collective_bytes"].get<double>();
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("advise lists every candidate, with the memory of dump --memory and the bytes of dump --stats") {
+  const std::string profile = cpu_profile().string();
+  for (int world : {2, 4}) {
+    DYNAMIC_SECTION("world " << world) {
+      const Json j = advise("--model gpt2-tiny --world-size " + std::to_string(world) + " --hardware " + profile);
+      std::set<std::string> names;
+      for (const Json& c : j["candidates"]) names.insert(c["candidate"].get<std::string>());
+      CHECK(names == expected_names(world));
+      CHECK(j["candidates"].size() == names.size());  // each once
+      for (const Json& c : j["candidates"]) {
+        const std::string flags = "--model gpt2-tiny --world-size " + std::to_string(world) + " " + c["flags"].get<std::string>();
+        INFO(c["candidate"]);
+        CHECK(c["peak_bytes"].get<int64_t>() == dump_peak(flags));
+        CHECK(c["comm_bytes"].get<double>() == Approx(dump_comm_bytes(flags)));
+        CHECK(c["step_seconds"].get<double>() > 0);
+        CHECK(c["mfu"].get<double>() > 0);
+        CHECK(c["mfu"].get<double>() < 1);
+        // Hybrids send over both dimensions; the flat strategies over dp.
+        std::set<std::string> groups;
+        for (const Json& s : c["comm"]) groups.insert(s["group"].get<std::string>());
+        const bool hybrid = c["strategy"].get<std::string>().rfind("hybrid", 0) == 0;
+        CHECK(groups == (hybrid ? std::set<std::string>{"shard", "replicate"} : std::set<std::string>{"dp"}));
+      }
+    }
+  }
+}
+
+TEST_CASE("advise puts the candidates that fit first, fastest first, and a cap excludes the larger ones") {
+  const std::string base = "--model gpt2-tiny --world-size 4 --hardware " + cpu_profile().string();
+  const Json all = advise(base);
+  std::vector<int64_t> peaks;
+  for (const Json& c : all["candidates"]) peaks.push_back(c["peak_bytes"].get<int64_t>());
+  const auto [lo, hi] = std::minmax_element(peaks.begin(), peaks.end());
+  REQUIRE(*lo < *hi);
+  const int64_t cap = (*lo + *hi) / 2;
+  const Json capped = advise(base + " --mem-cap " + std::to_string(cap));
+  bool seen_misfit = false, some_fit = false, some_misfit = false;
+  double last = 0;
+  for (const Json& c : capped["candidates"]) {
+    const bool fits = c["fits"].get<bool>();
+    CHECK(fits == (c["peak_bytes"].get<int64_t>() <= cap));
+    if (fits) {
+      CHECK_FALSE(seen_misfit);  // every fitting row comes first
+      CHECK(c["step_seconds"].get<double>() >= last);
+      last = c["step_seconds"].get<double>();
+    }
+    seen_misfit = seen_misfit || !fits;
+    some_fit = some_fit || fits;
+    some_misfit = some_misfit || !fits;
+  }
+  CHECK(some_fit);
+  CHECK(some_misfit);
+  CHECK_THAT(capped["best"].get<std::string>(), Contains(capped["candidates"][0]["candidate"].get<std::string>()));
+  // Below every peak nothing fits, and the line says so.
+  const Json none = advise(base + " --mem-cap " + std::to_string(*lo - 1));
+  for (const Json& c : none["candidates"]) CHECK_FALSE(c["fits"].get<bool>());
+  CHECK_THAT(none["best"].get<std::string>(), Contains("nothing fits"));
+  // The text table: a row per candidate, and the winner's flags.
+  const Run text = fsdpc_run("advise " + base + " --mem-cap " + std::to_string(cap));
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Contains("flags: " + capped["candidates"][0]["flags"].get<std::string>()));
+  CHECK_THAT(text.out, Contains(" no "));
+}
+
+TEST_CASE("advise prices the dimension that crosses nodes on the inter-node link") {
+  // Two ranks per node: on a 2x2 mesh the replicate pairs (0,2), (1,3) cross.
+  const Json two = advise("--model gpt2-tiny --world-size 4 --mesh 2,2 --hardware " + cpu_profile().string());
+  const Json four = advise("--model gpt2-tiny --world-size 4 --mesh 2,2 --hardware " + cpu_profile("four.json", 4).string());
+  for (const Json& c : two["candidates"])
+    for (const Json& s : c["comm"]) CHECK(s["inter_node"].get<bool>() == (s["group"] != "shard"));
+  for (const Json& c : four["candidates"])
+    for (const Json& s : c["comm"]) CHECK_FALSE(s["inter_node"].get<bool>());
+  // The same bytes over a 10x slower link take longer.
+  auto seconds = [](const Json& j, const std::string& name) {
+    for (const Json& c : j["candidates"])
+      if (c["candidate"] == name) return c["comm"][1]["seconds"].get<double>();
+    FAIL("no candidate " << name);
+    return 0.0;
+  };
+  CHECK(seconds(two, "hybrid 2x2 unit p1") > 5 * seconds(four, "hybrid 2x2 unit p1"));
+}
+
+TEST_CASE("advise --mesh puts the hybrids on that mesh only") {
+  const Json j = advise("--model gpt2-tiny --world-size 8 --mesh 2,4 --hardware " + cpu_profile().string());
+  std::set<std::string> names;
+  for (const Json& c : j["candidates"]) names.insert(c["candidate"].get<std::string>());
+  std::set<std::string> expected = expected_names(8);
+  std::erase_if(expected, [](const std::string& n) { return n.find("4x2") != std::string::npos; });
+  CHECK(names == expected);
+  CHECK(names.size() == 17);  // zero3, zero2, hybrid, hybrid_zero2: 4 knob settings each; no_shard
+}
+
+TEST_CASE("advise finds the shipped profiles and measures this host once") {
+  const Json h100 = advise("--model gpt2-tiny --world-size 2 --hardware h100-sxm-nvlink-ib --executor cpu --precision f32");
+  CHECK(h100["hardware"]["name"] == "h100-sxm-nvlink-ib");
+  CHECK(h100["cap_bytes"].get<int64_t>() == 80000000000);
+  const fs::path cache = scratch("cache");
+  fs::remove_all(cache);
+  const Run first = fsdpc_run("advise --model mlp --world-size 2 --hardware local");
+  REQUIRE(first.code == 0);
+  CHECK_THAT(first.err, Contains("measured"));
+  const Run again = fsdpc_run("advise --model mlp --world-size 2 --hardware local");
+  REQUIRE(again.code == 0);
+  CHECK_THAT(again.err, Contains("read from " + (cache / "fsdpc").string()));
+}
+
+TEST_CASE("advise refuses bad input with one line and exit code 2") {
+  const fs::path bad = scratch("bad.json");
+  std::ofstream(bad) << fsdpc::testing::read_file(cpu_profile().string()).replace(
+      fsdpc::testing::read_file(cpu_profile().string()).find("\"latency\""), 9, "\"latenzy\"");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--model gpt2-tiny --world-size 2 --hardware nope", "--hardware 'nope': no such profile"},
+      {"--model gpt2-tiny --world-size 0", "--world-size"},
+      {"--model gpt2-tiny --world-size 4 --mesh 3,2 --hardware " + cpu_profile().string(),
+       "--mesh 3,2 has 6 ranks but --world-size is 4"},
+      {"--model gpt2-tiny --world-size 2 --hardware " + bad.string(), bad.string() + ": intra_node.latency: missing"},
+      {"--model gpt2-tiny --world-size 2 --precision bf16 --hardware " + cpu_profile().string(), "f32 only"},
+      {"--world-size 2", "one of --model or --config is required"},
+      {"--model gpt2-tiny --world-size 2 --mem-cap 1X --hardware " + cpu_profile().string(), "unit must be B, K, M or G"},
+  };
+  for (const auto& [args, expect] : cases) {
+    const Run r = fsdpc_run("advise " + args);
+    INFO("fsdpc advise " << args << "\nstderr: " << r.err);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Contains(expect));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.out.empty());
+  }
+}

@@ -1,0 +1,64 @@
+// fsdpc advise, private to tools/: the candidates it compiles and ranks
+// (advise_candidates.cpp) and the hardware profile it prices them on
+// (hardware_lookup.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/mesh.h"
+#include "ir/trace.h"
+#include "runtime/hardware_profile.h"
+#include "runtime/step_simulator.h"
+
+namespace fsdpc::cli {
+
+// One strategy with its knobs, and what compiling it predicts.
+struct Candidate {
+  std::string strategy;  // zero3 | zero2 | no_shard | hybrid | hybrid_zero2
+  Mesh mesh;
+  bool unit_buckets = false;  // --bucketing unit
+  int prefetch = 1;
+  // Predictions, per rank.
+  int64_t peak_bytes = 0;  // the memory plan's worst step
+  std::string peak_where;
+  StepSimulation sim;
+  double optimizer_seconds = 0;
+  double tokens_per_second = 0;  // the whole world's
+  double mfu = 0;                // matmul FLOPs / step time / peak rate
+  bool fits = true;
+
+  std::string flags() const;  // "--strategy hybrid --mesh 2,2 --bucketing unit --prefetch 2"
+  std::string name() const;   // "hybrid 2x2 unit p2"
+};
+
+struct AdviseSetup {
+  Trace captured;  // placed on the executor's device
+  int world = 1;
+  std::string mesh;  // "R,S": hybrids only on this mesh; "": every R x S = world, R, S > 1
+  std::string executor = "cpu", precision = "f32";
+  HardwareProfile hw;
+  int64_t cap = 0;          // bytes per rank; 0: no cap
+  int64_t tokens_per_rank = 0;  // per step
+  int threads = 1;          // candidates compiled at once
+};
+
+// Every candidate the setup admits, in a fixed order.
+std::vector<Candidate> enumerate_candidates(const AdviseSetup& s);
+// Compiles, plans and simulates each candidate (s.threads at a time).
+void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs);
+// Best first: those that fit the cap, then the fastest; ties by smaller peak.
+void rank_candidates(std::vector<Candidate>& cs);
+// One line on why the first candidate won.
+std::string winner_reason(const std::vector<Candidate>& ranked, int64_t cap);
+
+// --hardware NAME|FILE|local: a shipped profile (hardware/NAME.json, found
+// beside the installed binary or in the source tree), a file, or this host
+// measured (cached). `world` is the ranks that share this host under local.
+HardwareProfile load_hardware(const std::string& spec, int world);
+
+// The measurement behind `--hardware local`, for `world` ranks on this host.
+HardwareProfile measure_local_hardware(int world);
+
+}  // namespace fsdpc::cli

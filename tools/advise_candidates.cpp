@@ -1,0 +1,185 @@
+// The candidates of fsdpc advise: every strategy with the knobs that change
+// its schedule, each compiled as fsdpc dump compiles it (sharding_pipeline),
+// planned with the memory plan and timed with the step simulator. Every
+// rank of a candidate runs the same traces, so each is compiled once.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <thread>
+
+#include "executors/claim.h"
+#include "ir/error.h"
+#include "passes/pipeline.h"
+#include "runtime/memory_plan.h"
+#include "tools/advise.h"
+#include "tools/cli_io.h"
+#include "tools/commands.h"
+
+namespace fsdpc::cli {
+
+namespace {
+
+bool is_hybrid_name(const std::string& s) { return s == "hybrid" || s == "hybrid_zero2"; }
+
+std::string mesh_text(const Mesh& m) { return std::to_string(m.replicas) + "," + std::to_string(m.shards); }
+
+// AdamW on the local shards (runtime/optimizer.h): reads parameter, gradient
+// and both moments, writes parameter and moments, all f32.
+constexpr double kAdamwBytesPerElement = 7 * 4;
+
+void evaluate(const AdviseSetup& s, Candidate& c) {
+  ShardingArgs a;
+  a.strategy = c.strategy;
+  a.mesh = is_hybrid_name(c.strategy) ? mesh_text(c.mesh) : "";
+  a.bucketing = c.unit_buckets ? "unit" : "none";
+  a.prefetch = c.prefetch;
+  a.precision = s.precision;
+  PipelineOptions o = sharding_pipeline(a, s.world, "--world-size is " + std::to_string(s.world));
+  o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
+  std::vector<Stage> stages = compile(s.captured, o);
+  const EngineTraces traces{StepTraces{std::move(stages.back().traces.at(0)), std::move(stages.back().traces.at(1))},
+                            {}, {}};
+  EngineOptions e;  // the step fsdpc train runs by default: one micro-batch, AdamW
+  e.executor = s.executor;
+  e.optimizer.kind = OptimizerOptions::Kind::adamw;
+  const MemoryPlan plan = plan_memory(traces, e);
+  c.peak_bytes = plan.worst().total_peak;
+  c.peak_where = plan.worst().peak_where();
+  c.fits = s.cap <= 0 || c.peak_bytes <= s.cap;
+
+  const Trace fwd = execution_trace(traces.sync.forward, s.executor);
+  const Trace bwd = execution_trace(traces.sync.backward, s.executor);
+  double elements = 0;
+  for (const Proxy& p : fwd.args)
+    if (p.is_param() && p.requires_grad) elements += static_cast<double>(numel(p.type.shape));
+  c.optimizer_seconds =
+      elements * kAdamwBytesPerElement / (s.hw.memory_bandwidth.value * s.hw.memory_sustained_fraction.value);
+  c.sim = simulate_step({&fwd, &bwd}, o.mesh, s.hw, c.optimizer_seconds);
+  c.tokens_per_second = static_cast<double>(s.tokens_per_rank) * s.world / c.sim.seconds;
+  const double peak = s.precision == "f32" ? s.hw.peak_flops_f32.value : s.hw.peak_flops_bf16.value;
+  c.mfu = c.sim.flops / c.sim.seconds / peak;
+}
+
+}  // namespace
+
+std::string Candidate::flags() const {
+  std::string f = "--strategy " + strategy;
+  if (is_hybrid_name(strategy)) f += " --mesh " + mesh_text(mesh);
+  if (strategy != "no_shard") f += std::string(" --bucketing ") + (unit_buckets ? "unit" : "none") +
+                                   " --prefetch " + std::to_string(prefetch);
+  return f;
+}
+
+std::string Candidate::name() const {
+  std::string n = strategy;
+  if (is_hybrid_name(strategy)) n += " " + std::to_string(mesh.replicas) + "x" + std::to_string(mesh.shards);
+  if (strategy != "no_shard") n += std::string(unit_buckets ? " unit" : " none") + " p" + std::to_string(prefetch);
+  return n;
+}
+
+std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
+  std::vector<Mesh> meshes;  // for the hybrids
+  if (!s.mesh.empty()) {
+    const Mesh m = parse_mesh(s.mesh);
+    if (m.world() != s.world)
+      fail("--mesh ", s.mesh, " has ", m.world(), " ranks but --world-size is ", s.world);
+    meshes.push_back(m);
+  } else {
+    for (int r = 2; r <= s.world / 2; ++r)
+      if (s.world % r == 0) meshes.push_back(Mesh{r, s.world / r});
+  }
+  std::vector<Candidate> cs;
+  // Bucketing and prefetch change an FSDP schedule; no_shard has no gathers
+  // and buckets its gradients by --bucket-mb whatever --bucketing says.
+  auto add = [&](const std::string& strategy, const Mesh& mesh, bool unit, int prefetch) {
+    Candidate c;
+    c.strategy = strategy;
+    c.mesh = mesh;
+    c.unit_buckets = unit;
+    c.prefetch = prefetch;
+    cs.push_back(std::move(c));
+  };
+  auto fsdp = [&](const std::string& strategy, const Mesh& mesh) {
+    for (bool unit : {false, true})
+      for (int prefetch : {1, 2}) add(strategy, mesh, unit, prefetch);
+  };
+  fsdp("zero3", flat_mesh(s.world));
+  fsdp("zero2", flat_mesh(s.world));
+  add("no_shard", flat_mesh(s.world), false, 1);
+  for (const Mesh& m : meshes) fsdp("hybrid", m);
+  for (const Mesh& m : meshes) fsdp("hybrid_zero2", m);
+  return cs;
+}
+
+void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs) {
+  // The passes copy traces and share nothing mutable, so candidates compile
+  // on threads of their own; the first error is the one reported.
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    for (size_t i; !failed && (i = next++) < cs.size();) {
+      try {
+        evaluate(s, cs[i]);
+      } catch (...) {
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(s.threads, static_cast<int>(cs.size())); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+void rank_candidates(std::vector<Candidate>& cs) {
+  std::stable_sort(cs.begin(), cs.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.sim.seconds != b.sim.seconds) return a.sim.seconds < b.sim.seconds;
+    return a.peak_bytes < b.peak_bytes;
+  });
+}
+
+std::string winner_reason(const std::vector<Candidate>& ranked, int64_t cap) {
+  if (ranked.empty()) return "no candidate";
+  const Candidate& w = ranked.front();
+  char buf[512];
+  if (!w.fits) {
+    const auto smallest = std::min_element(ranked.begin(), ranked.end(), [](const Candidate& a, const Candidate& b) {
+      return a.peak_bytes < b.peak_bytes;
+    });
+    std::snprintf(buf, sizeof buf, "nothing fits the %s cap: the smallest peak is %s (%s), %s over it", format_bytes(cap).c_str(),
+                  format_bytes(smallest->peak_bytes).c_str(), smallest->name().c_str(),
+                  format_bytes(smallest->peak_bytes - cap).c_str());
+    return buf;
+  }
+  double comm = 0;
+  for (const CommStream& st : w.sim.streams) comm += st.busy;
+  const double hidden = comm > 0 ? 100.0 * (1 - std::min(1.0, w.sim.blocked / comm)) : 100.0;
+  size_t fitting = 0;
+  for (const Candidate& c : ranked) fitting += c.fits;
+  // Candidates predicted as fast (prefetch that does not change a saturated
+  // or already hidden schedule) are named, then the first slower one.
+  std::string ties, next;
+  size_t i = 1;
+  for (; i < ranked.size() && ranked[i].fits && ranked[i].sim.seconds <= w.sim.seconds * (1 + 1e-9); ++i)
+    ties += (ties.empty() ? "" : ", ") + ranked[i].name();
+  if (!ties.empty()) ties = "; as fast: " + ties + " (ties go to the smaller peak, then to fewer knobs)";
+  if (i < ranked.size() && ranked[i].fits) {
+    char n[200];
+    std::snprintf(n, sizeof n, "; the next, %s, is %.1f%% slower", ranked[i].name().c_str(),
+                  100.0 * (ranked[i].sim.seconds / w.sim.seconds - 1));
+    next = n;
+  }
+  const std::string within = cap > 0 ? " " + format_bytes(cap) : "";
+  std::snprintf(buf, sizeof buf,
+                "%s is the fastest of the %zu candidates that fit%s: %.1f%% of its %.3f ms of communication is hidden "
+                "behind compute (%.3f ms exposed), peak %s per rank",
+                w.name().c_str(), fitting, within.c_str(), hidden, comm * 1e3, w.sim.blocked * 1e3,
+                format_bytes(w.peak_bytes).c_str());
+  return buf + ties + next;
+}
+
+}  // namespace fsdpc::cli

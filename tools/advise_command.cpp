@@ -1,0 +1,202 @@
+// fsdpc advise: compile every strategy for N ranks, predict each one's
+// per-rank peak memory (the memory plan), communication and step time (the
+// step simulator on a hardware profile), and print them best first. Nothing
+// runs: a table for gpt2-xl on 64 ranks takes seconds.
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "executors/claim.h"
+#include "ir/error.h"
+#include "passes/place.h"
+#include "runtime/allocator.h"
+#include "tools/advise.h"
+#include "tools/cli_io.h"
+#include "tools/commands.h"
+
+namespace fsdpc::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct AdviseArgs {
+  ModelSource src;
+  int world = 0, threads = 0;
+  std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output;
+};
+
+int64_t parse_cap(const std::string& text) {
+  std::istringstream in(text);
+  double v = 0;
+  std::string unit;
+  if (!(in >> v) || !(v > 0)) fail("--mem-cap '", text, "': expected a positive size such as 512M or 80G");
+  in >> unit;
+  const double mult = unit.empty() || unit == "B" ? 1.0 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024
+                      : unit == "G" ? 1024.0 * 1024 * 1024 : -1;
+  if (mult < 0) fail("--mem-cap '", text, "': unit must be B, K, M or G");
+  return static_cast<int64_t>(v * mult);
+}
+
+// Tokens one rank trains on per step: batch x sequence for token ids, else
+// the batch (rows of the first input).
+int64_t tokens_per_rank(const Trace& t) {
+  if (t.args.empty() || t.args[0].type.shape.empty()) return 1;
+  const TensorType& x = t.args[0].type;
+  const bool ids = x.dtype == DType::i64 || x.dtype == DType::i32;
+  return ids && x.shape.size() >= 2 ? x.shape[0] * x.shape[1] : x.shape[0];
+}
+
+std::string human(double v) {
+  char buf[32];
+  if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", v / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string comm_cell(const Candidate& c) {
+  std::string s;
+  for (const CommStream& st : c.sim.streams)
+    s += (s.empty() ? "" : ", ") + st.group + (st.inter_node ? "*" : "") + " " +
+         format_bytes(static_cast<int64_t>(st.bytes));
+  return s.empty() ? "-" : s;
+}
+
+std::string render_text(const AdviseSetup& s, const std::string& model, const std::vector<Candidate>& cs,
+                        const std::string& cap_source, double seconds) {
+  const int per_node = static_cast<int>(s.hw.gpus_per_node.value);
+  std::string out = "fsdpc advise: " + model + " on " + std::to_string(s.world) + " ranks, " +
+                    std::to_string(s.tokens_per_rank) + " tokens per rank a step, " + s.precision + " on the " +
+                    s.executor + " executor\nhardware: " + s.hw.name + (s.hw.file.empty() ? "" : " (" + s.hw.file + ")") +
+                    ", " + std::to_string(std::min(per_node, s.world)) + " ranks per node";
+  out += s.cap > 0 ? "; cap " + format_bytes(s.cap) + " per rank (" + cap_source + ")\n" : "; no memory cap\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%3s  %-26s %11s %-5s %-40s %10s %11s %10s %6s\n", "#", "candidate", "peak/rank", "fits",
+                "sent/rank/step (* crosses nodes)", "step ms", "exposed ms", "tokens/s", "MFU");
+  out += line;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Candidate& c = cs[i];
+    std::snprintf(line, sizeof line, "%3zu  %-26s %11s %-5s %-40s %10.3f %11.3f %10s %5.1f%%\n", i + 1, c.name().c_str(),
+                  format_bytes(c.peak_bytes).c_str(), c.fits ? "yes" : "no", comm_cell(c).c_str(), c.sim.seconds * 1e3,
+                  c.sim.blocked * 1e3, human(c.tokens_per_second).c_str(), 100 * c.mfu);
+    out += line;
+  }
+  out += "best: " + winner_reason(cs, s.cap) + "\n";
+  if (!cs.empty() && cs.front().fits) out += "flags: " + cs.front().flags() + "\n";
+  std::snprintf(line, sizeof line, "%zu candidates compiled, planned and simulated in %.2f s (%d thread%s)\n", cs.size(),
+                seconds, s.threads, s.threads == 1 ? "" : "s");
+  return out + line;
+}
+
+std::string render_json(const AdviseSetup& s, const std::string& model, const std::vector<Candidate>& cs, double seconds) {
+  Json rows = Json::array();
+  for (const Candidate& c : cs) {
+    Json comm = Json::array();
+    for (const CommStream& st : c.sim.streams)
+      comm.push_back(Json{{"group", st.group}, {"size", st.size}, {"inter_node", st.inter_node}, {"count", st.count},
+                          {"bytes", st.bytes}, {"seconds", st.busy}});
+    rows.push_back(Json{{"candidate", c.name()},
+                        {"strategy", c.strategy},
+                        {"mesh", {c.mesh.replicas, c.mesh.shards}},
+                        {"bucketing", c.strategy == "no_shard" ? "none" : c.unit_buckets ? "unit" : "none"},
+                        {"prefetch", c.prefetch},
+                        {"flags", c.flags()},
+                        {"peak_bytes", c.peak_bytes},
+                        {"peak_at", c.peak_where},
+                        {"fits", c.fits},
+                        {"comm_bytes", c.sim.comm_bytes()},
+                        {"comm", std::move(comm)},
+                        {"step_seconds", c.sim.seconds},
+                        {"compute_seconds", c.sim.compute},
+                        {"matmul_seconds", c.sim.matmul},
+                        {"optimizer_seconds", c.optimizer_seconds},
+                        {"exposed_comm_seconds", c.sim.blocked},
+                        {"flops", c.sim.flops},
+                        {"tokens_per_second", c.tokens_per_second},
+                        {"mfu", c.mfu}});
+  }
+  Json j{{"model", model},
+         {"world", s.world},
+         {"tokens_per_rank", s.tokens_per_rank},
+         {"precision", s.precision},
+         {"executor", s.executor},
+         {"hardware", Json{{"name", s.hw.name}, {"file", s.hw.file}, {"gpus_per_node", s.hw.gpus_per_node.value}}},
+         {"cap_bytes", s.cap},
+         {"candidates", std::move(rows)},
+         {"best", winner_reason(cs, s.cap)},
+         {"seconds", seconds}};
+  return j.dump(2) + "\n";
+}
+
+// The executor the candidates compile for: --executor, else the profile's,
+// else (a cuda profile in a build without CUDA) cpu, said on stderr.
+std::string choose_executor(const AdviseArgs& a, const HardwareProfile& hw) {
+  if (!a.executor.empty()) {
+    executors_for(a.executor);  // an unknown name, or cuda in a CPU-only build, fails here
+    return a.executor;
+  }
+  try {
+    executors_for(hw.executor);
+    return hw.executor;
+  } catch (const Error&) {
+    std::fprintf(stderr, "fsdpc advise: this build has no %s executor; compiling for cpu (memory rounds as the CPU's)\n",
+                 hw.executor.c_str());
+    return "cpu";
+  }
+}
+
+void run_advise(const AdviseArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  AdviseSetup s;
+  s.world = a.world;
+  s.mesh = a.mesh;
+  std::vector<Candidate> cs = enumerate_candidates(s);  // a --mesh that does not fit fails before measuring
+  s.hw = load_hardware(a.hardware, a.world);
+  s.executor = choose_executor(a, s.hw);
+  s.precision = a.precision.empty() ? s.hw.precision : a.precision;
+  if (s.precision != "f32" && s.executor == "cpu")
+    fail("--precision ", s.precision, ": the cpu executor's kernels are f32 only (a cuda profile or --executor cuda runs bf16)");
+  std::string cap_source = "--mem-cap";
+  if (!a.mem_cap.empty()) s.cap = parse_cap(a.mem_cap);
+  else if (s.hw.memory_capacity.value > 0) {
+    s.cap = static_cast<int64_t>(s.hw.memory_capacity.value);
+    cap_source = "the profile's compute.memory_capacity";
+  }
+  s.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s.captured = place(load_source_trace(a.src), executor_device(s.executor));
+  s.tokens_per_rank = tokens_per_rank(s.captured);
+  evaluate_candidates(s, cs);
+  rank_candidates(cs);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string model = a.src.model.empty() ? a.src.config : a.src.model;
+  write_output(a.output, a.format == "json" ? render_json(s, model, cs, seconds)
+                                            : render_text(s, model, cs, cap_source, seconds));
+}
+
+}  // namespace
+
+Command add_advise_command(CLI::App& app) {
+  auto a = std::make_shared<AdviseArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "advise", "Compile every strategy for N ranks and rank them by predicted step time and peak memory (runs nothing)");
+  add_model_options(cmd, a->src, /*allow_trace_file=*/false);
+  cmd->add_option("--world-size", a->world, "Number of ranks")->required()->check(whole_number(1));
+  cmd->add_option("--mesh", a->mesh, "R,S: the hybrid strategies on this mesh only (default: every R x S = N, R, S > 1)");
+  cmd->add_option("--hardware", a->hardware,
+                  "local (this host, measured and cached) | a profile name (hardware/NAME.json) | a .json file")
+      ->capture_default_str();
+  cmd->add_option("--mem-cap", a->mem_cap, "Per-rank memory cap, e.g. 80G (default: the profile's memory capacity)");
+  cmd->add_option("--precision", a->precision, "f32 | bf16 (default: the profile's)")->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--executor", a->executor, "cpu | cuda: what the candidates compile for (default: the profile's)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--threads", a->threads, "Candidates compiled at once (default: the cores)")->check(whole_number(1, 256));
+  cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  cmd->add_option("-o,--output", a->output, "Write to FILE instead of standard output");
+  return Command{cmd, [a] { run_advise(*a); }, [a] { check_model_source(a->src, false); }};
+}
+
+}  // namespace fsdpc::cli

@@ -1,0 +1,167 @@
+// --hardware: where a profile comes from. A shipped profile is
+// hardware/NAME.json, installed to share/fsdpc/hardware beside bin/ (found
+// from /proc/self/exe) or read from the source tree the binary was built
+// from (FSDPC_HARDWARE_DIR); a path is read as it is; `local` is this host,
+// measured once and cached under $XDG_CACHE_HOME/fsdpc (~/.cache/fsdpc).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "executors/cpu/cpu_executor.h"
+#include "ir/error.h"
+#include "tools/advise.h"
+#include "tools/cli_io.h"
+
+#ifndef FSDPC_HARDWARE_DIR
+#define FSDPC_HARDWARE_DIR ""
+#endif
+
+namespace fs = std::filesystem;
+
+namespace fsdpc::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<fs::path> profile_dirs() {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(exe.parent_path().parent_path() / "share" / "fsdpc" / "hardware");
+  if (std::strlen(FSDPC_HARDWARE_DIR)) dirs.emplace_back(FSDPC_HARDWARE_DIR);
+  return dirs;
+}
+
+HardwareProfile read_profile(const fs::path& file) {
+  return parse_hardware_profile(read_input(file.string()), file.string());
+}
+
+fs::path cache_dir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "fsdpc";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "fsdpc";
+  return fs::temp_directory_path() / "fsdpc-cache";
+}
+
+// Best seconds of `f` over repetitions filling about `budget` seconds.
+template <class F>
+double best_seconds(F&& f, double budget) {
+  f();  // warm-up: oneDNN builds its primitive, pages are touched
+  double best = 1e30, total = 0;
+  for (int rep = 0; rep < 50 && (rep < 3 || total < budget); ++rep) {
+    const auto t0 = Clock::now();
+    f();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+    total += s;
+  }
+  return best;
+}
+
+// A 640^3 sgemm (about 524 MFLOP) through the CPU executor's matmul kernel.
+double measure_sgemm() {
+  constexpr int64_t n = 640;
+  TensorType t;
+  t.shape = {n, n};
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), out(n * n);
+  BoundSymbol bsym;
+  bsym.op = OpId::Matmul;
+  const std::vector<TensorView> in{{a.data(), &t}, {b.data(), &t}};
+  const std::vector<TensorView> outs{{out.data(), &t}};
+  KernelFn kernel = cpu_executor().kernel(OpId::Matmul);
+  KernelContext ctx;
+  const double s = best_seconds([&] { kernel(ctx, bsym, in, outs); }, 0.3);
+  return 2.0 * n * n * n / s;
+}
+
+// A 256 MiB copy: bytes read plus bytes written per second.
+double measure_copy() {
+  const size_t bytes = 256u << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  const double s = best_seconds([&] { std::memcpy(dst.data(), src.data(), bytes); }, 0.3);
+  return 2.0 * static_cast<double>(bytes) / s;
+}
+
+}  // namespace
+
+HardwareProfile measure_local_hardware(int world) {
+  set_cpu_ranks_per_host(world);
+  const int threads = cpu_threads();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Ranks beyond the cores share them: each gets cores/world of one.
+  const double share = world > cores ? static_cast<double>(cores) / world : 1.0;
+  const double sgemm = measure_sgemm() * share, copy = measure_copy() * share;
+  char host[256] = "this host";
+  gethostname(host, sizeof host - 1);
+  const std::string on = std::string(" on ") + host + ", " + std::to_string(threads) + " thread(s) per rank for " +
+                         std::to_string(world) + " rank(s) on " + std::to_string(cores) + " core(s)";
+  HardwareProfile p;
+  p.name = "local";
+  p.description = "this host, measured by fsdpc advise --hardware local" + on;
+  p.executor = "cpu";
+  p.precision = "f32";
+  p.gpus_per_node = {4096, "every rank runs on this host (one node)"};
+  p.peak_flops_f32 = {sgemm, "measured: best of a 640x640x640 sgemm through the CPU executor (oneDNN)" + on +
+                                 (share < 1 ? ", scaled by cores/ranks" : "")};
+  p.peak_flops_bf16 = {sgemm, "the CPU executor computes in f32 only: the f32 rate"};
+  p.matmul_sustained_fraction = {1, "the measured sgemm rate is already sustained (MFU is read against it)"};
+  p.memory_bandwidth = {copy, "measured: best 256 MiB memcpy, bytes read + written, one thread" + on};
+  p.memory_sustained_fraction = {1, "the measured copy is already sustained"};
+  p.intra_node = {{copy / 2, "assumption: Open MPI's shared-memory transport copies each message in and out of a "
+                             "shared buffer, half the measured copy rate"},
+                  {1e-6, "assumption: about 1 us per ring step in shared memory (Open MPI's documented sm latency "
+                         "is below a microsecond; fsdpc's poll progress adds to it)"},
+                  {1, "the copy rate is already measured"}};
+  p.inter_node = {{copy / 2, "unused: every rank runs on this host"}, {1e-6, "unused: every rank runs on this host"},
+                  {1, "unused: every rank runs on this host"}};
+  return p;
+}
+
+HardwareProfile load_hardware(const std::string& spec, int world) {
+  if (spec == "local") {
+    set_cpu_ranks_per_host(world);
+    const fs::path cache = cache_dir() / ("hardware-local-" + std::to_string(world) + "ranks-" +
+                                          std::to_string(cpu_threads()) + "threads.json");
+    if (fs::exists(cache)) {
+      std::fprintf(stderr, "fsdpc advise: hardware local read from %s (delete it to measure again)\n",
+                   cache.c_str());
+      return read_profile(cache);
+    }
+    HardwareProfile p = measure_local_hardware(world);
+    std::error_code ec;
+    fs::create_directories(cache.parent_path(), ec);
+    write_output(cache.string(), hardware_profile_json(p));
+    p.file = cache.string();
+    std::fprintf(stderr, "fsdpc advise: hardware local measured (%.1f GFLOP/s sgemm, %.1f GB/s copy), cached in %s\n",
+                 p.peak_flops_f32.value / 1e9, p.memory_bandwidth.value / 1e9, cache.c_str());
+    return p;
+  }
+  if (spec.find('/') != std::string::npos || spec.ends_with(".json")) {
+    if (!fs::is_regular_file(spec)) fail("--hardware ", spec, ": no such file");
+    return read_profile(spec);
+  }
+  std::string known;
+  for (const fs::path& dir : profile_dirs()) {
+    const fs::path file = dir / (spec + ".json");
+    if (fs::is_regular_file(file)) return read_profile(file);
+    std::error_code ec;
+    if (known.empty() && fs::is_directory(dir, ec)) {
+      std::vector<std::string> names;
+      for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+      std::sort(names.begin(), names.end());
+      for (const std::string& n : names) known += ", " + n;
+    }
+  }
+  fail("--hardware '", spec, "': no such profile (expected local", known, ", or a .json file)");
+}
+
+}  // namespace fsdpc::cli
