@@ -187,3 +187,68 @@ TEST_CASE("fusion: a row reduction loop is vectorised", "[fusion]") {
   CHECK(ir.find("x double>") != std::string::npos);  // the f64 partial sums, one per lane
   CHECK(ir.find("x float>") != std::string::npos);
 }
+
+namespace {
+
+// A random DAG over [rows..., cols] with row reductions and broadcasts back
+// mixed into the elementwise ops, values kept bounded (tanh) so that f32
+// rounding stays comparable with the float64 reference. Row values join
+// element values only through a broadcast back, as the VJP rules build them.
+Trace random_row_dag(std::mt19937& rng) {
+  const std::vector<int64_t> sizes = {0, 1, 2, 3, 7, 17, 40};
+  Shape shape(1 + rng() % 3);
+  for (int64_t& d : shape) d = sizes[rng() % sizes.size()];
+  const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+  const Shape row(shape.begin(), shape.end() - 1);
+  IntList back_dims;
+  for (int64_t d = 0; d < last; ++d) back_dims.push_back(d);
+  Trace t;
+  TraceBuilder b(t);
+  std::vector<std::string> elems, rows;
+  elems.push_back(b.add_arg(arg("x", tt(shape))).name);
+  if (rng() % 2) rows.push_back(b.add_arg(arg("r", tt(row))).name);
+  auto pick = [&](const std::vector<std::string>& v) { return Operand::of(v[rng() % v.size()]); };
+  const int n = 3 + static_cast<int>(rng() % 10);
+  for (int i = 0; i < n; ++i) {
+    switch (rng() % 7) {
+      case 0: elems.push_back(b.emit1(OpId::Add, {pick(elems), pick(elems)}).name); break;
+      case 1: elems.push_back(b.emit1(OpId::Tanh, {Operand::of(b.emit1(OpId::Mul, {pick(elems), pick(elems)}).name)}).name); break;
+      case 2:
+        rows.push_back(b.emit1(OpId::Sum, {pick(elems)}, {{"dims", IntList{last}}}).name);
+        break;
+      case 3:
+        rows.push_back(b.emit1(OpId::Amax, {pick(elems)}, {{"dims", IntList{last}}}).name);
+        break;
+      case 4:
+        if (!rows.empty()) rows.push_back(b.emit1(OpId::Tanh, {Operand::of(b.emit1(OpId::Sub, {pick(rows), Operand::lit(0.5)}).name)}).name);
+        break;
+      default:
+        if (!rows.empty()) {
+          const Proxy bb = b.emit1(OpId::BroadcastInDim, {pick(rows)},
+                                   {{"shape", IntList(shape.begin(), shape.end())}, {"broadcast_dims", back_dims}});
+          elems.push_back(b.emit1(OpId::Sub, {pick(elems), Operand::of(bb.name)}).name);
+        }
+        break;
+    }
+  }
+  std::vector<ReturnTree> rets = {ReturnTree::leaf(elems.back())};
+  if (!rows.empty()) rets.push_back(ReturnTree::leaf(rows.back()));
+  t.returns = ReturnTree::tuple(std::move(rets));
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("fusion: random DAGs with row reductions and broadcasts back match the reference", "[fusion]") {
+  std::mt19937 rng(2025);
+  int with_reduction = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const Trace t = random_row_dag(rng);
+    INFO("trial " << trial << "\n" << print_trace(t));
+    const Outcome o = fused_vs_reference(t, rng, -1.5, 1.5, 1.0);
+    INFO(o.worst_at);
+    CHECK(o.worst < 1e-5);
+    with_reduction += regions_with(o.fused, OpId::Sum) + regions_with(o.fused, OpId::Amax) > 0;
+  }
+  CHECK(with_reduction > 50);
+}
