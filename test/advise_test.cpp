@@ -183,6 +183,14 @@ TEST_CASE("advise prices the dimension that crosses nodes on the inter-node link
   CHECK(seconds(two, "hybrid 2x2 unit p1") > 5 * seconds(four, "hybrid 2x2 unit p1"));
 }
 
+TEST_CASE("advise is deterministic: one thread or several, the same table") {
+  const std::string base = "--model gpt2-tiny --world-size 4 --hardware " + cpu_profile().string();
+  Json one = advise(base + " --threads 1"), three = advise(base + " --threads 3");
+  one.erase("seconds");
+  three.erase("seconds");
+  CHECK(one == three);
+}
+
 TEST_CASE("advise --mesh puts the hybrids on that mesh only") {
   const Json j = advise("--model gpt2-tiny --world-size 8 --mesh 2,4 --hardware " + cpu_profile().string());
   std::set<std::string> names;
