@@ -5,12 +5,15 @@
 // layer_norm, softmax, gelu and cross_entropy from their VJP rules.
 #include <catch2/catch.hpp>
 
+#include <time.h>
+
 #include <cstdio>
 #include <random>
 
 #include "executors/fusion/fusion_kernel.h"
 #include "executors/fusion/llvm_jit.h"
 #include "ir/builder.h"
+#include "passes/del.h"
 #include "passes/grad.h"
 #include "test/fusion_check.h"
 
@@ -251,4 +254,36 @@ TEST_CASE("fusion: random DAGs with row reductions and broadcasts back match the
     with_reduction += regions_with(o.fused, OpId::Sum) + regions_with(o.fused, OpId::Amax) > 0;
   }
   CHECK(with_reduction > 50);
+}
+
+// Run by hand (`fusion_reduction_test "[fusion_bench]"`): the forward and
+// backward of layer_norm, softmax, gelu and cross_entropy over 4096 x 512,
+// fused vs the CPU executor's kernels, in process CPU time (steadier than
+// wall time on a shared machine). For people; nothing is checked.
+TEST_CASE("fusion: norms and their VJPs, fused vs unfused", "[.][fusion_bench]") {
+  auto cpu_seconds = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  std::mt19937 rng(5);
+  for (OpId op : {OpId::LayerNorm, OpId::Softmax, OpId::Gelu, OpId::CrossEntropy}) {
+    const Trace t = joint(op, {4096, 512});
+    const std::vector<reference::Value> args = random_args(t, rng, -2.0, 2.0);
+    for (const char* mode : {"none", "auto", "none", "auto"}) {
+      const Trace exec = claim(t, {&cpu_executor()});
+      const Trace run_trace = std::string(mode) == "auto" ? fuse(exec, "cpu") : insert_dels(exec);
+      Allocator alloc;
+      KernelContext ctx;
+      Interpreter interp(alloc, {&cpu_executor()}, ctx);
+      std::vector<TensorValue> in;
+      for (const reference::Value& a : args) in.push_back(write(alloc, a.type, a.data));
+      interp.run(run_trace, in);  // compiles
+      const double c0 = cpu_seconds();
+      for (int i = 0; i < 10; ++i) interp.run(run_trace, in);
+      std::printf("%s fwd+bwd [4096, 512] fusion %s: %.2f ms CPU per run (%d threads), %d regions\n",
+                  std::string(op_name(op)).c_str(), mode, 1e2 * (cpu_seconds() - c0), cpu_threads(),
+                  count_regions(run_trace));
+    }
+  }
 }
