@@ -115,6 +115,9 @@ HardwareProfile measure_local_hardware(int world) {
   p.matmul_sustained_fraction = {1, "the measured sgemm rate is already sustained (MFU is read against it)"};
   p.memory_bandwidth = {copy, "measured: best 256 MiB memcpy, bytes read + written, one thread" + on};
   p.memory_sustained_fraction = {1, "the measured copy is already sustained"};
+  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (ram > 0) p.memory_capacity = {ram / world, "this host's physical memory (sysconf) divided by its " +
+                                                     std::to_string(world) + " rank(s)"};
   p.intra_node = {{copy / 2, "assumption: Open MPI's shared-memory transport copies each message in and out of a "
                              "shared buffer, half the measured copy rate"},
                   {1e-6, "assumption: about 1 us per ring step in shared memory (Open MPI's documented sm latency "
