@@ -1,6 +1,7 @@
 // Training parity through the CLI as users run it: `mpirun -n N fsdpc train`
-// on gpt2-tiny, zero3, 20 AdamW steps with clipping, --fusion auto against
-// --fusion none, at N = 1 and 2; and the run reports what it compiled. Its
+// on gpt2-tiny, 20 AdamW steps with clipping, --fusion auto against --fusion
+// none, zero3 at N = 1 and 2 and hybrid on a 2x2 mesh; and the run reports
+// what it compiled. Its
 // own file: a process that has initialised MPI (as the in-process training
 // test does) cannot launch mpirun.
 #include <sys/wait.h>
@@ -21,16 +22,16 @@ namespace {
 
 // `mpirun -n np fsdpc train` for 20 AdamW steps with clipping; the per-step
 // losses of its --log-json, and its output.
-std::vector<double> train_cli(int np, const std::string& fusion, std::string& output) {
+std::vector<double> train_cli(int np, const std::string& strategy, const std::string& fusion, std::string& output) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("fsdpc-fusion-train-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string tag = "np" + std::to_string(np) + "-" + fusion;
+  const std::string tag = "np" + std::to_string(np) + "-" + fusion;  // one strategy per np
   const std::filesystem::path log = dir / (tag + ".jsonl"), out = dir / (tag + ".out");
   const std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) +
                           " --oversubscribe --allow-run-as-root '" + FSDPC_BIN +
-                          "' train --model gpt2-tiny --seq 16 --batch 8 --steps 20 --strategy zero3 "
-                          "--optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip 1.0 --seed 5 --fusion " +
+                          "' train --model gpt2-tiny --seq 16 --batch 8 --steps 20 " + strategy +
+                          " --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip 1.0 --seed 5 --fusion " +
                           fusion + " --log-json '" + log.string() + "' >'" + out.string() + "' 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream o(out);
@@ -49,13 +50,16 @@ std::vector<double> train_cli(int np, const std::string& fusion, std::string& ou
 
 }  // namespace
 
-TEST_CASE("fusion: mpirun fsdpc train, 20 AdamW steps with clipping, fused matches unfused to 1e-5 at N = 1, 2",
+TEST_CASE("fusion: mpirun fsdpc train, 20 AdamW steps with clipping, fused matches unfused to 1e-5 at N = 1, 2 "
+          "and on a 2x2 hybrid mesh",
           "[fusion][mpi][train]") {
-  for (int np : {1, 2}) {
+  const std::vector<std::pair<int, std::string>> runs = {
+      {1, "--strategy zero3"}, {2, "--strategy zero3"}, {4, "--strategy hybrid --mesh 2,2"}};
+  for (const auto& [np, strategy] : runs) {
     std::string plain_out, fused_out;
-    const std::vector<double> plain = train_cli(np, "none", plain_out);
-    const std::vector<double> fused = train_cli(np, "auto", fused_out);
-    INFO("np " << np << "\n" << fused_out);
+    const std::vector<double> plain = train_cli(np, strategy, "none", plain_out);
+    const std::vector<double> fused = train_cli(np, strategy, "auto", fused_out);
+    INFO("np " << np << " " << strategy << "\n" << fused_out);
     // The run says what it compiled: at least one region, in some time.
     CHECK_THAT(fused_out, Catch::Contains(" fusion regions compiled in "));
     CHECK_THAT(fused_out, !Catch::Contains(", 0 fusion regions compiled"));
@@ -69,7 +73,7 @@ TEST_CASE("fusion: mpirun fsdpc train, 20 AdamW steps with clipping, fused match
       CHECK(fused[s] == Approx(plain[s]).epsilon(1e-5));
       worst = std::max(worst, std::abs(fused[s] - plain[s]) / std::abs(plain[s]));
     }
-    std::printf("np %d: losses %.6f -> %.6f, fused vs unfused at most %.2e relative\n", np, plain.front(),
-                plain.back(), worst);
+    std::printf("np %d %s: losses %.6f -> %.6f, fused vs unfused at most %.2e relative\n", np, strategy.c_str(),
+                plain.front(), plain.back(), worst);
   }
 }
