@@ -37,7 +37,7 @@ const Golden kGoldens[] = {
     {"mlp-zero3-w2-exec.trace", "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cpu"},
     {"gpt2-tiny-zero3-unit-exec.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec"},
-    // Fused execution traces (--stage fusion): elementwise runs as cpu_fusionN
+    // Fused execution traces (--stage fusion): elementwise ops and row reductions as cpu_fusionN
     // regions, every collective and wait where the schedule put it.
     {"mlp-zero3-w2-fusion.trace", "--model mlp --world-size 2 --strategy zero3 --stage fusion --executor cpu"},
     {"gpt2-tiny-zero3-unit-fusion.trace",

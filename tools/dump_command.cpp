@@ -158,7 +158,7 @@ Command add_dump_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--executor", a->executor, "Executors: cpu (CPU kernels + MPI) | cuda (CUDA kernels + NCCL, on cuda:0) | auto (cuda when a GPU is visible)")
       ->capture_default_str();
-  cmd->add_option("--fusion", a->fusion, "none | auto (exec: fuse elementwise regions where the executor has a fusion executor)")
+  cmd->add_option("--fusion", a->fusion, "none | auto (exec: fuse elementwise ops and row reductions into regions where the executor has a fusion executor)")
       ->check(CLI::IsMember({"none", "auto"}))
       ->capture_default_str();
   cmd->add_flag("--stats", a->stats, "Print collective counts, bytes per rank and peak live bytes");

@@ -500,7 +500,7 @@ Command add_train_command(CLI::App& app) {
                   "cpu (CPU kernels + MPI) | cuda (one GPU per rank, CUDA kernels + NCCL) | auto (cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--fusion", a->fusion, "none | auto (elementwise regions compiled by the executor's fusion executor: cpu)")
+  cmd->add_option("--fusion", a->fusion, "none | auto (elementwise ops and row reductions fused into regions compiled by the executor's fusion executor: cpu)")
       ->check(CLI::IsMember({"none", "auto"}))
       ->capture_default_str();
   cmd->add_option("--steps", a->steps, "Optimizer steps")->check(whole_number(1))->capture_default_str();
