@@ -92,6 +92,7 @@ HardwareProfile parse_hardware_profile(const std::string& json_text, const std::
   p.memory_bandwidth = r.figure(c, "compute", "memory_bandwidth");
   p.memory_sustained_fraction = r.figure(c, "compute", "memory_sustained_fraction", 1);
   if (c.contains("memory_capacity")) p.memory_capacity = r.figure(c, "compute", "memory_capacity");
+  if (c.contains("kernel_overhead")) p.kernel_overhead = r.figure(c, "compute", "kernel_overhead");
   p.intra_node = r.link(j, "intra_node");
   p.inter_node = r.link(j, "inter_node");
   return p;
@@ -112,6 +113,7 @@ std::string hardware_profile_json(const HardwareProfile& p) {
          {"intra_node", link_json(p.intra_node)},
          {"inter_node", link_json(p.inter_node)}};
   if (p.memory_capacity.value > 0) j["compute"]["memory_capacity"] = figure_json(p.memory_capacity);
+  if (p.kernel_overhead.value > 0) j["compute"]["kernel_overhead"] = figure_json(p.kernel_overhead);
   return j.dump(2) + "\n";
 }
 

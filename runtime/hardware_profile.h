@@ -28,6 +28,7 @@ struct HardwareProfile {
   Figure peak_flops_bf16, peak_flops_f32, matmul_sustained_fraction;
   Figure memory_bandwidth, memory_sustained_fraction;
   Figure memory_capacity;  // bytes per rank; optional (value 0: not stated)
+  Figure kernel_overhead;  // seconds each compute statement costs beyond its work; optional (0)
   LinkProfile intra_node, inter_node;
 };
 

@@ -56,8 +56,10 @@ double memory_bytes(const BoundSymbol& b, const InputTypes& inputs) {
 }
 
 double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw) {
-  if (const double f = matmul_flops(b, inputs); f > 0) return f / matmul_rate(inputs, hw);
-  return memory_bytes(b, inputs) / (hw.memory_bandwidth.value * hw.memory_sustained_fraction.value);
+  if (b.op == OpId::Reshape) return 0;
+  if (const double f = matmul_flops(b, inputs); f > 0) return hw.kernel_overhead.value + f / matmul_rate(inputs, hw);
+  return hw.kernel_overhead.value +
+         memory_bytes(b, inputs) / (hw.memory_bandwidth.value * hw.memory_sustained_fraction.value);
 }
 
 double collective_payload(const BoundSymbol& b) {

@@ -27,7 +27,8 @@ double matmul_flops(const BoundSymbol& b, const InputTypes& inputs);
 // 0 for views (reshape), wait, del and collectives.
 double memory_bytes(const BoundSymbol& b, const InputTypes& inputs);
 // Seconds on the compute stream: FLOPs at the sustained matmul rate of the
-// operands' dtype, other statements by bytes at the sustained memory bandwidth.
+// operands' dtype, other statements by bytes at the sustained memory
+// bandwidth, plus the profile's kernel overhead (0 for a reshape, a view).
 double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw);
 
 // A collective's payload B: all_gather's output, the input of reduce_scatter,

@@ -95,6 +95,17 @@ TEST_CASE("collectives of one group queue on its stream; compute by bytes at the
   CHECK(s.streams.at(0).count == 2);
 }
 
+TEST_CASE("each compute statement pays the profile's kernel overhead; a reshape is a view and pays nothing") {
+  HardwareProfile hw = toy_profile();
+  hw.kernel_overhead = {0.1e-3, "test"};
+  const StepSimulation s = simulate(std::string(kGather) + kMatmul + "  t4 = cpu_reshape(x, shape=[65536])  # t4: \"cpu f32[65536]\"\n" +
+                                        kWait + "  t5 = cpu_neg(t3)  # t5: \"cpu f32[256, 256]\"\n",
+                                    hw);
+  const double neg = 2 * 262144 / 1e9;
+  CHECK(s.compute == Approx(1.1e-3 + 0.1e-3 + neg));
+  CHECK(s.seconds == Approx(1.1e-3 + 0.1e-3 + neg));
+}
+
 TEST_CASE("bf16 operands run at the bf16 rate") {
   const Trace t = parse_trace(
       "# Constructed by exec\ndef forward(x, y):\n  # x: \"cuda:0 bf16[256, 256]\"\n  # y: \"cuda:0 bf16[256, 256]\"\n"
@@ -168,11 +179,14 @@ TEST_CASE("hardware profiles: the shipped ones parse, a bad field is named") {
     const HardwareProfile p = parse_hardware_profile(text.str(), file);
     CHECK(p.name == name);
     CHECK(p.gpus_per_node.value == 8);
+    CHECK(p.memory_capacity.value == 80e9);
+    CHECK(p.kernel_overhead.value > 0);
     CHECK(p.inter_node.effective_bandwidth() < p.intra_node.effective_bandwidth());
     // Written and read back, the same figures.
     const HardwareProfile back = parse_hardware_profile(hardware_profile_json(p), "again");
     CHECK(back.peak_flops_bf16.value == p.peak_flops_bf16.value);
     CHECK(back.inter_node.latency.source == p.inter_node.latency.source);
+    CHECK(back.kernel_overhead.value == p.kernel_overhead.value);
   }
   const std::string good = hardware_profile_json(toy_profile());
   CHECK_THROWS_WITH(parse_hardware_profile("{", "f.json"), Catch::StartsWith("f.json: not JSON"));

@@ -115,6 +115,8 @@ HardwareProfile measure_local_hardware(int world) {
   p.matmul_sustained_fraction = {1, "the measured sgemm rate is already sustained (MFU is read against it)"};
   p.memory_bandwidth = {copy, "measured: best 256 MiB memcpy, bytes read + written, one thread" + on};
   p.memory_sustained_fraction = {1, "the measured copy is already sustained"};
+  p.kernel_overhead = {10e-6, "assumption: about 10 us per statement for the interpreter, the allocator and the "
+                             "MPI progress poll (not measured yet)"};
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (ram > 0) p.memory_capacity = {ram / world, "this host's physical memory (sysconf) divided by its " +
                                                      std::to_string(world) + " rank(s)"};
