@@ -133,8 +133,11 @@ HardwareProfile measure_local_hardware(int world) {
 HardwareProfile load_hardware(const std::string& spec, int world) {
   if (spec == "local") {
     set_cpu_ranks_per_host(world);
-    const fs::path cache = cache_dir() / ("hardware-local-" + std::to_string(world) + "ranks-" +
-                                          std::to_string(cpu_threads()) + "threads.json");
+    // Keyed by host too: a home folder may be shared between machines.
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    const fs::path cache = cache_dir() / ("hardware-local-" + std::string(host) + "-" + std::to_string(world) +
+                                          "ranks-" + std::to_string(cpu_threads()) + "threads.json");
     if (fs::exists(cache)) {
       std::fprintf(stderr, "fsdpc advise: hardware local read from %s (delete it to measure again)\n",
                    cache.c_str());
@@ -143,10 +146,14 @@ HardwareProfile load_hardware(const std::string& spec, int world) {
     HardwareProfile p = measure_local_hardware(world);
     std::error_code ec;
     fs::create_directories(cache.parent_path(), ec);
-    write_output(cache.string(), hardware_profile_json(p));
-    p.file = cache.string();
-    std::fprintf(stderr, "fsdpc advise: hardware local measured (%.1f GFLOP/s sgemm, %.1f GB/s copy), cached in %s\n",
-                 p.peak_flops_f32.value / 1e9, p.memory_bandwidth.value / 1e9, cache.c_str());
+    try {
+      write_output(cache.string(), hardware_profile_json(p));
+      p.file = cache.string();
+      std::fprintf(stderr, "fsdpc advise: hardware local measured (%.1f GFLOP/s sgemm, %.1f GB/s copy), cached in %s\n",
+                   p.peak_flops_f32.value / 1e9, p.memory_bandwidth.value / 1e9, cache.c_str());
+    } catch (const Error& e) {  // an unwritable cache costs a measurement next time, not this run
+      std::fprintf(stderr, "fsdpc advise: hardware local measured, not cached (%s)\n", e.what());
+    }
     return p;
   }
   if (spec.find('/') != std::string::npos || spec.ends_with(".json")) {
