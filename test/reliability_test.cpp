@@ -150,6 +150,20 @@ TEST_CASE("ranks launched with different options stop with exit 2 and name the d
     check_refused(two_ranks("--data '" + scratch("a.txt").string() + "'", "--data '" + scratch("b.txt").string() + "'"),
                   "ranks disagree on --data: rank 0 has 3000 bytes, sha256 ");
   }
+  SECTION("checkpoint folders") {
+    // Two checkpoints of the same model, one and two steps in: the same
+    // files and sizes, different weights.
+    const fs::path one = scratch("one-step"), two = scratch("two-steps");
+    for (const auto& [dir, steps] : {std::pair{one, 1}, std::pair{two, 2}})
+      REQUIRE(shell(kMpirun + " -np 2 " + kTrain + " --steps " + std::to_string(steps) + " --save '" + dir.string() + "'")
+                  .code == 0);
+    Result r = two_ranks("--seq 16 --init '" + one.string() + "'", "--seq 16 --init '" + two.string() + "'");
+    check_refused(r, "ranks disagree on --init: rank 0 has ");
+    CHECK_THAT(r.output, Contains(", rank 1 has "));
+    r = two_ranks("--seq 16 --resume '" + one.string() + "'", "--seq 16 --resume '" + two.string() + "'");
+    check_refused(r, "ranks disagree on --resume: rank 0 has step-1: ");
+    CHECK_THAT(r.output, Contains(", rank 1 has step-2: "));
+  }
   SECTION("an error on one rank only") {
     const fs::path empty = scratch("empty");
     fs::create_directories(empty);
