@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -29,10 +30,11 @@ fs::path scratch(const std::string& name) {
   return dir / name;
 }
 
-// `fsdpc <args>`, with a cache folder of this test's own.
-Run fsdpc_run(const std::string& args) {
+// `fsdpc <args>`, with a cache folder of this test's own; `env`: more
+// NAME=value settings for the command.
+Run fsdpc_run(const std::string& args, const std::string& env = "") {
   const fs::path out = scratch("stdout"), err = scratch("stderr");
-  const std::string cmd = "XDG_CACHE_HOME='" + scratch("cache").string() + "' '" + FSDPC_BIN + "' " + args + " >'" +
+  const std::string cmd = "XDG_CACHE_HOME='" + scratch("cache").string() + "' " + env + " '" + FSDPC_BIN + "' " + args + " >'" +
                           out.string() + "' 2>'" + err.string() + "' </dev/null";
   const int status = std::system(cmd.c_str());
   Run r;
@@ -228,6 +230,10 @@ TEST_CASE("advise refuses bad input with one line and exit code 2") {
       {"--model gpt2-tiny --world-size 2 --precision bf16 --hardware " + cpu_profile().string(), "f32 only"},
       {"--world-size 2", "one of --model or --config is required"},
       {"--model gpt2-tiny --world-size 2 --mem-cap 1X --hardware " + cpu_profile().string(), "unit must be B, K, M or G"},
+      {"--model gpt2-tiny --world-size 2 --measure --measure-steps 0", "--measure-steps"},
+      {"--model gpt2-tiny --world-size 2 --measure-steps 3", "--measure-steps requires --measure"},
+      {"--model gpt2-tiny --world-size 2 --strategies zero4", "unknown strategy 'zero4'"},
+      {"--model gpt2-tiny --world-size 2 --strategies hybrid", "none of them has a candidate at --world-size 2"},
   };
   for (const auto& [args, expect] : cases) {
     const Run r = fsdpc_run("advise " + args);
@@ -237,4 +243,60 @@ TEST_CASE("advise refuses bad input with one line and exit code 2") {
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("advise --measure runs each candidate under mpirun: measured peak equals predicted, time beside it",
+          "[mpi]") {
+  // Small steps, and zero3's four knob settings and no_shard only, so the
+  // five runs take seconds.
+  const std::string base = "--model gpt2-tiny --world-size 2 --batch 2 --seq 16 --hardware " + cpu_profile().string() +
+                           " --measure --measure-steps 3";
+  const std::string mpirun = std::string("FSDPC_MPIRUN='") + FSDPC_MPIEXEC + "'";
+  const Run json = fsdpc_run("advise " + base + " --strategies zero3,no_shard --format json", mpirun);
+  INFO(json.err);
+  REQUIRE(json.code == 0);
+  const Json j = Json::parse(json.out);
+  REQUIRE(j["candidates"].size() == 5);
+  for (const Json& c : j["candidates"]) {
+    INFO(c.dump());
+    const Json& m = c["measured"];
+    REQUIRE(m["ran"].get<bool>());
+    REQUIRE_FALSE(m.contains("error"));
+    CHECK(m["steps"] == 3);
+    // The memory plan is exact on the cpu executor (memory_plan_test).
+    CHECK(m["peak_bytes"].get<int64_t>() == c["peak_bytes"].get<int64_t>());
+    CHECK(m["peak_matches"].get<bool>());
+    const double ms = m["step_seconds"].get<double>();
+    CHECK(std::isfinite(ms));
+    CHECK(ms > 0);
+    CHECK(m["predicted_over_measured"].get<double>() > 0);
+    CHECK_THAT(json.err, Contains("/5: " + c["candidate"].get<std::string>() + " ..."));  // progress
+  }
+  // The text table: the measured columns, filled in the row.
+  const Run text = fsdpc_run("advise " + base + " --strategies no_shard", mpirun);
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Contains("measured ms") && Contains("pred/meas") && Contains("measured peak"));
+  const size_t row = text.out.find("\n  1  no_shard");
+  REQUIRE(row != std::string::npos);
+  const std::string line = text.out.substr(row + 1, text.out.find('\n', row + 1) - row - 1);
+  CHECK(std::count(line.begin(), line.end(), 'B') == 3);  // peak, bytes sent, measured peak
+}
+
+TEST_CASE("advise --measure: a failing run shows in its row; no mpirun is exit 2", "[mpi]") {
+  const fs::path fake = scratch("fake-mpirun.sh");
+  std::ofstream(fake) << "#!/bin/sh\necho 'mpirun: no slots' >&2\nexit 3\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  const std::string base = "advise --model gpt2-tiny --world-size 2 --measure --strategies zero3,no_shard --hardware " +
+                           cpu_profile().string();
+  const Run r = fsdpc_run(base, "FSDPC_MPIRUN='" + fake.string() + "'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);  // every row printed, each with its failure
+  CHECK(r.out.find("run failed, exit 3: mpirun: no slots") != std::string::npos);
+  size_t rows = 0;
+  for (size_t at = 0; (at = r.out.find("run failed, exit 3", at)) != std::string::npos; ++at) ++rows;
+  CHECK(rows == 5);
+  const Run none = fsdpc_run(base, "FSDPC_MPIRUN= PATH=/nonexistent");
+  CHECK(none.code == 2);
+  CHECK_THAT(none.err, Contains("--measure runs each candidate under mpirun, and none was found"));
+  CHECK(std::count(none.err.begin(), none.err.end(), '\n') == 1);
 }

@@ -14,6 +14,17 @@
 
 namespace fsdpc::cli {
 
+// What running a candidate here (--measure) found: `mpirun -np N fsdpc
+// train` for a few steps. `error` is set when it was not run or failed.
+struct Measurement {
+  bool ran = false;       // launched (it may still have failed)
+  double step_seconds = 0;  // median over the steps after the first
+  int64_t peak_bytes = 0;   // peak_bytes.total, the largest of any step
+  int steps = 0;            // records read
+  std::string error;        // "exit 1: <last stderr line>", "not run: ..."
+  bool ok() const { return ran && error.empty(); }
+};
+
 // One strategy with its knobs, and what compiling it predicts.
 struct Candidate {
   std::string strategy;  // zero3 | zero2 | no_shard | hybrid | hybrid_zero2
@@ -28,6 +39,7 @@ struct Candidate {
   double tokens_per_second = 0;  // the whole world's
   double mfu = 0;                // matmul FLOPs / step time / peak rate
   bool fits = true;
+  Measurement measured;  // --measure only
 
   std::string flags() const;  // "--strategy hybrid --mesh 2,2 --bucketing unit --prefetch 2"
   std::string name() const;   // "hybrid 2x2 unit p2"
@@ -42,6 +54,7 @@ struct AdviseSetup {
   int64_t cap = 0;          // bytes per rank; 0: no cap
   int64_t tokens_per_rank = 0;  // per step
   int threads = 1;          // candidates compiled at once
+  std::vector<std::string> strategies;  // --strategies: only these; empty: all
 };
 
 // Every candidate the setup admits, in a fixed order.
@@ -52,6 +65,14 @@ void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs);
 void rank_candidates(std::vector<Candidate>& cs);
 // One line on why the first candidate won.
 std::string winner_reason(const std::vector<Candidate>& ranked, int64_t cap);
+
+// --measure: mpirun (FSDPC_MPIRUN, else the first on PATH); "" if none.
+std::string find_mpirun();
+// Runs `mpirun -np world fsdpc train <model_flags> <candidate flags> --steps
+// K` for each candidate that fits (in order, progress on stderr) and fills
+// its `measured`; a failing run is recorded in its row, never thrown.
+void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
+                        std::vector<Candidate>& cs);
 
 // --hardware NAME|FILE|local: a shipped profile (hardware/NAME.json, found
 // beside the installed binary or in the source tree), a file, or this host

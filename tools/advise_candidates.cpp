@@ -109,6 +109,14 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
   add("no_shard", flat_mesh(s.world), false, 1);
   for (const Mesh& m : meshes) fsdp("hybrid", m);
   for (const Mesh& m : meshes) fsdp("hybrid_zero2", m);
+  if (s.strategies.empty()) return cs;
+  for (const std::string& name : s.strategies)
+    if (name != "zero3" && name != "zero2" && name != "no_shard" && !is_hybrid_name(name))
+      fail("--strategies: unknown strategy '", name, "' (zero3, zero2, no_shard, hybrid, hybrid_zero2)");
+  std::erase_if(cs, [&](const Candidate& c) {
+    return std::find(s.strategies.begin(), s.strategies.end(), c.strategy) == s.strategies.end();
+  });
+  if (cs.empty()) fail("--strategies: none of them has a candidate at --world-size ", s.world);
   return cs;
 }
 

@@ -1,7 +1,8 @@
 // fsdpc advise: compile every strategy for N ranks, predict each one's
 // per-rank peak memory (the memory plan), communication and step time (the
 // step simulator on a hardware profile), and print them best first. Nothing
-// runs: a table for gpt2-xl on 64 ranks takes seconds.
+// runs (a table for gpt2-xl on 64 ranks takes seconds) unless --measure asks
+// for a few real steps of each candidate here (tools/advise_measure.cpp).
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -24,7 +25,9 @@ using Json = nlohmann::ordered_json;
 
 struct AdviseArgs {
   ModelSource src;
-  int world = 0, threads = 0;
+  int world = 0, threads = 0, measure_steps = 5;
+  bool measure = false;
+  std::vector<std::string> strategies;
   std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output;
 };
 
@@ -66,8 +69,17 @@ std::string comm_cell(const Candidate& c) {
   return s.empty() ? "-" : s;
 }
 
+// The measured columns of a row: step time, predicted/measured, peak; or why not.
+std::string measured_cells(const Measurement& m, const Candidate& c) {
+  if (!m.ok()) return "  " + (m.error.empty() ? std::string("-") : (m.ran ? "run failed, " : "") + m.error);
+  char cell[128];
+  std::snprintf(cell, sizeof cell, " %11.3f %9.2f %13s", m.step_seconds * 1e3, c.sim.seconds / m.step_seconds,
+                format_bytes(m.peak_bytes).c_str());
+  return cell;
+}
+
 std::string render_text(const AdviseSetup& s, const std::string& model, const std::vector<Candidate>& cs,
-                        const std::string& cap_source, double seconds) {
+                        const std::string& cap_source, double seconds, bool measured) {
   const int per_node = static_cast<int>(s.hw.gpus_per_node.value);
   std::string out = "fsdpc advise: " + model + " on " + std::to_string(s.world) + " ranks, " +
                     std::to_string(s.tokens_per_rank) + " tokens per rank a step, " + s.precision + " on the " +
@@ -75,15 +87,20 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
                     ", " + std::to_string(std::min(per_node, s.world)) + " ranks per node";
   out += s.cap > 0 ? "; cap " + format_bytes(s.cap) + " per rank (" + cap_source + ")\n" : "; no memory cap\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%3s  %-26s %11s %-5s %-40s %10s %11s %10s %6s\n", "#", "candidate", "peak/rank", "fits",
+  std::snprintf(line, sizeof line, "%3s  %-26s %11s %-5s %-40s %10s %11s %10s %6s", "#", "candidate", "peak/rank", "fits",
                 "sent/rank/step (* crosses nodes)", "step ms", "exposed ms", "tokens/s", "MFU");
   out += line;
+  if (measured) {
+    std::snprintf(line, sizeof line, " %11s %9s %13s", "measured ms", "pred/meas", "measured peak");
+    out += line;
+  }
+  out += "\n";
   for (size_t i = 0; i < cs.size(); ++i) {
     const Candidate& c = cs[i];
-    std::snprintf(line, sizeof line, "%3zu  %-26s %11s %-5s %-40s %10.3f %11.3f %10s %5.1f%%\n", i + 1, c.name().c_str(),
+    std::snprintf(line, sizeof line, "%3zu  %-26s %11s %-5s %-40s %10.3f %11.3f %10s %5.1f%%", i + 1, c.name().c_str(),
                   format_bytes(c.peak_bytes).c_str(), c.fits ? "yes" : "no", comm_cell(c).c_str(), c.sim.seconds * 1e3,
                   c.sim.blocked * 1e3, human(c.tokens_per_second).c_str(), 100 * c.mfu);
-    out += line;
+    out += line + (measured ? measured_cells(c.measured, c) : std::string()) + "\n";
   }
   out += "best: " + winner_reason(cs, s.cap) + "\n";
   if (!cs.empty() && cs.front().fits) out += "flags: " + cs.front().flags() + "\n";
@@ -92,7 +109,19 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
   return out + line;
 }
 
-std::string render_json(const AdviseSetup& s, const std::string& model, const std::vector<Candidate>& cs, double seconds) {
+Json measured_json(const Candidate& c) {
+  const Measurement& m = c.measured;
+  if (!m.ok()) return Json{{"ran", m.ran}, {"error", m.error}};
+  return Json{{"ran", true},
+              {"steps", m.steps},
+              {"step_seconds", m.step_seconds},
+              {"predicted_over_measured", c.sim.seconds / m.step_seconds},
+              {"peak_bytes", m.peak_bytes},
+              {"peak_matches", m.peak_bytes == c.peak_bytes}};
+}
+
+std::string render_json(const AdviseSetup& s, const std::string& model, const std::vector<Candidate>& cs, double seconds,
+                        bool measured) {
   Json rows = Json::array();
   for (const Candidate& c : cs) {
     Json comm = Json::array();
@@ -118,6 +147,7 @@ std::string render_json(const AdviseSetup& s, const std::string& model, const st
                         {"flops", c.sim.flops},
                         {"tokens_per_second", c.tokens_per_second},
                         {"mfu", c.mfu}});
+    if (measured) rows.back()["measured"] = measured_json(c);
   }
   Json j{{"model", model},
          {"world", s.world},
@@ -149,11 +179,28 @@ std::string choose_executor(const AdviseArgs& a, const HardwareProfile& hw) {
   }
 }
 
+// The model flags of `fsdpc train` that capture the trace advise compiled:
+// train's --batch is the global one, advise's the per-rank one.
+std::string train_model_flags(const ModelSource& src, const Trace& captured, int world) {
+  std::string f = src.model.empty() ? "--config '" + src.config + "'" : "--model " + src.model;
+  if (captured.args.empty() || captured.args[0].type.shape.empty()) return f;
+  const TensorType& x = captured.args[0].type;
+  f += " --batch " + std::to_string(x.shape[0] * world);
+  const bool ids = x.dtype == DType::i64 || x.dtype == DType::i32;
+  if (src.seq) f += " --seq " + std::to_string(src.seq);
+  else if (ids && x.shape.size() >= 2) f += " --seq " + std::to_string(x.shape[1]);
+  return f;
+}
+
 void run_advise(const AdviseArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   AdviseSetup s;
   s.world = a.world;
   s.mesh = a.mesh;
+  s.strategies = a.strategies;
+  const std::string mpirun = a.measure ? find_mpirun() : "";
+  if (a.measure && mpirun.empty())
+    fail("--measure runs each candidate under mpirun, and none was found (not on PATH; FSDPC_MPIRUN names one)");
   std::vector<Candidate> cs = enumerate_candidates(s);  // a --mesh that does not fit fails before measuring
   s.hw = load_hardware(a.hardware, a.world);
   s.executor = choose_executor(a, s.hw);
@@ -172,9 +219,10 @@ void run_advise(const AdviseArgs& a) {
   evaluate_candidates(s, cs);
   rank_candidates(cs);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (a.measure) measure_candidates(s, mpirun, train_model_flags(a.src, s.captured, s.world), a.measure_steps, cs);
   const std::string model = a.src.model.empty() ? a.src.config : a.src.model;
-  write_output(a.output, a.format == "json" ? render_json(s, model, cs, seconds)
-                                            : render_text(s, model, cs, cap_source, seconds));
+  write_output(a.output, a.format == "json" ? render_json(s, model, cs, seconds, a.measure)
+                                            : render_text(s, model, cs, cap_source, seconds, a.measure));
 }
 
 }  // namespace
@@ -182,7 +230,8 @@ void run_advise(const AdviseArgs& a) {
 Command add_advise_command(CLI::App& app) {
   auto a = std::make_shared<AdviseArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "advise", "Compile every strategy for N ranks and rank them by predicted step time and peak memory (runs nothing)");
+      "advise",
+      "Compile every strategy for N ranks and rank them by predicted step time and peak memory (--measure: and run each)");
   add_model_options(cmd, a->src, /*allow_trace_file=*/false);
   cmd->add_option("--world-size", a->world, "Number of ranks")->required()->check(whole_number(1));
   cmd->add_option("--mesh", a->mesh, "R,S: the hybrid strategies on this mesh only (default: every R x S = N, R, S > 1)");
@@ -193,6 +242,15 @@ Command add_advise_command(CLI::App& app) {
   cmd->add_option("--precision", a->precision, "f32 | bf16 (default: the profile's)")->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--executor", a->executor, "cpu | cuda: what the candidates compile for (default: the profile's)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--strategies", a->strategies, "Only these strategies, e.g. zero3,no_shard (default: all)")
+      ->delimiter(',');
+  auto* measure = cmd->add_flag("--measure", a->measure,
+                                "Also run each candidate that fits here (mpirun -np N fsdpc train) and print measured "
+                                "step time and peak beside the predicted");
+  cmd->add_option("--measure-steps", a->measure_steps, "Steps each --measure run trains (the first is left out of the time)")
+      ->check(whole_number(1, 100000))
+      ->needs(measure)
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Candidates compiled at once (default: the cores)")->check(whole_number(1, 256));
   cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Write to FILE instead of standard output");

@@ -1,0 +1,120 @@
+// fsdpc advise --measure: each candidate run here as a user would run it,
+// `mpirun -np N fsdpc train ...` for a few steps with --log-json, so the
+// predicted step time and peak stand beside measured ones. Runs are
+// sequential: concurrent ones would share the cores and time each other.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ir/error.h"
+#include "tools/advise.h"
+
+namespace fsdpc::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string last_line(const fs::path& file) {
+  std::ifstream in(file);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last.empty() ? "(no output)" : last;
+}
+
+// One candidate's run; its files go in `dir`.
+Measurement run_one(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
+                    const Candidate& c, const fs::path& dir) {
+  Measurement m;
+  m.ran = true;
+  const fs::path log = dir / "log.jsonl", err = dir / "stderr.txt";
+  fs::remove(log);
+  // Every rank lives on this host, so Open MPI needs --oversubscribe when N
+  // exceeds the cores; --allow-run-as-root lets it start in containers.
+  const std::string cmd = quote(mpirun) + " -np " + std::to_string(s.world) + " --oversubscribe --allow-run-as-root " +
+                          quote(fs::read_symlink("/proc/self/exe").string()) + " train " + model_flags + " " +
+                          c.flags() + " --precision " + s.precision + " --steps " + std::to_string(steps) +
+                          " --log-json " + quote(log.string()) + " </dev/null >/dev/null 2>" + quote(err.string());
+  const int status = std::system(cmd.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (code != 0) {
+    m.error = "exit " + std::to_string(code) + ": " + last_line(err);
+    return m;
+  }
+  std::vector<double> ms;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    try {
+      const nlohmann::json rec = nlohmann::json::parse(line);
+      ms.push_back(rec.at("step_ms").get<double>());
+      m.peak_bytes = std::max(m.peak_bytes, rec.at("peak_bytes").at("total").get<int64_t>());
+    } catch (const std::exception& e) {
+      m.error = "unreadable --log-json line: " + std::string(e.what());
+      return m;
+    }
+  }
+  m.steps = static_cast<int>(ms.size());
+  if (ms.empty()) {
+    m.error = "exit 0 but no step was logged";
+    return m;
+  }
+  // The first step compiles, JIT-builds kernels and allocates: left out
+  // unless it is the only one.
+  if (ms.size() > 1) ms.erase(ms.begin());
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  m.step_seconds = (n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2) / 1e3;
+  return m;
+}
+
+}  // namespace
+
+std::string find_mpirun() {
+  if (const char* env = std::getenv("FSDPC_MPIRUN"); env && *env) return access(env, X_OK) == 0 ? env : "";
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  for (std::string d; std::getline(dirs, d, ':');) {
+    const fs::path p = fs::path(d.empty() ? "." : d) / "mpirun";
+    if (access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
+}
+
+void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
+                        std::vector<Candidate>& cs) {
+  std::string tmpl = (fs::temp_directory_path() / "fsdpc-advise-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) fail("--measure: cannot create a folder under ", fs::temp_directory_path().string());
+  const fs::path dir = tmpl;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    Candidate& c = cs[i];
+    if (s.executor != "cpu") {
+      c.measured.error = "not run: measuring runs the cpu executor only";
+      continue;
+    }
+    if (!c.fits) {
+      c.measured.error = "not run: over the memory cap";
+      continue;
+    }
+    std::fprintf(stderr, "measuring %zu/%zu: %s ...\n", i + 1, cs.size(), c.name().c_str());
+    c.measured = run_one(s, mpirun, model_flags, steps, c, dir);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace fsdpc::cli
