@@ -280,6 +280,7 @@ TEST_CASE("advise --measure runs each candidate under mpirun: measured peak equa
   REQUIRE(row != std::string::npos);
   const std::string line = text.out.substr(row + 1, text.out.find('\n', row + 1) - row - 1);
   CHECK(std::count(line.begin(), line.end(), 'B') == 3);  // peak, bytes sent, measured peak
+  CHECK_THAT(text.out, Contains("measured here: 1 of 1 candidates ran") && Contains("plan's in 1 of 1"));
 }
 
 TEST_CASE("advise --measure: a failing run shows in its row; no mpirun is exit 2", "[mpi]") {

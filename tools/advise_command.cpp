@@ -106,7 +106,20 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
   if (!cs.empty() && cs.front().fits) out += "flags: " + cs.front().flags() + "\n";
   std::snprintf(line, sizeof line, "%zu candidates compiled, planned and simulated in %.2f s (%d thread%s)\n", cs.size(),
                 seconds, s.threads, s.threads == 1 ? "" : "s");
-  return out + line;
+  out += line;
+  if (measured) {
+    size_t ok = 0, equal = 0;
+    for (const Candidate& c : cs) {
+      ok += c.measured.ok();
+      equal += c.measured.ok() && c.measured.peak_bytes == c.peak_bytes;
+    }
+    std::snprintf(line, sizeof line,
+                  "measured here: %zu of %zu candidates ran (mpirun -np %d fsdpc train; the median step after the "
+                  "first); the measured peak equals the plan's in %zu of %zu\n",
+                  ok, cs.size(), s.world, equal, ok);
+    out += line;
+  }
+  return out;
 }
 
 Json measured_json(const Candidate& c) {
