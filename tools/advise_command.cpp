@@ -195,7 +195,9 @@ std::string choose_executor(const AdviseArgs& a, const HardwareProfile& hw) {
 // The model flags of `fsdpc train` that capture the trace advise compiled:
 // train's --batch is the global one, advise's the per-rank one.
 std::string train_model_flags(const ModelSource& src, const Trace& captured, int world) {
-  std::string f = src.model.empty() ? "--config '" + src.config + "'" : "--model " + src.model;
+  std::string config = "'";  // for the shell, a ' in the path included
+  for (char c : src.config) config += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  std::string f = src.model.empty() ? "--config " + config + "'" : "--model " + src.model;
   if (captured.args.empty() || captured.args[0].type.shape.empty()) return f;
   const TensorType& x = captured.args[0].type;
   f += " --batch " + std::to_string(x.shape[0] * world);
