@@ -14,7 +14,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_world.h"
 #include "ir/error.h"
 #include "runtime/sha256.h"
@@ -76,10 +75,10 @@ std::vector<Parsed> parse(const std::string& s) {
 
 std::string broadcast(const std::string& s, int root) {
   uint64_t n = s.size();
-  FSDPC_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD));
+  watched_bcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD, "launch check", "world");
   std::string out = s;
   out.resize(n);
-  if (n > 0) FSDPC_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, MPI_COMM_WORLD));
+  if (n > 0) watched_bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, MPI_COMM_WORLD, "launch check", "world");
   return out;
 }
 
@@ -132,7 +131,9 @@ std::string launch_disagreement(const LaunchFingerprint& mine) {
   }
   std::memcpy(d.sha, sha.data(), sha.size());
   std::vector<Digest> all(static_cast<size_t>(world));
-  FSDPC_MPI_CHECK(MPI_Allgather(&d, sizeof d, MPI_BYTE, all.data(), sizeof d, MPI_BYTE, MPI_COMM_WORLD));
+  // Bounded by the watchdog (fsdpc train installs it first): a rank that
+  // never arrives ends the job with this collective named, not a hang.
+  watched_allgather(&d, sizeof d, MPI_BYTE, all.data(), MPI_COMM_WORLD, "launch check", "world");
   auto same = [&](int a, int b) { return std::memcmp(all[a].sha, all[b].sha, 32) == 0 && all[a].has_error == all[b].has_error; };
 
   int first_error = -1, errors = 0;
@@ -199,7 +200,7 @@ void exit_all_ranks(int code, const std::string& message) {
     std::fflush(stderr);
   }
   // Rank 0's message goes out before any rank's exit ends the job.
-  FSDPC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  watched_barrier(MPI_COMM_WORLD, "all-rank exit", "world");
   std::exit(code);  // mpi_init registered MPI_Finalize with atexit
 }
 

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_world.h"
 #include "ir/error.h"
 #include "runtime/sha256.h"
@@ -21,7 +20,7 @@ std::vector<std::string> gather_file_digests(const std::string& file) {
   const int world = mpi_world_size();
   const std::string mine = sha256_file_hex(file);
   std::string all(64 * static_cast<size_t>(world), '\0');
-  FSDPC_MPI_CHECK(MPI_Allgather(mine.data(), 64, MPI_CHAR, all.data(), 64, MPI_CHAR, MPI_COMM_WORLD));
+  watched_allgather(mine.data(), 64, MPI_CHAR, all.data(), MPI_COMM_WORLD, "checkpoint digests", "world");
   std::vector<std::string> out;
   for (int r = 0; r < world; ++r) out.push_back(all.substr(64 * static_cast<size_t>(r), 64));
   return out;
@@ -43,8 +42,8 @@ std::string verify_file_digests(const std::string& dir, const std::map<std::stri
     ++i;
   }
   if (!mine.empty())
-    FSDPC_MPI_CHECK(MPI_Allreduce(mine.data(), all.data(), static_cast<int>(mine.size()), MPI_INT, MPI_MAX,
-                                  MPI_COMM_WORLD));
+    watched_allreduce(mine.data(), all.data(), static_cast<int>(mine.size()), MPI_INT, MPI_MAX, MPI_COMM_WORLD,
+                      "checkpoint verification", "world");
   i = 0;
   for (const auto& [name, digest] : digests) {
     const std::string path = (fs::path(dir) / name).string();

@@ -17,7 +17,9 @@
 
 #include "executors/comm/mpi_world.h"
 #include "runtime/consistency.h"
+#include "runtime/integrity.h"
 #include "runtime/sha256.h"
+#include "runtime/watchdog.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
@@ -128,6 +130,52 @@ TEST_CASE("the first differing line of a trace is named, with the two ranks' sta
   // The same message on every rank.
   CHECK(count(r.output, ": ranks disagree on the forward trace at line 2: rank 0 has `t0 = exp(x)`, rank 1 has "
                         "`t0 = tanh(x)` (2 ranks differ from rank 0)\n") == 3);
+}
+
+// Run by the next case under mpirun -np 2 (hidden from the suite): rank 1
+// never reaches the exchange that FSDPC_TEST_STALL names (as a rank stopped
+// or stuck before it would), rank 0 waits in it under a 3 s watchdog.
+// mpirun's MPMD form cannot delay a rank instead: Open MPI's MPI_Init waits
+// for every rank, so the other would never reach the check.
+TEST_CASE("an exchange that one rank never joins", "[.stall_helper]") {
+  fsdpc::mpi_init();
+  const int rank = fsdpc::mpi_world_rank();
+  const char* flight = std::getenv("FSDPC_TEST_FLIGHT_DIR");
+  const std::string stall = std::getenv("FSDPC_TEST_STALL");
+  fsdpc::install_watchdog({3, flight ? flight : "fsdpc-flight", rank, fsdpc::mpi_world_size()});
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(20));  // MPI_Abort from rank 0 ends it first
+    return;
+  }
+  if (stall == "launch") {
+    fsdpc::LaunchFingerprint f;
+    f.add("--strategy", "zero3");
+    fsdpc::launch_disagreement(f);
+  } else if (stall == "exit") {
+    fsdpc::exit_all_ranks(2, "a message");
+  } else {
+    fsdpc::gather_file_digests(FSDPC_BIN);
+  }
+  std::printf("rank 0 returned\n");
+}
+
+TEST_CASE("the launch check, an all-rank exit and the checkpoint digests are bounded by the watchdog",
+          "[mpi][reliability]") {
+  auto stalled = [](const std::string& which) {
+    const fs::path dir = scratch("stall-" + which);
+    const auto start = std::chrono::steady_clock::now();
+    Result r = shell(kMpirun + " -np 2 -x FSDPC_TEST_STALL=" + which + " -x FSDPC_TEST_FLIGHT_DIR='" + dir.string() +
+                     "' '" + fs::read_symlink("/proc/self/exe").string() + "' '[.stall_helper]'");
+    INFO(r.output);
+    CHECK(r.code == fsdpc::kCollectiveTimeoutExit);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+    CHECK_THAT(r.output, !Contains("rank 0 returned"));
+    CHECK(fs::exists(dir / "flight-rank0.json"));
+    return r.output;
+  };
+  CHECK_THAT(stalled("launch"), Contains("a collective timed out after ") && Contains("`launch check` (all_gather on group world"));
+  CHECK_THAT(stalled("exit"), Contains("`all-rank exit` (barrier on group world"));
+  CHECK_THAT(stalled("digests"), Contains("`checkpoint digests` (all_gather on group world"));
 }
 
 TEST_CASE("ranks launched with different options stop with exit 2 and name the difference", "[mpi][reliability]") {

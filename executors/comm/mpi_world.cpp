@@ -287,6 +287,17 @@ constexpr auto kSpinFor = std::chrono::microseconds(200);
 
 }  // namespace
 
+namespace {
+// The flight recorder's name for the element type of the runtime's own
+// collectives.
+std::string_view watched_dtype(MPI_Datatype type) {
+  if (type == MPI_DOUBLE) return "f64";
+  if (type == MPI_INT) return "i32";
+  if (type == MPI_UINT64_T) return "u64";
+  return "u8";  // MPI_BYTE, MPI_CHAR
+}
+}  // namespace
+
 void set_collective_watch(CollectiveWatch* watch) { g_watch = watch; }
 CollectiveWatch* collective_watch() { return g_watch; }
 
@@ -320,10 +331,36 @@ void watched_allreduce(const void* send, void* recv, int count, MPI_Datatype typ
   FSDPC_MPI_CHECK(MPI_Iallreduce(send, recv, count, type, op, comm, &request));
   int size = 0;
   FSDPC_MPI_CHECK(MPI_Type_size(type, &size));
-  const uint64_t id =
-      g_watch ? g_watch->issued({"all_reduce", label, "", group, comm, count, type == MPI_DOUBLE ? "f64" : "i32",
-                                 static_cast<int64_t>(count) * size})
-              : 0;
+  const uint64_t id = g_watch ? g_watch->issued({"all_reduce", label, "", group, comm, count, watched_dtype(type),
+                                                 static_cast<int64_t>(count) * size})
+                              : 0;
+  mpi_wait_watched(&request, id);
+  if (g_watch) g_watch->completed(id);
+}
+
+void watched_allgather(const void* send, int count, MPI_Datatype type, void* recv, MPI_Comm comm,
+                       std::string_view label, std::string_view group) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  FSDPC_MPI_CHECK(MPI_Iallgather(send, count, type, recv, count, type, comm, &request));
+  int size = 0, ranks = 0;
+  FSDPC_MPI_CHECK(MPI_Type_size(type, &size));
+  FSDPC_MPI_CHECK(MPI_Comm_size(comm, &ranks));
+  const uint64_t id = g_watch ? g_watch->issued({"all_gather", label, "", group, comm, count, watched_dtype(type),
+                                                 static_cast<int64_t>(count) * size * ranks})
+                              : 0;
+  mpi_wait_watched(&request, id);
+  if (g_watch) g_watch->completed(id);
+}
+
+void watched_bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, std::string_view label,
+                   std::string_view group) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  FSDPC_MPI_CHECK(MPI_Ibcast(buffer, count, type, root, comm, &request));
+  int size = 0;
+  FSDPC_MPI_CHECK(MPI_Type_size(type, &size));
+  const uint64_t id = g_watch ? g_watch->issued({"broadcast", label, "", group, comm, count, watched_dtype(type),
+                                                 static_cast<int64_t>(count) * size})
+                              : 0;
   mpi_wait_watched(&request, id);
   if (g_watch) g_watch->completed(id);
 }

@@ -166,6 +166,10 @@ void mpi_wait_watched(MPI_Request* request, uint64_t id);
 void watched_allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                        std::string_view label, std::string_view group);
 void watched_barrier(MPI_Comm comm, std::string_view label, std::string_view group);
+void watched_allgather(const void* send, int count, MPI_Datatype type, void* recv, MPI_Comm comm,
+                       std::string_view label, std::string_view group);
+void watched_bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, std::string_view label,
+                   std::string_view group);
 
 // The bound on every wait for a collective, in seconds: what
 // set_collective_timeout() set (fsdpc train --timeout), else FSDPC_TIMEOUT_S,
