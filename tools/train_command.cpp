@@ -578,6 +578,11 @@ Command add_train_command(CLI::App& app) {
                      const std::string flight = dump_flight_on_error(e.what());
                      if (flight.empty()) throw;
                      throw Error(std::string(e.what()) + " (flight recorder: " + flight + ")");
+                   } catch (const std::exception& e) {  // a bug: the recorder first, then terminate as before
+                     const std::string flight = dump_flight_on_error(std::string("internal error: ") + e.what());
+                     if (!flight.empty())
+                       std::fprintf(stderr, "fsdpc: rank %d: flight recorder written to %s\n", mpi_world_rank(), flight.c_str());
+                     throw;
                    }
                  }, [a] {
                    train_timeout(*a);  // a bad --timeout or FSDPC_TIMEOUT_S: exit 2 before MPI starts
