@@ -386,7 +386,7 @@ Trace trace_from_json(std::string_view text, std::string_view filename) {
   Json j;
   try {
     j = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number past double's range
     fail(filename, ": malformed JSON: ", e.what());
   }
   return Reader(filename).trace(j);
