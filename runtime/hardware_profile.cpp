@@ -71,7 +71,7 @@ HardwareProfile parse_hardware_profile(const std::string& json_text, const std::
   Json j;
   try {
     j = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number past double's range
     fail(file, ": not JSON (", e.what(), ")");
   }
   if (!j.is_object()) fail(file, ": expected a JSON object");
