@@ -22,6 +22,13 @@ template <class... Parts>
   throw Error(os.str());
 }
 
+// Called once, with the failed check's message, after it is printed and
+// before the process aborts: a distributed run writes its flight recorder
+// here (runtime/watchdog.cpp), in ordinary context, where a SIGABRT handler
+// could not safely allocate or write files. Null (the default) does nothing.
+using CheckFailureHook = void (*)(const char* message);
+void set_check_failure_hook(CheckFailureHook hook);
+
 namespace detail {
 // Collects the streamed message of a failed FSDPC_CHECK, then aborts.
 class CheckFailure {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "ir/error.h"
 #include "runtime/preemption.h"
 
 namespace fsdpc {
@@ -12,6 +13,14 @@ namespace fsdpc {
 namespace {
 
 Watchdog* g_watchdog = nullptr;  // never destroyed: waits may run during exit
+
+// A failed FSDPC_CHECK (a bug) writes the recorder before it aborts, as an
+// error that ends training does; FSDPC_CHECK calls this after printing.
+void dump_on_check_failure(const char* message) {
+  const std::string flight = dump_flight_on_error(message);
+  if (!flight.empty())
+    std::fprintf(stderr, "fsdpc: rank %d: flight recorder written to %s\n", g_watchdog->options().rank, flight.c_str());
+}
 
 std::string rank_list(const std::vector<int>& ranks, int except) {
   std::string out;
@@ -64,6 +73,7 @@ Watchdog& install_watchdog(const WatchdogOptions& options) {
   else *g_watchdog = Watchdog(options);
   set_collective_timeout(options.timeout_s);
   set_collective_watch(g_watchdog);
+  set_check_failure_hook(&dump_on_check_failure);
   return *g_watchdog;
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "executors/comm/mpi_world.h"
+#include "ir/error.h"
 #include "runtime/consistency.h"
 #include "runtime/integrity.h"
 #include "runtime/sha256.h"
@@ -176,6 +177,31 @@ TEST_CASE("the launch check, an all-rank exit and the checkpoint digests are bou
   CHECK_THAT(stalled("launch"), Contains("a collective timed out after ") && Contains("`launch check` (all_gather on group world"));
   CHECK_THAT(stalled("exit"), Contains("`all-rank exit` (barrier on group world"));
   CHECK_THAT(stalled("digests"), Contains("`checkpoint digests` (all_gather on group world"));
+}
+
+// Run by the next case under mpirun -np 1 (hidden from the suite): a failed
+// internal check after a collective, with the watchdog installed as train
+// installs it.
+TEST_CASE("a failed internal check after a collective", "[.check_helper]") {
+  fsdpc::mpi_init();
+  fsdpc::install_watchdog({30, std::getenv("FSDPC_TEST_FLIGHT_DIR"), 0, 1});
+  double one = 1, sum = 0;
+  fsdpc::watched_allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, "loss", "world");
+  FSDPC_CHECK(sum == 2) << "the sum of one rank's 1 is " << sum;
+}
+
+TEST_CASE("a failed internal check writes the flight recorder before it aborts", "[mpi][reliability]") {
+  const fs::path dir = scratch("check-failure");
+  Result r = shell(kMpirun + " -np 1 -x FSDPC_TEST_FLIGHT_DIR='" + dir.string() + "' '" +
+                   fs::read_symlink("/proc/self/exe").string() + "' '[.check_helper]'");
+  INFO(r.output);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.output, Contains("internal error: check failed: sum == 2 the sum of one rank's 1 is 1"));
+  CHECK_THAT(r.output, Contains("fsdpc: rank 0: flight recorder written to " + (dir / "flight-rank0.json").string()));
+  std::ifstream in(dir / "flight-rank0.json");
+  REQUIRE(in);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  CHECK_THAT(j.dump(), Contains("internal error: check failed: sum == 2") && Contains("\"loss\""));
 }
 
 TEST_CASE("ranks launched with different options stop with exit 2 and name the difference", "[mpi][reliability]") {
