@@ -31,18 +31,6 @@ struct AdviseArgs {
   std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output;
 };
 
-int64_t parse_cap(const std::string& text) {
-  std::istringstream in(text);
-  double v = 0;
-  std::string unit;
-  if (!(in >> v) || !(v > 0)) fail("--mem-cap '", text, "': expected a positive size such as 512M or 80G");
-  in >> unit;
-  const double mult = unit.empty() || unit == "B" ? 1.0 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024
-                      : unit == "G" ? 1024.0 * 1024 * 1024 : -1;
-  if (mult < 0) fail("--mem-cap '", text, "': unit must be B, K, M or G");
-  return static_cast<int64_t>(v * mult);
-}
-
 // Tokens one rank trains on per step: batch x sequence for token ids, else
 // the batch (rows of the first input).
 int64_t tokens_per_rank(const Trace& t) {
@@ -223,7 +211,7 @@ void run_advise(const AdviseArgs& a) {
   if (s.precision != "f32" && s.executor == "cpu")
     fail("--precision ", s.precision, ": the cpu executor's kernels are f32 only (a cuda profile or --executor cuda runs bf16)");
   std::string cap_source = "--mem-cap";
-  if (!a.mem_cap.empty()) s.cap = parse_cap(a.mem_cap);
+  if (!a.mem_cap.empty()) s.cap = parse_mem_cap(a.mem_cap);
   else if (s.hw.memory_capacity.value > 0) {
     s.cap = static_cast<int64_t>(s.hw.memory_capacity.value);
     cap_source = "the profile's compute.memory_capacity";

@@ -91,6 +91,20 @@ Mesh parse_mesh(const std::string& text) {
   return Mesh{r, s};
 }
 
+int64_t parse_mem_cap(const std::string& text) {
+  std::istringstream in(text);
+  double v = 0;
+  std::string unit;
+  if (!(in >> v) || !(v > 0)) fail("--mem-cap '", text, "': expected a positive size such as 512M or 2G");
+  in >> unit;
+  const double mult = unit.empty() || unit == "B" ? 1.0 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024
+                      : unit == "G" ? 1024.0 * 1024 * 1024 : -1;
+  std::string rest;
+  if (mult < 0 || in >> rest) fail("--mem-cap '", text, "': unit must be B, K, M or G");
+  if (!(v * mult < 0x1p62)) fail("--mem-cap '", text, "': larger than any memory (at most 4 EiB)");
+  return static_cast<int64_t>(v * mult);
+}
+
 CLI::Validator whole_number(int64_t lo, int64_t hi) {
   const std::string range = "from " + std::to_string(lo) + " to " + std::to_string(hi);
   // The help shows a bound a user would type, not INT_MAX.

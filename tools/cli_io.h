@@ -24,6 +24,10 @@ void write_output(const std::string& path, const std::string& text);
 // "R,S" -> a mesh of R replicas of S-way sharding; fsdpc::Error otherwise.
 Mesh parse_mesh(const std::string& text);
 
+// --mem-cap's size: a positive number with an optional unit B, K, M or G
+// (powers of 1024): "512M", "2G", "1.5G"; fsdpc::Error naming the flag otherwise.
+int64_t parse_mem_cap(const std::string& text);
+
 // Numeric flag checks whose message says what is expected: CLI11's
 // PositiveNumber and NonNegativeNumber print the whole double range (a
 // 300-digit number) when a value is out of it.

@@ -51,18 +51,6 @@ LrSchedule lr_schedule(const TrainArgs& a) {
   return s;
 }
 
-int64_t parse_bytes(const std::string& text) {
-  std::istringstream in(text);
-  double v = 0;
-  std::string unit;
-  if (!(in >> v) || v <= 0) fail("--mem-cap '", text, "': expected a positive size such as 512M or 2G");
-  in >> unit;
-  double mult = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024
-                : unit == "G" ? 1024.0 * 1024 * 1024 : -1;
-  if (mult < 0) fail("--mem-cap '", text, "': unit must be B, K, M or G");
-  return static_cast<int64_t>(v * mult);
-}
-
 JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   JitOptions o;
   o.pipeline = sharding_pipeline(a.sharding, world, "mpirun started " + std::to_string(world));
@@ -86,7 +74,7 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
   o.engine.seed = a.seed;
   o.engine.executor = a.executor;
   o.engine.fusion = a.fusion;
-  if (!a.mem_cap.empty()) o.engine.mem_cap = parse_bytes(a.mem_cap);
+  if (!a.mem_cap.empty()) o.engine.mem_cap = parse_mem_cap(a.mem_cap);
   return o;
 }
 
