@@ -54,7 +54,8 @@ void overlap(double mb, double compute_ms) {
     p.result = out.data();
     p.bytes = static_cast<int64_t>(out.size()) * 4;
     FSDPC_MPI_CHECK(MPI_Iallgather(in.data(), n, MPI_FLOAT, out.data(), n, MPI_FLOAT, comm, &p.request));
-    ctx.start("probe", std::move(p));
+    const CollectiveInfo info{"all_gather", "probe", "", "dp", comm, n, "f32", p.bytes};
+    ctx.start("probe", std::move(p), info);
     const auto t0 = Clock::now();
     volatile double x = 1;
     while (ms_since(t0) < busy_ms)
