@@ -196,12 +196,13 @@ TEST_CASE("a failed internal check writes the flight recorder before it aborts",
                    fs::read_symlink("/proc/self/exe").string() + "' '[.check_helper]'");
   INFO(r.output);
   CHECK(r.code != 0);
-  CHECK_THAT(r.output, Contains("internal error: check failed: sum == 2 the sum of one rank's 1 is 1"));
-  CHECK_THAT(r.output, Contains("fsdpc: rank 0: flight recorder written to " + (dir / "flight-rank0.json").string()));
+  // The file, not the printed lines: a rank that aborts can lose its last
+  // lines of stderr in mpirun's forwarding on a busy machine.
   std::ifstream in(dir / "flight-rank0.json");
   REQUIRE(in);
   const nlohmann::json j = nlohmann::json::parse(in);
-  CHECK_THAT(j.dump(), Contains("internal error: check failed: sum == 2") && Contains("\"loss\""));
+  CHECK_THAT(j.dump(), Contains("internal error: check failed: sum == 2 the sum of one rank's 1 is 1") &&
+                           Contains("\"loss\""));
 }
 
 TEST_CASE("ranks launched with different options stop with exit 2 and name the difference", "[mpi][reliability]") {
