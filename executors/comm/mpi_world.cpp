@@ -325,52 +325,53 @@ void mpi_wait_watched(MPI_Request* request, uint64_t id) {
   }
 }
 
+namespace {
+
+// Records a started runtime collective with the watch (if any), waits for it
+// under the watch's timeout and records its completion: what every
+// watched_* below does once its request exists.
+void wait_recorded(MPI_Request* request, const CollectiveInfo& info) {
+  const uint64_t id = g_watch ? g_watch->issued(info) : 0;
+  mpi_wait_watched(request, id);
+  if (g_watch) g_watch->completed(id);
+}
+
+int64_t type_bytes(MPI_Datatype type, int64_t count) {
+  int size = 0;
+  FSDPC_MPI_CHECK(MPI_Type_size(type, &size));
+  return count * size;
+}
+
+}  // namespace
+
 void watched_allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                        std::string_view label, std::string_view group) {
   MPI_Request request = MPI_REQUEST_NULL;
   FSDPC_MPI_CHECK(MPI_Iallreduce(send, recv, count, type, op, comm, &request));
-  int size = 0;
-  FSDPC_MPI_CHECK(MPI_Type_size(type, &size));
-  const uint64_t id = g_watch ? g_watch->issued({"all_reduce", label, "", group, comm, count, watched_dtype(type),
-                                                 static_cast<int64_t>(count) * size})
-                              : 0;
-  mpi_wait_watched(&request, id);
-  if (g_watch) g_watch->completed(id);
+  wait_recorded(&request, {"all_reduce", label, "", group, comm, count, watched_dtype(type), type_bytes(type, count)});
 }
 
 void watched_allgather(const void* send, int count, MPI_Datatype type, void* recv, MPI_Comm comm,
                        std::string_view label, std::string_view group) {
   MPI_Request request = MPI_REQUEST_NULL;
   FSDPC_MPI_CHECK(MPI_Iallgather(send, count, type, recv, count, type, comm, &request));
-  int size = 0, ranks = 0;
-  FSDPC_MPI_CHECK(MPI_Type_size(type, &size));
+  int ranks = 0;
   FSDPC_MPI_CHECK(MPI_Comm_size(comm, &ranks));
-  const uint64_t id = g_watch ? g_watch->issued({"all_gather", label, "", group, comm, count, watched_dtype(type),
-                                                 static_cast<int64_t>(count) * size * ranks})
-                              : 0;
-  mpi_wait_watched(&request, id);
-  if (g_watch) g_watch->completed(id);
+  wait_recorded(&request, {"all_gather", label, "", group, comm, count, watched_dtype(type),
+                           type_bytes(type, static_cast<int64_t>(count) * ranks)});
 }
 
 void watched_bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, std::string_view label,
                    std::string_view group) {
   MPI_Request request = MPI_REQUEST_NULL;
   FSDPC_MPI_CHECK(MPI_Ibcast(buffer, count, type, root, comm, &request));
-  int size = 0;
-  FSDPC_MPI_CHECK(MPI_Type_size(type, &size));
-  const uint64_t id = g_watch ? g_watch->issued({"broadcast", label, "", group, comm, count, watched_dtype(type),
-                                                 static_cast<int64_t>(count) * size})
-                              : 0;
-  mpi_wait_watched(&request, id);
-  if (g_watch) g_watch->completed(id);
+  wait_recorded(&request, {"broadcast", label, "", group, comm, count, watched_dtype(type), type_bytes(type, count)});
 }
 
 void watched_barrier(MPI_Comm comm, std::string_view label, std::string_view group) {
   MPI_Request request = MPI_REQUEST_NULL;
   FSDPC_MPI_CHECK(MPI_Ibarrier(comm, &request));
-  const uint64_t id = g_watch ? g_watch->issued({"barrier", label, "", group, comm, 0, "", 0}) : 0;
-  mpi_wait_watched(&request, id);
-  if (g_watch) g_watch->completed(id);
+  wait_recorded(&request, {"barrier", label, "", group, comm, 0, "", 0});
 }
 
 double parse_timeout_seconds(const std::string& text, const std::string& source) {
