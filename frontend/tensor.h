@@ -80,6 +80,8 @@ Tensor log(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor rsqrt(const Tensor& a);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -134,6 +136,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor gelu(const Tensor& x);  // tanh approximation
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
+Tensor silu(const Tensor& x);  // x * sigmoid(x)
+// Hugging Face's LlamaRMSNorm over the last dim: the mean square in f32,
+// x * rsqrt(ms + eps) cast back to x's dtype, times weight.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool is_causal, double scale);
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);

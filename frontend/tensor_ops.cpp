@@ -83,6 +83,8 @@ Tensor log(const Tensor& a) { return unary(OpId::Log, a); }
 Tensor tanh(const Tensor& a) { return unary(OpId::Tanh, a); }
 Tensor sqrt(const Tensor& a) { return unary(OpId::Sqrt, a); }
 Tensor rsqrt(const Tensor& a) { return unary(OpId::Rsqrt, a); }
+Tensor sin(const Tensor& a) { return unary(OpId::Sin, a); }
+Tensor cos(const Tensor& a) { return unary(OpId::Cos, a); }
 Tensor relu(const Tensor& a) { return maximum(a, 0.0); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -268,6 +270,16 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
   return x.tracer().record(OpId::LayerNorm,
                            {Operand::of(x.name()), Operand::of(w.name()), Operand::of(b.name())},
                            Attrs{{"eps", eps}});
+}
+
+// For now compositions of prims; they become composites of their own.
+Tensor silu(const Tensor& x) { return x / (exp(-x) + 1.0); }
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  Tensor x32 = to_dtype(x, DType::f32);
+  Tensor ms = mean(x32 * x32, {-1}, true);
+  Tensor normed = to_dtype(x32 * broadcast_to(rsqrt(ms + eps), x32.shape()), x.dtype());
+  return broadcast_to(weight, x.shape()) * normed;
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

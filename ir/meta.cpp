@@ -129,7 +129,7 @@ void check_operands(const MetaArgs& a) {
 Types dispatch(const MetaArgs& a) {
   switch (a.op()) {
     case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh:
-    case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sqrt: case OpId::Rsqrt: case OpId::Sin: case OpId::Cos:
       return {meta_unary(a)};
     case OpId::ConvertElementType: return {meta_convert(a)};
     case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div:

@@ -133,6 +133,8 @@ std::optional<Builtin> float_builtin(OpId op) {
     case OpId::Tanh: return Builtin{"math.tanh", ""};
     case OpId::Sqrt: return Builtin{"math.sqrt", ""};
     case OpId::Rsqrt: return Builtin{"math.rsqrt", ""};
+    case OpId::Sin: return Builtin{"math.sin", ""};
+    case OpId::Cos: return Builtin{"math.cos", ""};
     case OpId::Add: return Builtin{"arith.addf", ""};
     case OpId::Sub: return Builtin{"arith.subf", ""};
     case OpId::Mul: return Builtin{"arith.mulf", ""};

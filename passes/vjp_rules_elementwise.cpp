@@ -33,6 +33,8 @@ Cotangents unary_rule(const VjpCall& c) {
       Proxy y3 = binary(b, OpId::Mul, binary(b, OpId::Mul, y, y), y);
       return {binary(b, OpId::Mul, g, binary(b, OpId::Mul, y3, -0.5))};
     }
+    case OpId::Sin: return {binary(b, OpId::Mul, g, unary(b, OpId::Cos, x))};
+    case OpId::Cos: return {binary(b, OpId::Mul, g, unary(b, OpId::Neg, unary(b, OpId::Sin, x)))};
     case OpId::ConvertElementType:
       if (!is_float(x.type.dtype)) return c.none();
       return {convert(b, g, x.type.dtype)};
@@ -128,7 +130,8 @@ Cotangents where_rule(const VjpCall& c) {
 Cotangents vjp_elementwise(const VjpCall& c) {
   switch (c.bsym.op) {
     case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh:
-    case OpId::Sqrt: case OpId::Rsqrt: case OpId::ConvertElementType:
+    case OpId::Sqrt: case OpId::Rsqrt: case OpId::Sin: case OpId::Cos:
+    case OpId::ConvertElementType:
       return unary_rule(c);
     case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div:
     case OpId::Pow: case OpId::Maximum:

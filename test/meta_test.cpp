@@ -81,7 +81,7 @@ TEST_CASE("rules shared by all ops: scalars, futures, devices", "[meta]") {
 }
 
 TEST_CASE("elementwise unary ops", "[meta]") {
-  for (OpId op : {OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt}) {
+  for (OpId op : {OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos}) {
     CHECK(infer1(op, {in({2, 3}, DType::bf16)}) == ty({2, 3}, DType::bf16));
     CHECK_THAT(error_of(op, {in({2}, i64)}), Contains("x is i64[2]; expected a float dtype"));
   }

@@ -111,6 +111,8 @@ TEST_CASE("unary elementwise ops follow the C++ math library", "[reference]") {
   CHECK(unary(OpId::Exp, {2, 3}, x).data == each([](double v) { return std::exp(v); }));
   CHECK(unary(OpId::Log, {2, 3}, x).data == each([](double v) { return std::log(v); }));
   CHECK(unary(OpId::Tanh, {2, 3}, x).data == each([](double v) { return std::tanh(v); }));
+  CHECK(unary(OpId::Sin, {2, 3}, x).data == each([](double v) { return std::sin(v); }));
+  CHECK(unary(OpId::Cos, {2, 3}, x).data == each([](double v) { return std::cos(v); }));
   CHECK(unary(OpId::Sqrt, {2, 3}, x).data == Data{0.5, 1, std::sqrt(2.0), 3, std::sqrt(0.5), 2});
   CHECK(unary(OpId::Rsqrt, {2, 3}, x).data == Data{2, 1, 1 / std::sqrt(2.0), 1.0 / 3, 1 / std::sqrt(0.5), 0.5});
   Value n = unary(OpId::Neg, {3}, {1, -2, 0}, {}, DType::i64);

@@ -42,6 +42,8 @@ void unary_f32(const BoundSymbol& b, const float* x, float* y, int64_t n) {
     case OpId::Rsqrt: return map(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
     case OpId::Exp: return dnnl_or(dnnl::algorithm::eltwise_exp, [](float v) { return std::exp(v); });
     case OpId::Log: return map(x, y, n, [](float v) { return std::log(v); });
+    case OpId::Sin: return map(x, y, n, [](float v) { return std::sin(v); });
+    case OpId::Cos: return map(x, y, n, [](float v) { return std::cos(v); });
     case OpId::Tanh: return dnnl_or(dnnl::algorithm::eltwise_tanh, [](float v) { return std::tanh(v); });
     default: break;
   }

@@ -24,6 +24,7 @@ bool is_one_of(DType d, std::initializer_list<DType> set) {
 bool supports(OpId op, DType d) {
   switch (op) {
     case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos:
     case OpId::Div: case OpId::Pow: case OpId::Sum: case OpId::Amax: case OpId::Matmul:
     case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
     case OpId::ScaledDotProductAttention: case OpId::CrossEntropy:

@@ -22,7 +22,7 @@ using Views = std::vector<TensorView>;
             [[maybe_unused]] const Views& in, [[maybe_unused]] const Views& out)
 
 // cpu_elementwise.cpp
-FSDPC_CPU_KERNEL(unary_kernel);  // neg exp log tanh sqrt rsqrt
+FSDPC_CPU_KERNEL(unary_kernel);  // neg exp log tanh sqrt rsqrt sin cos
 FSDPC_CPU_KERNEL(convert_kernel);
 FSDPC_CPU_KERNEL(binary_kernel);   // add sub mul div pow maximum
 FSDPC_CPU_KERNEL(compare_kernel);  // eq ne lt le gt ge

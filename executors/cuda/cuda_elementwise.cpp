@@ -87,6 +87,8 @@ UnaryOp unary_op(OpId op) {
     case OpId::Tanh: return UnaryOp::tanh;
     case OpId::Sqrt: return UnaryOp::sqrt;
     case OpId::Rsqrt: return UnaryOp::rsqrt;
+    case OpId::Sin: return UnaryOp::sin;
+    case OpId::Cos: return UnaryOp::cos;
     default: break;
   }
   FSDPC_CHECK(false) << op_name(op) << " is not a unary op";

@@ -35,6 +35,7 @@ bool supports(OpId op, DType d) {
   const std::initializer_list<DType> kFloat = {DType::f32, DType::bf16};
   switch (op) {
     case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos:
     case OpId::Div: case OpId::Pow: case OpId::Sum: case OpId::Amax: case OpId::Matmul:
     case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
     case OpId::ScaledDotProductAttention: case OpId::CrossEntropy:

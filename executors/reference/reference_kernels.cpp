@@ -26,6 +26,8 @@ double unary(OpId op, double x) {
     case OpId::Tanh: return std::tanh(x);
     case OpId::Sqrt: return std::sqrt(x);
     case OpId::Rsqrt: return 1.0 / std::sqrt(x);
+    case OpId::Sin: return std::sin(x);
+    case OpId::Cos: return std::cos(x);
     case OpId::ConvertElementType: return x;  // the cast is to_dtype's job
     default: break;
   }

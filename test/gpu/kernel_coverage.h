@@ -11,7 +11,7 @@ namespace fsdpc::gpu_test {
 // gpu_kernels_test.cpp: elementwise, reduction, shape, indexing, creation
 // and buffer kernels.
 inline constexpr OpId kComparedByKernelsTest[] = {
-    OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::ConvertElementType,
+    OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos, OpId::ConvertElementType,
     OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Pow, OpId::Maximum,
     OpId::Eq, OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge, OpId::Where,
     OpId::Sum, OpId::Amax,

@@ -146,6 +146,8 @@ __device__ __forceinline__ float unary_math(UnaryOp op, float v) {
     case UnaryOp::log: return logf(v);
     case UnaryOp::tanh: return tanhf(v);
     case UnaryOp::sqrt: return sqrtf(v);
+    case UnaryOp::sin: return sinf(v);
+    case UnaryOp::cos: return cosf(v);
     case UnaryOp::rsqrt: return 1.0f / sqrtf(v);  // as the CPU: rsqrtf is 2 ulp off
   }
   return v;

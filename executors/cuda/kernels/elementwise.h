@@ -18,7 +18,7 @@
 
 namespace fsdpc::cuda {
 
-enum class UnaryOp : uint8_t { neg, exp, log, tanh, sqrt, rsqrt };
+enum class UnaryOp : uint8_t { neg, exp, log, tanh, sqrt, rsqrt, sin, cos };
 enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum };
 enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
 
