@@ -36,9 +36,9 @@ int64_t sample_token(const std::vector<float>& logits, const SamplingOptions& op
   return ids[k - 1];  // u * sum rounded up to sum
 }
 
-Generator::Generator(const GPT2Config& config, const HfWeights& weights) : model_("gpt2", config) {
-  check_hf_weights(model_, weights);  // every missing, unexpected or misshapen tensor, before reading
-  for (const NamedParam& p : model_.named_parameters()) {
+Generator::Generator(std::unique_ptr<LanguageModel> model, const HfWeights& weights) : model_(std::move(model)) {
+  check_hf_weights(*model_, weights);  // every missing, unexpected or misshapen tensor, before reading
+  for (const NamedParam& p : model_->named_parameters()) {
     const HfWeights::Tensor& t = weights.tensors().at(p.path);
     TensorType type;
     type.shape = p.spec->shape;
@@ -56,15 +56,15 @@ const Trace& Generator::trace_for(int64_t length) {
   if (it != traces_.end()) return it->second;
   Tracer tracer("logits");
   Tensor idx = tracer.input("idx", {1, length}, DType::i64);
-  model_.bind(tracer);
-  Trace trace = tracer.finish({model_.logits(idx)});
+  model_->bind(tracer);
+  Trace trace = tracer.finish({model_->logits(idx)});
   verify(trace);
   return traces_.emplace(length, claim(trace, executors_for("cpu"))).first->second;
 }
 
 std::vector<float> Generator::next_logits(const std::vector<int64_t>& context) {
   FSDPC_CHECK(!context.empty()) << "next_logits of an empty context";
-  const auto length = std::min<int64_t>(static_cast<int64_t>(context.size()), config().n_positions);
+  const auto length = std::min<int64_t>(static_cast<int64_t>(context.size()), model_->context_length());
   const Trace& trace = trace_for(length);
   std::vector<TensorValue> args;
   for (const Proxy& p : trace.args) {
@@ -78,7 +78,7 @@ std::vector<float> Generator::next_logits(const std::vector<int64_t>& context) {
   }
   std::vector<TensorValue> out = interpreter_->run(trace, std::move(args));
   FSDPC_CHECK(out.size() == 1) << "the logits trace returns one tensor";
-  const auto vocab = static_cast<size_t>(config().vocab_size);
+  const auto vocab = static_cast<size_t>(model_->vocab_size());
   const float* last = static_cast<const float*>(out[0].data()) + static_cast<size_t>(length - 1) * vocab;
   return std::vector<float>(last, last + vocab);
 }
@@ -87,8 +87,8 @@ std::vector<int64_t> Generator::generate(std::vector<int64_t> prompt, int64_t ma
                                          const SamplingOptions& options, uint64_t seed,
                                          const std::function<void(int64_t)>& on_token) {
   for (int64_t id : prompt)
-    if (id < 0 || id >= config().vocab_size)
-      fail("prompt token ", id, " is outside the vocabulary [0, ", config().vocab_size, ")");
+    if (id < 0 || id >= model_->vocab_size())
+      fail("prompt token ", id, " is outside the vocabulary [0, ", model_->vocab_size(), ")");
   if (prompt.empty()) fail("the prompt is empty; give at least one token");
   const uint64_t key = derive_key(seed, hash_string("generate"));
   std::vector<int64_t> added;

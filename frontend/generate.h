@@ -1,6 +1,7 @@
-// Sampling from a GPT-2 checkpoint on the CPU (`fsdpc generate`): a Generator
-// runs the claimed trace of GPT2::logits for the current context on one
-// rank, and sample_token picks the next token from the last position's logits.
+// Sampling from a checkpoint on the CPU (`fsdpc generate`): a Generator runs
+// the claimed trace of the model's logits (any LanguageModel: GPT-2, Llama)
+// for the current context on one rank, and sample_token picks the next token
+// from the last position's logits.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "frontend/gpt2.h"
+#include "frontend/language_model.h"
 #include "frontend/hf_checkpoint.h"
 #include "runtime/interpreter.h"
 
@@ -29,12 +30,12 @@ class Generator {
  public:
   // Loads every parameter fully; fails (fsdpc::Error) on a missing,
   // unexpected or misshapen tensor, as `train --init` does.
-  Generator(const GPT2Config& config, const HfWeights& weights);
+  Generator(std::unique_ptr<LanguageModel> model, const HfWeights& weights);
   ~Generator();
-  const GPT2Config& config() const { return model_.config(); }
+  const LanguageModel& model() const { return *model_; }
 
   // The logits of the token after `context` (non-empty), seeing at most its
-  // last n_positions tokens.
+  // last context_length() tokens.
   std::vector<float> next_logits(const std::vector<int64_t>& context);
 
   // Appends `max_new_tokens` sampled tokens to `prompt` and returns them
@@ -46,7 +47,7 @@ class Generator {
  private:
   const Trace& trace_for(int64_t length);
 
-  GPT2 model_;
+  std::unique_ptr<LanguageModel> model_;
   Allocator allocator_;
   KernelContext context_;  // the logits trace has no collectives: no MPI needed
   std::unique_ptr<Interpreter> interpreter_;

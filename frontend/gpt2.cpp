@@ -1,6 +1,7 @@
 // The GPT-2 model and its Hugging Face config.json reader.
 #include "frontend/gpt2.h"
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -86,6 +87,32 @@ Tensor GPT2::logits(const Tensor& idx) {
   Tensor x = wte_->forward(idx) + pos;                                // [B, T, C]
   x = ln_f_->forward(h_->forward(x));
   return linear(x, wte_->weight());  // the head is tied to wte
+}
+
+std::string GPT2::hf_config_json() const {
+  const GPT2Config& c = config_;
+  nlohmann::ordered_json j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
+                              {"activation_function", "gelu_new"}, {"n_layer", c.n_layer},
+                              {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"vocab_size", c.vocab_size},
+                              {"n_positions", c.n_positions}, {"n_ctx", c.n_positions},
+                              {"layer_norm_epsilon", c.layer_norm_epsilon}};
+  return j.dump(2) + "\n";
+}
+
+std::string GPT2::config_summary() const {
+  const GPT2Config& c = config_;
+  char eps[32];
+  std::snprintf(eps, sizeof eps, "%.17g", c.layer_norm_epsilon);
+  return "n_layer " + std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) + ", n_embd " +
+         std::to_string(c.n_embd) + ", vocab_size " + std::to_string(c.vocab_size) + ", n_positions " +
+         std::to_string(c.n_positions) + ", layer_norm_epsilon " + eps;
+}
+
+bool GPT2::is_ignored_buffer(const std::string& name) const {
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
 }
 
 std::vector<Tensor> GPT2::forward(const std::vector<Tensor>& inputs) {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "frontend/model.h"
+#include "frontend/language_model.h"
 #include "frontend/transformer.h"
 
 namespace fsdpc {
@@ -25,7 +25,7 @@ void validate(const GPT2Config& config);
 // n_positions, optional layer_norm_epsilon); errors name the file and key.
 GPT2Config gpt2_config_from_file(const std::string& path);
 
-class GPT2 : public Model {
+class GPT2 : public LanguageModel {
  public:
   GPT2(std::string name, const GPT2Config& config);
   std::string name() const override { return name_; }
@@ -35,7 +35,14 @@ class GPT2 : public Model {
   // Returns the loss.
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
   // Logits [B, T, vocab] for token ids idx [B, T].
-  Tensor logits(const Tensor& idx);
+  Tensor logits(const Tensor& idx) override;
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t context_length() const override { return config_.n_positions; }
+  std::string hf_config_json() const override;
+  std::string config_summary() const override;
+  std::string tied_head() const override { return "wte.weight"; }
+  // attn.bias and attn.masked_bias: the causal mask, stored by older exports.
+  bool is_ignored_buffer(const std::string& name) const override;
 
  private:
   std::string name_;

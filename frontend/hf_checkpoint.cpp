@@ -1,10 +1,9 @@
-// Loading and saving Hugging Face GPT-2 weights, shard by shard.
+// Loading and saving Hugging Face weights, shard by shard.
 #include "frontend/hf_checkpoint.h"
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "ir/error.h"
 
@@ -17,13 +16,6 @@ namespace {
 std::string strip_prefix(const std::string& name) {
   const std::string prefix = "transformer.";
   return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
-}
-
-bool is_ignored_buffer(const std::string& name) {
-  auto ends_with = [&](const std::string& suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
 }
 
 void write_atomically(const fs::path& path, const std::string& text) {
@@ -76,7 +68,7 @@ void HfWeights::add_file(const std::string& path, const std::map<std::string, st
   }
 }
 
-void check_hf_weights(const Model& model, const HfWeights& weights) {
+void check_hf_weights(const LanguageModel& model, const HfWeights& weights) {
   std::string missing, unexpected;
   std::map<std::string, bool> wanted;
   for (const NamedParam& p : model.named_parameters()) {
@@ -90,39 +82,42 @@ void check_hf_weights(const Model& model, const HfWeights& weights) {
     }
   }
   for (const auto& [name, t] : weights.tensors())
-    if (!wanted.count(name) && !is_ignored_buffer(name) && name != "lm_head.weight")
+    if (!wanted.count(name) && !model.is_ignored_buffer(name) &&
+        !(name == "lm_head.weight" && !model.tied_head().empty()))
       unexpected += (unexpected.empty() ? "" : ", ") + name;
   if (!missing.empty()) fail("checkpoint is missing tensors: ", missing);
   if (!unexpected.empty()) fail("checkpoint has unexpected tensors: ", unexpected);
 }
 
-void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weights) {
+void load_hf_weights(Engine& engine, const LanguageModel& model, const HfWeights& weights) {
   check_hf_weights(model, weights);
   engine.load_parameters([&](const std::string& path, const Shape&, int64_t row_begin, int64_t rows, float* out) {
     const HfWeights::Tensor& t = weights.tensors().at(path);
     t.file->read_rows_f32(*t.entry, row_begin, rows, out);
   });
-  // The head is tied to wte: a checkpoint that stores both must agree.
+  // A tied head: a checkpoint that stores both must agree.
+  const std::string tied = model.tied_head();
+  if (tied.empty()) return;
   auto head = weights.tensors().find("lm_head.weight");
-  auto wte = weights.tensors().find("wte.weight");
+  auto wte = weights.tensors().find(tied);
   if (head != weights.tensors().end() && wte != weights.tensors().end()) {
     if (head->second.entry->shape != wte->second.entry->shape)
-      fail("lm_head.weight has shape ", shape_str(head->second.entry->shape), " but the tied wte.weight has ",
+      fail("lm_head.weight has shape ", shape_str(head->second.entry->shape), " but the tied ", tied, " has ",
            shape_str(wte->second.entry->shape));
     for (const Engine::Shard& s : engine.shards()) {
-      if (s.path != "wte.weight") continue;
+      if (s.path != tied) continue;
       const int64_t rows = s.value->type.shape[0], cols = numel(s.value->type.shape) / rows;
       std::vector<float> h(static_cast<size_t>(rows * cols));
       head->second.file->read_rows_f32(*head->second.entry, s.row_begin, rows, h.data());
       const std::vector<float> w = engine.to_host(*s.value);
       for (size_t i = 0; i < h.size(); ++i)
         if (h[i] != w[i])
-          fail("lm_head.weight differs from the tied wte.weight at row ", s.row_begin + static_cast<int64_t>(i) / cols);
+          fail("lm_head.weight differs from the tied ", tied, " at row ", s.row_begin + static_cast<int64_t>(i) / cols);
     }
   }
 }
 
-void save_hf_checkpoint(Engine& engine, const GPT2Config& c, const std::string& dir) {
+void save_hf_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir) {
   std::map<std::string, HostTensor> state = engine.full_state_dict();
   if (engine.rank() != 0) return;
   std::error_code ec;
@@ -131,19 +126,14 @@ void save_hf_checkpoint(Engine& engine, const GPT2Config& c, const std::string& 
   std::vector<SafetensorsTensor> tensors;
   for (const auto& [name, t] : state) tensors.push_back({name, t.shape, t.f32.data()});
   write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
-  save_hf_config(c, dir);
+  save_hf_config(model, dir);
 }
 
-void save_hf_config(const GPT2Config& c, const std::string& dir) {
+void save_hf_config(const LanguageModel& model, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(dir, ": cannot create the checkpoint folder (", ec.message(), ")");
-  nlohmann::ordered_json j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
-                              {"activation_function", "gelu_new"}, {"n_layer", c.n_layer},
-                              {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"vocab_size", c.vocab_size},
-                              {"n_positions", c.n_positions}, {"n_ctx", c.n_positions},
-                              {"layer_norm_epsilon", c.layer_norm_epsilon}};
-  write_atomically(fs::path(dir) / "config.json", j.dump(2) + "\n");
+  write_atomically(fs::path(dir) / "config.json", model.hf_config_json());
 }
 
 }  // namespace fsdpc

@@ -1,14 +1,16 @@
-// Hugging Face GPT-2 checkpoints in and out: `--init PATH` loads each rank's
-// shards straight from safetensors files (a file, or a folder with
-// model.safetensors or a sharded model.safetensors.index.json), and `--save`
-// writes model.safetensors (F32, Hugging Face names) and config.json.
+// Hugging Face checkpoints (GPT-2, Llama family) in and out: `--init PATH`
+// loads each rank's shards straight from safetensors files (a file, or a
+// folder with model.safetensors or a sharded model.safetensors.index.json),
+// and `--save` writes model.safetensors (F32, Hugging Face names) and
+// config.json. The model says what its names, tied head and ignored buffers
+// are (LanguageModel).
 #pragma once
 
 #include <map>
 #include <memory>
 #include <string>
 
-#include "frontend/gpt2.h"
+#include "frontend/language_model.h"
 #include "runtime/engine.h"
 #include "runtime/safetensors.h"
 
@@ -36,17 +38,18 @@ class HfWeights {
 
 // Checks names and shapes against the model before any data is read (every
 // missing and unexpected tensor is listed; a shape mismatch names the tensor
-// and both shapes), then fills this rank's shards. GPT-2's attn.bias /
-// attn.masked_bias buffers are ignored; lm_head.weight, when present, must
-// equal the tied wte.weight (each rank compares its own rows).
-void load_hf_weights(Engine& engine, const Model& model, const HfWeights& weights);
+// and both shapes), then fills this rank's shards. The model's buffers
+// (is_ignored_buffer) are skipped; where the head is tied, lm_head.weight,
+// when present, must equal the tensor it is tied to (each rank compares its
+// own rows).
+void load_hf_weights(Engine& engine, const LanguageModel& model, const HfWeights& weights);
 // The name and shape checks of load_hf_weights alone.
-void check_hf_weights(const Model& model, const HfWeights& weights);
+void check_hf_weights(const LanguageModel& model, const HfWeights& weights);
 
 // Rank 0 writes <dir>/model.safetensors and <dir>/config.json, each to a
 // temporary name renamed into place. Collective (gathers the parameters).
-void save_hf_checkpoint(Engine& engine, const GPT2Config& config, const std::string& dir);
+void save_hf_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir);
 // <dir>/config.json alone (a sharded checkpoint still names its model).
-void save_hf_config(const GPT2Config& config, const std::string& dir);
+void save_hf_config(const LanguageModel& model, const std::string& dir);
 
 }  // namespace fsdpc

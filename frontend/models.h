@@ -17,7 +17,8 @@ struct ModelEntry {
 const std::vector<ModelEntry>& model_catalog();
 // Throws fsdpc::Error listing the known names when `name` is unknown.
 std::unique_ptr<Model> make_model(const std::string& name);
-// A GPT-2 from a Hugging Face config.json.
+// A model from a Hugging Face config.json: model_type "gpt2" (or none) makes
+// a GPT2, "llama", "mistral" and "qwen2" a Llama; a LanguageModel either way.
 std::unique_ptr<Model> make_model_from_config(const std::string& path);
 
 }  // namespace fsdpc

@@ -140,8 +140,8 @@ TEST_CASE("config.json builds a GPT-2 and bad configs name the problem", "[captu
 
   std::string missing = temp_file("fsdpc-cfg-missing.json", R"({"n_layer": 1, "n_head": 2})");
   CHECK_THROWS_WITH(make_model_from_config(missing), Contains("missing key \"n_embd\""));
-  std::string wrong = temp_file("fsdpc-cfg-wrong.json", R"({"model_type": "llama"})");
-  CHECK_THROWS_WITH(make_model_from_config(wrong), Contains("only \"gpt2\""));
+  std::string wrong = temp_file("fsdpc-cfg-wrong.json", R"({"model_type": "bert"})");
+  CHECK_THROWS_WITH(make_model_from_config(wrong), Contains("model_type is \"bert\"") && Contains("\"gpt2\""));
   std::string garbage = temp_file("fsdpc-cfg-garbage.json", "{not json");
   CHECK_THROWS_WITH(make_model_from_config(garbage), Contains("not a JSON object"));
   CHECK_THROWS_WITH(make_model_from_config("/nonexistent/config.json"), Contains("cannot open"));

@@ -1,4 +1,4 @@
-// fsdpc generate: samples a continuation of a prompt from a GPT-2 checkpoint
+// fsdpc generate: samples a continuation of a prompt from a checkpoint (GPT-2, Llama)
 // on one CPU rank. A byte-level model (vocab 256) reads and prints text; any
 // other vocabulary reads and prints space-separated token ids. Under mpirun
 // only rank 0 generates (the others have nothing to share the work of).
@@ -7,6 +7,7 @@
 
 #include "executors/comm/mpi_world.h"
 #include "frontend/generate.h"
+#include "frontend/models.h"
 #include "ir/error.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -57,8 +58,12 @@ void run_generate(const GenerateArgs& a) {
   HfWeights weights(a.init);
   std::string config_path = a.config.empty() ? weights.config_path() : a.config;
   if (config_path.empty()) fail("--init ", a.init, ": no config.json beside the weights; pass --config");
-  Generator generator(gpt2_config_from_file(config_path), weights);
-  const int64_t vocab = generator.config().vocab_size;
+  std::unique_ptr<Model> model = make_model_from_config(config_path);
+  auto* lm = dynamic_cast<LanguageModel*>(model.get());
+  FSDPC_CHECK(lm != nullptr) << "a config.json makes a language model";
+  model.release();
+  Generator generator(std::unique_ptr<LanguageModel>(lm), weights);
+  const int64_t vocab = generator.model().vocab_size();
   const bool bytes = vocab == kByteVocab;
   std::vector<int64_t> prompt = parse_prompt(a.prompt, vocab);
   if (prompt.empty()) fail("--prompt is empty; give at least one ", bytes ? "character" : "token id");
@@ -77,8 +82,8 @@ void run_generate(const GenerateArgs& a) {
 Command add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd =
-      app.add_subcommand("generate", "Sample a continuation of a prompt from a GPT-2 checkpoint (CPU, one rank)");
-  cmd->add_option("--init", a->init, "Hugging Face GPT-2 weights: a .safetensors file or a folder")
+      app.add_subcommand("generate", "Sample a continuation of a prompt from a GPT-2 or Llama checkpoint (CPU, one rank)");
+  cmd->add_option("--init", a->init, "Hugging Face weights (GPT-2, Llama, Mistral, Qwen2): a .safetensors file or a folder")
       ->required()->check(CLI::ExistingPath);
   cmd->add_option("--config", a->config, "config.json of the model (default: the one beside the weights)")
       ->check(CLI::ExistingFile);

@@ -8,7 +8,7 @@ namespace fsdpc::cli {
 
 void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file) {
   auto* model = cmd->add_option("--model", src.model, "Built-in model (see `fsdpc models`)");
-  auto* config = cmd->add_option("--config", src.config, "Hugging Face GPT-2 config.json")->check(CLI::ExistingFile);
+  auto* config = cmd->add_option("--config", src.config, "Hugging Face config.json (model_type gpt2, llama, mistral or qwen2)")->check(CLI::ExistingFile);
   model->excludes(config);
   if (allow_trace_file) {
     auto* trace = cmd->add_option("--trace", src.trace_file, "A captured trace file (text or JSON)");

@@ -32,7 +32,7 @@ void save_state(const std::string& path, const std::map<std::string, HostTensor>
   write_output(path, js.str());
 }
 
-void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string& dir, int64_t next_step,
+void save_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir, int64_t next_step,
                      bool full) {
   namespace fs = std::filesystem;
   // full: also the gathered Hugging Face export (rank 0 holds the whole
@@ -41,8 +41,8 @@ void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string
   // never vouches for a file it was not computed from.
   const fs::path sums = fs::path(dir) / "SHA256SUMS";
   if (full && engine.rank() == 0) fs::remove(sums);
-  if (full) save_hf_checkpoint(engine, config, dir);
-  else if (engine.rank() == 0) save_hf_config(config, dir);
+  if (full) save_hf_checkpoint(engine, model, dir);
+  else if (engine.rank() == 0) save_hf_config(model, dir);
   if (full && engine.rank() == 0) {
     std::map<std::string, std::string> digests;
     for (const char* f : {"model.safetensors", "config.json"})

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "frontend/gpt2.h"
+#include "frontend/language_model.h"
 #include "runtime/engine.h"
 
 namespace fsdpc::cli {
@@ -21,7 +21,7 @@ void save_state(const std::string& path, const std::map<std::string, HostTensor>
 // once every rank's file is complete; DIR/state/latest then names it. A run
 // killed mid-save leaves the previous checkpoint and `latest` intact.
 // `full`: also the gathered export (rank 0 holds the whole model for it).
-void save_checkpoint(Engine& engine, const GPT2Config& config, const std::string& dir, int64_t next_step, bool full);
+void save_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir, int64_t next_step, bool full);
 
 // The step a --resume DIR continues from, after restoring every rank's state
 // (its files' digests verified first, on every rank).

@@ -17,7 +17,7 @@
 #include "executors/comm/mpi_world.h"
 #include "executors/cpu/cpu_executor.h"
 #include "executors/fusion/fusion_kernel.h"
-#include "frontend/gpt2.h"
+#include "frontend/language_model.h"
 #include "frontend/hf_checkpoint.h"
 #include "frontend/jit.h"
 #include "frontend/models.h"
@@ -36,6 +36,7 @@
 #include "tools/train_args.h"
 #include "tools/train_checkpoint.h"
 #include "tools/train_fingerprint.h"
+#include "tools/train_profile.h"
 
 namespace fsdpc::cli {
 
@@ -51,15 +52,15 @@ LrSchedule lr_schedule(const TrainArgs& a) {
   return s;
 }
 
-JitOptions jit_options(const TrainArgs& a, int world, bool is_gpt2) {
+JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   JitOptions o;
   o.pipeline = sharding_pipeline(a.sharding, world, "mpirun started " + std::to_string(world));
   o.pipeline.verify = false;  // verified by the tests; training runs the passes only
-  int64_t batch = a.src.batch ? a.src.batch : (is_gpt2 ? 2 * world : 64);  // global
+  int64_t batch = a.src.batch ? a.src.batch : (is_lm ? 2 * world : 64);  // global
   if (batch % world != 0) fail("--batch ", batch, " must be divisible by the ", world, " data-parallel ranks");
   o.capture.batch = batch / world;
   if (a.src.seq) o.capture.seq = a.src.seq;
-  o.mean_square_loss = !is_gpt2;
+  o.mean_square_loss = !is_lm;
   o.engine.optimizer.kind = a.optimizer == "sgd" ? OptimizerOptions::Kind::sgd : OptimizerOptions::Kind::adamw;
   o.engine.optimizer.lr = a.lr;
   o.engine.optimizer.weight_decay = a.weight_decay;
@@ -199,7 +200,7 @@ void run_train(const TrainArgs& a) {
   Watchdog& watchdog = install_watchdog({train_timeout(a), flight_dir(a), rank, world});
   std::unique_ptr<HfWeights> init;
   std::unique_ptr<Model> model;
-  const GPT2* gpt2 = nullptr;
+  const LanguageModel* lm = nullptr;
   JitOptions o;
   std::unique_ptr<Compiled> compiled;
   LaunchFingerprint fingerprint;
@@ -212,10 +213,11 @@ void run_train(const TrainArgs& a) {
     if (!a.init.empty() && !a.resume.empty()) fail("--init and --resume exclude each other");
     init = a.init.empty() ? nullptr : std::make_unique<HfWeights>(a.init);
     model = make_train_model(a, init.get());
-    gpt2 = dynamic_cast<const GPT2*>(model.get());
-    if (!gpt2 && (init || !a.data.empty() || !a.save.empty()))
-      fail("--init, --data and --save apply to GPT-2 models; ", model->name(), " trains on synthetic features");
-    o = jit_options(a, world, gpt2 != nullptr);
+    lm = dynamic_cast<const LanguageModel*>(model.get());
+    if (!lm && (init || !a.data.empty() || !a.save.empty()))
+      fail("--init, --data and --save apply to language models (GPT-2, Llama); ", model->name(),
+           " trains on synthetic features");
+    o = jit_options(a, world, lm != nullptr);
     fingerprint = launch_fingerprint(a, o, *model, world);
     o.engine.before_collectives = [&](const EngineTraces& traces) {
       add_traces(fingerprint, traces);
@@ -239,7 +241,7 @@ void run_train(const TrainArgs& a) {
     first_step = resume_checkpoint(compiled->engine(), a.resume);
   } else if (init) {
     verify_init(a.init);
-    load_hf_weights(compiled->engine(), *model, *init);
+    load_hf_weights(compiled->engine(), *lm, *init);
   }
 
   std::ofstream log;
@@ -249,13 +251,14 @@ void run_train(const TrainArgs& a) {
   }
   const int64_t b_local = *o.capture.batch;
   std::vector<ModelInput> shapes = model->inputs(o.capture);
-  const int64_t vocab = gpt2 ? gpt2->config().vocab_size : 1;
+  const int64_t vocab = lm ? lm->vocab_size() : 1;
   const Sampling sampling = a.sampling == "random" ? Sampling::random : Sampling::sequential;
   std::unique_ptr<TokenData> data, val;
   if (!a.data.empty()) data = std::make_unique<TokenData>(a.data, vocab, shapes[0].shape[1], sampling, a.seed);
   if (!a.val_data.empty()) val = std::make_unique<TokenData>(a.val_data, vocab, shapes[0].shape[1]);
   SyntheticTokens tokens(a.seed, vocab);
   if (rank == 0) print_header(a, *model, o, world, first_step);
+  TrainProfile profile(a, first_step, model->name() + ", " + a.sharding.strategy + ", " + std::to_string(world) + " ranks");
   const auto started = std::chrono::steady_clock::now();
   double step_seconds = 0;  // the steps alone, for the mean throughput
   int64_t tokens_seen = 0;
@@ -273,7 +276,7 @@ void run_train(const TrainArgs& a) {
     std::vector<HostTensor> batch;
     int64_t tokens_in_batch = 0;
     const Shape& s = shapes[0].shape;
-    if (gpt2) {
+    if (lm) {
       std::vector<int64_t> idx(static_cast<size_t>(numel(s))), targets(idx.size());
       if (data) data->batch(step, rank, world, b_local * world, idx.data(), targets.data());
       else tokens.batch(step, rank, world, b_local, s[1], idx.data(), targets.data());
@@ -286,13 +289,15 @@ void run_train(const TrainArgs& a) {
       tokens_in_batch = b_local * world;
     }
     compiled->engine().reset_peak_memory();
+    profile.before_step(compiled->engine(), step);
     StepResult r = compiled->train_step(batch);
+    profile.after_step(compiled->engine(), step);
     // Unset --eval-every with --val-data evaluates once, after the last step.
     const bool eval = val && a.eval_every != 0 &&
                       ((a.eval_every > 0 && (step + 1) % a.eval_every == 0) || step + 1 == a.steps);
     const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, world, rank, b_local / a.grad_accum) : 0;
     if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps)) {
-      save_checkpoint(compiled->engine(), gpt2->config(), a.save, step + 1, a.checkpoint == "full");
+      save_checkpoint(compiled->engine(), *lm, a.save, step + 1, a.checkpoint == "full");
       last_saved = step + 1;
     }
     if (rank != 0) continue;
@@ -341,6 +346,11 @@ void run_train(const TrainArgs& a) {
       log << line << "\n" << std::flush;
     }
   }
+  profile.finish(compiled->engine());
+  if (rank == 0 && !profile.summary().empty()) {
+    std::fputs(profile.summary().c_str(), stdout);
+    std::fflush(stdout);
+  }
   if (stop) {
     std::fflush(stdout);
     if (a.save.empty()) {  // the steps are lost: a failure, as the signal's default action would report it
@@ -350,7 +360,7 @@ void run_train(const TrainArgs& a) {
       std::fflush(stderr);
       std::exit(128 + stop);  // MPI_Finalize runs at exit, on every rank
     }
-    if (last_saved != stopped_at) save_checkpoint(compiled->engine(), gpt2->config(), a.save, stopped_at, a.checkpoint == "full");
+    if (last_saved != stopped_at) save_checkpoint(compiled->engine(), *lm, a.save, stopped_at, a.checkpoint == "full");
     if (rank == 0) {
       std::printf("stopped at step %lld, saved to %s (%s; --resume %s continues)\n", static_cast<long long>(stopped_at),
                   a.save.c_str(), signal_name(stop), a.save.c_str());
@@ -423,7 +433,7 @@ Command add_train_command(CLI::App& app) {
   cmd->add_flag("--no-sync", a->no_sync, "With --grad-accum: synchronise gradients on the last micro-batch only");
   cmd->add_option("--seed", a->seed, "Seed of initialisation and data")->capture_default_str();
   cmd->add_option("--mem-cap", a->mem_cap, "Per-rank memory cap, e.g. 512M");
-  cmd->add_option("--init", a->init, "Hugging Face GPT-2 weights: a .safetensors file or a folder")
+  cmd->add_option("--init", a->init, "Hugging Face weights (GPT-2, Llama, Mistral, Qwen2): a .safetensors file or a folder")
       ->check(CLI::ExistingPath);
   cmd->add_option("--data", a->data, "Training tokens: a .bin of uint16 ids (nanoGPT), or any file as bytes")
       ->check(CLI::ExistingFile);
@@ -455,6 +465,7 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--timeout", a->timeout,
                   "Seconds any rank waits for a collective before the job is aborted (exit 4) with the "
                   "collective named and the flight recorder written (default: FSDPC_TIMEOUT_S, else 600)");
+  add_profile_options(cmd, *a);
   cmd->add_option("--flight-dir", a->flight_dir,
                   "Where each rank writes flight-rank{R}.json (on a timeout, a fatal error or SIGUSR1; default: "
                   "FSDPC_FLIGHT_DIR, else the --save folder, else ./fsdpc-flight)");
@@ -477,6 +488,7 @@ Command add_train_command(CLI::App& app) {
                    if (a->eval_every > 0 && a->val_data.empty())
                      fail("--eval-every ", a->eval_every, ": there is nothing to evaluate without --val-data FILE");
                    check_lr_schedule(lr_schedule(*a), a->lr);  // before MPI starts: one message, exit 2
+                   check_profile_args(*a);
                  }};
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "executors/claim.h"
-#include "frontend/gpt2.h"
+#include "frontend/language_model.h"
 #include "ir/printer.h"
 #include "tools/cli_io.h"
 
@@ -43,12 +43,8 @@ LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, co
   const EngineOptions& e = o.engine;
   const std::vector<ModelInput> inputs = model.inputs(o.capture);
   f.add("--model", model.name());
-  if (const auto* g = dynamic_cast<const GPT2*>(&model)) {
-    const GPT2Config& c = g->config();
-    f.add("the model config", "n_layer " + std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) +
-                                  ", n_embd " + std::to_string(c.n_embd) + ", vocab_size " + std::to_string(c.vocab_size) +
-                                  ", n_positions " + std::to_string(c.n_positions) + ", layer_norm_epsilon " +
-                                  exact(c.layer_norm_epsilon));
+  if (const auto* lm = dynamic_cast<const LanguageModel*>(&model)) {
+    f.add("the model config", lm->config_summary());
     f.add("--seq", std::to_string(inputs.at(0).shape.at(1)));
   }
   f.add("--batch", std::to_string(*o.capture.batch * world));
@@ -101,6 +97,8 @@ LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, co
   f.add("--save", a.save);
   f.add("--save-every", std::to_string(a.save_every));
   f.add("--checkpoint", a.checkpoint);
+  // Profiling adds collectives (the clock barrier, the gather): all ranks or none.
+  f.add("--profile", a.profile.empty() ? "off" : "on, steps " + (a.profile_steps.empty() ? "default" : a.profile_steps));
   return f;
 }
 
