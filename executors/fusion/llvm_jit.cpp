@@ -17,13 +17,10 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
-#include <unistd.h>
 #include <unordered_map>
 
+#include "executors/fusion/jit_cache.h"
 #include "executors/fusion/llvm_lowering.h"
 #include "ir/error.h"
 
@@ -39,41 +36,6 @@ T take(llvm::Expected<T> v, const char* what) {
   return std::move(*v);
 }
 
-// FNV-1a: a hash that is the same in every process and build, for file names.
-uint64_t stable_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-std::string hex(uint64_t v) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<size_t>(i)] = kHex[v & 15];
-  return out;
-}
-
-std::optional<std::string> read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Written beside, then renamed into place: a reader sees all of a file or none.
-void write_atomically(const std::filesystem::path& p, const char* data, size_t size) {
-  const std::filesystem::path tmp = p.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(data, static_cast<std::streamsize>(size));
-    if (!out) return;  // a cache that cannot write only costs a compile later
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, p, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
-}
-
 }  // namespace
 
 struct LlvmJit::Impl {
@@ -81,11 +43,11 @@ struct LlvmJit::Impl {
   std::unique_ptr<llvm::TargetMachine> tm;
   bool libmvec = false;
   std::string host;  // what compiled code depends on besides the region
-  std::filesystem::path dir;
+  DiskCache disk;
   std::unordered_map<std::string, RegionFn> compiled;  // by symbol name
   int64_t disk_hits = 0;
 
-  Impl(const std::string& cache_dir) : dir(cache_dir) {
+  Impl(const std::string& cache_dir) : disk(cache_dir) {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     auto jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
@@ -105,11 +67,6 @@ struct LlvmJit::Impl {
     }
     host = std::string("fsdpc-fusion-1 llvm-") + LLVM_VERSION_STRING + " " + tm->getTargetTriple().str() + " " +
            tm->getTargetCPU().str() + " " + tm->getTargetFeatureString().str() + (libmvec ? " libmvec" : "");
-    if (!dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      if (ec) fail("FSDPC_JIT_CACHE=", dir.string(), ": cannot create the directory: ", ec.message());
-    }
   }
 
   // The region compiled to a relocatable object for this host.
@@ -130,19 +87,14 @@ struct LlvmJit::Impl {
 
   // The cached object of `name` when its key file says it is this region's.
   std::unique_ptr<llvm::MemoryBuffer> load(const std::string& name, const std::string& key) {
-    if (dir.empty()) return nullptr;
-    const std::optional<std::string> stored = read_text(dir / (name + ".key"));
-    if (!stored || *stored != key) return nullptr;
-    auto buf = llvm::MemoryBuffer::getFile((dir / (name + ".o")).string());
-    if (!buf) return nullptr;
+    std::optional<std::string> obj = disk.load(name, ".o", key);
+    if (!obj) return nullptr;
     ++disk_hits;
-    return std::move(*buf);
+    return llvm::MemoryBuffer::getMemBufferCopy(*obj, name);
   }
 
   void store(const std::string& name, const std::string& key, const llvm::MemoryBuffer& obj) {
-    if (dir.empty()) return;
-    write_atomically(dir / (name + ".o"), obj.getBufferStart(), obj.getBufferSize());
-    write_atomically(dir / (name + ".key"), key.data(), key.size());
+    disk.store(name, ".o", key, obj.getBufferStart(), obj.getBufferSize());
   }
 
   std::unique_ptr<llvm::Module> lower(llvm::LLVMContext& ctx, const Region& r, const std::string& name) {

@@ -1,0 +1,119 @@
+// The CUDA fusion executor's code without a GPU: every fusion region of
+// gpt2-tiny and gpt2 (zero3) is generated as CUDA C++ (cuda_codegen.h) and
+// compiled by NVRTC to a CUBIN for sm_80 and sm_90, so generated GPU code is
+// compile-checked on every run. Regions equal in signature (the same layer
+// at another depth) compile once, as the executor's cache does.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "executors/claim.h"
+#include "executors/fusion/cuda_codegen.h"
+#include "executors/fusion/nvrtc_compiler.h"
+#include "executors/fusion/region.h"
+#include "frontend/models.h"
+#include "passes/pipeline.h"
+#include "passes/place.h"
+
+using namespace fsdpc;
+using namespace fsdpc::fusion;
+
+namespace {
+
+struct Regions {
+  int count = 0;                          // fusion statements in all traces
+  std::map<std::string, Region> unique;   // by signature
+};
+
+Regions regions_of(const std::string& model, int batch, int seq) {
+  CaptureOptions co;
+  co.batch = batch;
+  if (seq) co.seq = seq;
+  PipelineOptions o;
+  o.mesh = flat_mesh(2);
+  o.bucketing = true;
+  Regions out;
+  const std::vector<Trace> traces = compile(place(capture(*make_model(model), co), Device{}), o).back().traces;
+  for (const Trace& t : traces) {
+    const Trace fused = execution_trace(t, "cpu", "auto");
+    std::unordered_map<std::string, TensorType> types;
+    for (const Proxy& a : fused.args) types[a.name] = a.type;
+    for (const BoundSymbol& b : fused.bsyms) {
+      if (b.op == OpId::Fusion) {
+        std::vector<TensorType> in;
+        for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
+        Region r = describe_region(b, in);
+        out.unique.emplace(r.signature(), std::move(r));
+        ++out.count;
+      }
+      for (const Proxy& p : b.outputs) types[p.name] = p.type;
+    }
+  }
+  return out;
+}
+
+void compile_all(const std::string& model, int batch, int seq) {
+  const Regions rs = regions_of(model, batch, seq);
+  REQUIRE(rs.count > 0);
+  int reductions = 0;
+  for (const auto& [sig, r] : rs.unique)
+    for (const Step& s : r.steps) reductions += s.kind == StepKind::sum || s.kind == StepKind::amax;
+  CHECK(reductions > 0);  // layer_norm, softmax and their backward rules are among them
+  for (int arch : {80, 90}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& [sig, r] : rs.unique) {
+      const CudaKernelSource src = cuda_source(r);
+      INFO(model << " sm_" << arch << " " << sig << "\n" << src.source);
+      CHECK(src.block % 32 == 0);
+      CHECK(src.grid > 0);
+      const std::string cubin = nvrtc_cubin(src.source, src.name, arch);
+      CHECK(cubin.size() > 64);
+      CHECK(cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    }
+    const double ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("NVRTC %s: %d regions, %zu unique signatures, sm_%d in %.0f ms (%.0f ms each)\n", model.c_str(),
+                rs.count, rs.unique.size(), arch, ms, ms / static_cast<double>(rs.unique.size()));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("NVRTC: every gpt2-tiny zero3 region compiles for sm_80 and sm_90", "[fusion][nvrtc]") {
+  compile_all("gpt2-tiny", 2, 16);
+}
+
+TEST_CASE("NVRTC: every gpt2 (124M) zero3 region compiles for sm_80 and sm_90", "[fusion][nvrtc]") {
+  compile_all("gpt2", 1, 64);
+}
+
+TEST_CASE("NVRTC: a compile error names the kernel and carries the log and source", "[fusion][nvrtc]") {
+  CHECK_THROWS_WITH(nvrtc_cubin("extern \"C\" __global__ void k() { undeclared_name(); }", "broken_kernel", 80),
+                    Catch::Contains("nvrtcCompileProgram") && Catch::Contains("broken_kernel") &&
+                        Catch::Contains("undeclared_name") && Catch::Contains("compile log"));
+}
+
+TEST_CASE("NVRTC: the region cache compiles a signature once per architecture", "[fusion][nvrtc]") {
+  const Regions rs = regions_of("mlp", 4, 0);
+  REQUIRE(!rs.unique.empty());
+  const Region& r = rs.unique.begin()->second;
+  const NvrtcStats before = nvrtc_stats();
+  const CudaBinary& a = cuda_binary(r, 80);
+  const CudaBinary& b = cuda_binary(r, 80);
+  const CudaBinary& c = cuda_binary(r, 90);
+  CHECK(&a == &b);
+  CHECK(&a != &c);
+  CHECK(!a.cubin.empty());
+  CHECK(a.kernel == cuda_source(r).name);
+  const NvrtcStats after = nvrtc_stats();
+  CHECK(after.compiled - before.compiled == 2);
+  CHECK(after.hits - before.hits == 1);
+}
+
+// Run by hand (`cuda_fusion_nvrtc_test "[print]"`): the generated source of
+// every distinct gpt2-tiny region, to read.
+TEST_CASE("NVRTC: print the generated CUDA of gpt2-tiny's regions", "[.][print]") {
+  for (const auto& [sig, r] : regions_of("gpt2-tiny", 2, 16).unique)
+    std::printf("// %s\n%s\n", sig.c_str(), cuda_source(r).source.c_str());
+}
