@@ -10,7 +10,8 @@
 // progress mode (FSDPC_MPI_PROGRESS), and the CPU time the rank's process
 // used per step (all its threads, user + system, so the kernel's TCP work
 // and a progress thread show) with how often another process preempted it
-// (involuntary context switches: a busy machine). A benchmark: it asserts
+// (involuntary context switches: a busy machine) and how many MPI calls the
+// progress thread made (thread mode). A benchmark: it asserts
 // nothing.
 // `overlap` isolates the mechanism: one all_gather of MB megabytes (the
 // result) started through the MPI executor's context, then one "kernel" of
@@ -125,6 +126,7 @@ int main(int argc, char** argv) {
     };
     auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
     const rusage u0 = usage();
+    const uint64_t probes0 = mpi_progress_probes();
     std::vector<double> times;
     double loss = 0;
     for (int i = 1; i <= steps; ++i) {
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
       loss = r.loss;
     }
     const rusage u1 = usage();
+    const double probes = static_cast<double>(mpi_progress_probes() - probes0);
     const double cpu_s = seconds(u1.ru_utime) - seconds(u0.ru_utime) + seconds(u1.ru_stime) - seconds(u0.ru_stime);
     const double preempted = static_cast<double>(u1.ru_nivcsw - u0.ru_nivcsw);
     std::sort(times.begin(), times.end());
@@ -141,10 +144,10 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"strategy\": \"%s\", \"mesh\": \"%dx%d\", \"world\": %d, \"progress\": \"%s\", \"steps\": %d, "
           "\"step_ms\": %.1f, \"step_ms_min\": %.1f, \"compute_ms\": %.1f, \"wait_ms\": %.1f, \"cpu_ms\": %.1f, "
-          "\"preempted_per_step\": %.0f, \"loss\": %.6f}\n",
+          "\"preempted_per_step\": %.0f, \"progress_probes_per_step\": %.0f, \"loss\": %.6f}\n",
           strategy.c_str(), o.pipeline.mesh.replicas, o.pipeline.mesh.shards, world,
           mpi_progress_name(mpi_progress()), steps, times[times.size() / 2] * 1e3, times.front() * 1e3,
-          tm.compute_s / steps * 1e3, tm.wait_s / steps * 1e3, cpu_s / steps * 1e3, preempted / steps, loss);
+          tm.compute_s / steps * 1e3, tm.wait_s / steps * 1e3, cpu_s / steps * 1e3, preempted / steps, probes / steps, loss);
     std::fflush(stdout);
   } catch (const Error& err) {
     std::fprintf(stderr, "multinode_bench: %s\n", err.what());

@@ -6,10 +6,11 @@
 #include <sched.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -31,29 +32,47 @@ bool mpi_finalized() {
 
 // ---- The progress thread (thread mode) --------------------------------------
 
-// How often the thread drives Open MPI's progress while collectives are
-// pending and the rank computes. 10 Gbit/s moves 625 KB in 500 us, well
-// within a TCP socket's buffers (Linux grows them to 4 MB), so each call
-// finds the link still busy with what the last one queued. Every call
-// preempts the rank when they share a core: at 50 us that was thousands of
-// preemptions and 1-9% of the rank's CPU time per step of the 4x512 GPT-2
-// (bench/multinode_bench.sh); at 500 us, a few hundred, with the same
-// overlap (bench/multinode_bench overlap).
+// The longest a pending collective goes without a call into Open MPI's
+// progress engine while the rank computes. 10 Gbit/s moves 625 KB in 500 us,
+// well within a TCP socket's buffers (Linux grows them to 4 MB), so each call
+// finds the link still busy with what the last one queued.
 constexpr auto kProgressPause = std::chrono::microseconds(500);
+// While the rank's thread waits inside MPI the thread only looks for the
+// wait's end, less often: the rank tests its collectives between the next
+// kernels itself, so the thread's first probe after a wait is needed only
+// once a long kernel has begun.
+constexpr auto kRestWhileWaiting = 4 * kProgressPause;
+
+using ProgressClock = std::chrono::steady_clock;
+
+int64_t progress_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(ProgressClock::now().time_since_epoch()).count();
+}
 
 // One per process, started on the first collective, joined before
-// MPI_Finalize. Asleep on a condition variable whenever no collective is
-// pending or the rank's thread waits inside MPI itself.
+// MPI_Finalize. It calls MPI only when the rank's thread has not for
+// kProgressPause: the rank's own calls (starting a collective, testing the
+// pending ones between kernels, MPI_Wait) progress them just as well, so
+// while kernels are short the thread only wakes on its timer, finds a recent
+// call and sleeps again; during a long kernel it probes every
+// kProgressPause. Asleep on a condition variable, without a timer, whenever
+// no collective is pending; it never probes while the rank's thread waits
+// inside MPI (MpiWaitScope). Sharing a core with the rank, it costs a timer
+// wake-up per kProgressPause while collectives are pending and the rank
+// computes (one per kRestWhileWaiting while it waits), a few microseconds
+// each, plus its probes during long kernels.
 class ProgressThread {
  public:
   void started() {
+    polled();
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       FSDPC_CHECK(!stopping_) << "a collective was started after the MPI progress thread stopped";
       if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-      ++pending_;
+      wake = pending_++ == 0;  // otherwise it is on its timer already
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
 
   void completed() {
@@ -62,16 +81,15 @@ class ProgressThread {
     --pending_;
   }
 
-  // Entering a wait, the thread sees the flag at its next pause; leaving it
-  // with collectives still pending, the thread is woken to resume.
+  // The rank's thread just drove Open MPI's progress (MPI_Test between
+  // kernels): the thread's next probe can wait a full pause from now.
+  void polled() { last_poll_ns_.store(progress_now_ns(), std::memory_order_relaxed); }
+
+  // Inside a wait the thread holds off; it reads the flag on its timer, so
+  // neither entering nor leaving a wait wakes it.
   void waiting(bool on) {
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      waiting_ = on;
-      wake = busy();
-    }
-    if (wake) cv_.notify_one();
+    if (!on) polled();
+    waiting_.store(on, std::memory_order_relaxed);
   }
 
   void check() const {
@@ -88,28 +106,38 @@ class ProgressThread {
     if (thread_.joinable()) thread_.join();
   }
 
- private:
-  bool busy() const { return pending_ > 0 && !waiting_; }
+  // Probes made (for the benchmark's report of the thread's cost).
+  uint64_t probes() const { return probes_.load(std::memory_order_relaxed); }
 
+ private:
   void loop() {
-    prctl(PR_SET_TIMERSLACK, 1UL);  // its pauses are tens of microseconds
+    prctl(PR_SET_TIMERSLACK, 1UL);  // its pauses are hundreds of microseconds
     // Its own communicator, which nobody sends on: MPI_Iprobe there never
     // matches a message, it only runs the progress engine.
     MPI_Comm comm = MPI_COMM_NULL;
     if (!call(MPI_Comm_dup(MPI_COMM_SELF, &comm), __LINE__, "MPI_Comm_dup(MPI_COMM_SELF, &comm)")) return;
+    int64_t last_probe_ns = 0;
+    std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || busy(); });
-        if (stopping_) break;
+      cv_.wait(lock, [&] { return stopping_ || pending_ > 0; });
+      if (stopping_) break;
+      const int64_t last = std::max(last_poll_ns_.load(std::memory_order_relaxed), last_probe_ns);
+      const auto due = ProgressClock::time_point(std::chrono::nanoseconds(last)) + kProgressPause;
+      const auto now = ProgressClock::now();
+      const bool waiting = waiting_.load(std::memory_order_relaxed);
+      if (waiting || now < due) {
+        cv_.wait_until(lock, waiting ? now + kRestWhileWaiting : due, [&] { return stopping_; });
+        continue;
       }
+      lock.unlock();
       int flag = 0;
-      if (!call(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE), __LINE__,
-                "MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE)"))
-        return;
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, kProgressPause, [&] { return stopping_; });
+      const int rc = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+      last_probe_ns = progress_now_ns();
+      probes_.fetch_add(1, std::memory_order_relaxed);
+      lock.lock();
+      if (!call(rc, __LINE__, "MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE)")) return;
     }
+    lock.unlock();
     call(MPI_Comm_free(&comm), __LINE__, "MPI_Comm_free(&comm)");
   }
 
@@ -128,8 +156,10 @@ class ProgressThread {
   std::mutex mu_;
   std::condition_variable cv_;
   int pending_ = 0;
-  bool waiting_ = false;
   bool stopping_ = false;
+  std::atomic<bool> waiting_{false};
+  std::atomic<int64_t> last_poll_ns_{0};
+  std::atomic<uint64_t> probes_{0};
   std::atomic<bool> failed_{false};  // then the fields below are set, never changed
   const char* failed_file_ = "";
   int failed_line_ = 0;
@@ -242,6 +272,8 @@ const char* mpi_progress_name(MpiProgress mode) { return mode == MpiProgress::th
 void mpi_progress_started() { progress_thread().started(); }
 void mpi_progress_completed() { progress_thread().completed(); }
 void mpi_progress_check() { progress_thread().check(); }
+void mpi_progress_polled() { progress_thread().polled(); }
+uint64_t mpi_progress_probes() { return progress_thread().probes(); }
 
 MpiWaitScope::MpiWaitScope() {
   if (g_progress == MpiProgress::thread) progress_thread().waiting(true);

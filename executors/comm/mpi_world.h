@@ -19,9 +19,10 @@ namespace fsdpc {
 // - poll: the runtime tests them between kernels (MpiContext::progress());
 //   nothing moves during a long kernel. MPI_THREAD_FUNNELED.
 // - thread: as poll, and a progress thread also drives Open MPI's progress
-//   engine (MPI_Iprobe on a private communicator) every kProgressPause while
-//   collectives are pending and the rank's thread is not itself inside
-//   MPI_Wait. MPI_THREAD_MULTIPLE. The rank's thread keeps every request.
+//   engine (MPI_Iprobe on a private communicator) whenever collectives are
+//   pending and the rank's thread has made no MPI call for kProgressPause
+//   (500 us: during a long kernel), unless that thread is inside a wait.
+//   MPI_THREAD_MULTIPLE. The rank's thread keeps every request.
 enum class MpiProgress { poll, thread };
 
 // FSDPC_MPI_PROGRESS is poll (the default; also unset or empty), thread, or
@@ -55,10 +56,16 @@ void mpi_progress_completed();
 // exactly as FSDPC_MPI_CHECK does for its own (file:line, the call, MPI's
 // message; then abort). Does nothing when none failed.
 void mpi_progress_check();
+// Thread mode: the rank's thread just tested its pending collectives, so
+// the progress thread need not probe for another kProgressPause.
+void mpi_progress_polled();
+// How many times the progress thread has called MPI (0 in poll mode): its
+// cost, for benchmarks.
+uint64_t mpi_progress_probes();
 
-// While one lives, the rank's thread is inside a blocking MPI call that
-// progresses by itself (MPI_Wait), and the progress thread rests rather
-// than contend for the rank's core and Open MPI's locks.
+// While one lives, the rank's thread is inside a wait that progresses by
+// itself (MPI_Wait, or mpi_wait_watched's MPI_Test loop), and the progress
+// thread rests rather than contend for the rank's core and Open MPI's locks.
 class MpiWaitScope {
  public:
   MpiWaitScope();

@@ -357,6 +357,40 @@ TEST_CASE("progress() completes an all_reduce while the rank computes", "[flat]"
   CHECK(y.back() == want);
 }
 
+// Thread mode (FSDPC_MPI_PROGRESS=thread): the progress thread calls MPI only
+// once the rank's thread has made no progress call for a pause (a long
+// kernel), not while it tests its collectives between short kernels; in poll
+// mode there is no thread. Driven through the hooks the executor calls, with
+// a collective "pending" for the whole case. Bounds are loose: other
+// processes may hold this rank's core for a while.
+TEST_CASE("the progress thread calls MPI only while the rank's thread does not", "[flat]") {
+  using Clock = std::chrono::steady_clock;
+  const uint64_t before = mpi_progress_probes();
+  if (mpi_progress() == MpiProgress::poll) {
+    CHECK(before == 0);
+    return;
+  }
+  volatile double sink = 0;
+  auto compute_for = [&](std::chrono::milliseconds span, bool poll_between) {
+    const Clock::time_point end = Clock::now() + span;
+    while (Clock::now() < end) {
+      for (int i = 0; i < 2000; ++i) sink = sink + i * 0.5;  // a few microseconds
+      if (poll_between) mpi_progress_polled();
+    }
+  };
+  mpi_progress_started();
+  compute_for(std::chrono::milliseconds(100), /*poll_between=*/true);
+  const uint64_t while_polling = mpi_progress_probes() - before;
+  compute_for(std::chrono::milliseconds(100), /*poll_between=*/false);
+  const uint64_t while_computing = mpi_progress_probes() - before - while_polling;
+  mpi_progress_completed();
+  INFO("rank " << me() << ": " << while_polling << " probes in 100 ms of polling, " << while_computing
+               << " in 100 ms without an MPI call (one per 500 us at most)");
+  CHECK(while_polling <= 20);
+  CHECK(while_computing >= 2);
+  CHECK(while_computing <= 200);
+}
+
 TEST_CASE("the mpi executor claims CPU collectives it can run", "[flat]") {
   const Executor& mpi = mpi_executor();
   CHECK(mpi.name() == "mpi");
