@@ -11,6 +11,7 @@
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
 #include "runtime/clip.h"
+#include "runtime/profiler.h"
 #include "runtime/safetensors.h"
 
 namespace fsdpc {
@@ -124,8 +125,18 @@ int Engine::rank() const { return mpi_->groups().rank(); }
 // under `label`, like the trace's collectives (mpi_world.h).
 double Engine::all_reduce_sum(double v, const std::string& group, const char* label) {
   double out = 0;
+  const auto t0 = profiler_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   watched_allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, mpi_->groups().comm(group), label, group);
+  if (profiler_)
+    profiler_->blocking_collective("all_reduce", label, group, mpi_->groups().comm(group), sizeof out, t0,
+                                   std::chrono::steady_clock::now());
   return out;
+}
+
+void Engine::set_profiler(Profiler* profiler) {
+  profiler_ = profiler;
+  interpreter_->set_profiler(profiler);
+  mpi_->set_timeline(profiler);  // the CPU's collectives (the NCCL path is not recorded)
 }
 
 std::vector<TensorValue> Engine::forward_args(const Trace& forward, const std::vector<HostTensor>& inputs) {
@@ -170,7 +181,9 @@ std::vector<HostTensor> micro_batch(const std::vector<HostTensor>& inputs, int k
 
 double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                           const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads) {
+  ProfileSpan forward_span(profiler_, "forward");
   std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, inputs));
+  forward_span.end();
   const size_t n_out = t.forward.returns.items.at(0).items.size();
   const TensorValue loss = outs.at(0);
   if (numel(loss.type.shape) != 1 || loss.type.dtype != DType::f32)
@@ -202,7 +215,9 @@ double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& in
   backend().copy_from_host(ct.data(), &ct_value, sizeof ct_value);
   bargs.push_back(std::move(ct));
   FSDPC_CHECK(bargs.size() == t.backward.args.size()) << "backward argument count";
+  ProfileSpan backward_span(profiler_, "backward");
   grads = interpreter_->run(t.backward, std::move(bargs));
+  backward_span.end();
   for (TensorValue& g : grads) allocator_.recategorize(*g.storage, MemCategory::gradients);
   // Read after the backward was issued: on a GPU the copy waits for the
   // stream, and the backward should not wait for the copy.
@@ -260,13 +275,17 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     // Shards of one gradient live on the ranks of its shard group; replicas
     // hold the same rows, so the sum runs over the shard group only.
     const std::string group = options_.mesh.replicas == 1 ? "dp" : "shard";
+    ProfileSpan clip_span(profiler_, "clip");
     r.grad_norm = clip_grad_norm(backend(), sharded, replicated, options_.clip,
                                  [&](double local) { return all_reduce_sum(local, group, "clip sum of squares"); });
   }
   // The optimizer's step count is the global step, also after a resume.
   r.lr = scheduled_lr(options_.lr_schedule, options_.optimizer.lr, optimizer_->steps());
   optimizer_->set_lr(r.lr);
-  optimizer_->step(refs);
+  {
+    ProfileSpan optimizer_span(profiler_, "optimizer");
+    optimizer_->step(refs);
+  }
   device_->end_step();
   r.collectives = device_->take_collective_times();
   r.loss = all_reduce_sum(loss_sum / k_total, "dp", "loss") / options_.mesh.world();

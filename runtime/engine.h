@@ -24,6 +24,7 @@
 namespace fsdpc {
 
 class MpiContext;
+class Profiler;
 
 // A host array crossing the API: float32 or int64 data of a shape.
 struct HostTensor {
@@ -147,6 +148,10 @@ class Engine {
   const Interpreter& interpreter() const { return *interpreter_; }
   Interpreter& interpreter() { return *interpreter_; }
   int world() const { return options_.mesh.world(); }
+  // Records the steps that follow on `profiler` (not owned: kernels, the
+  // MPI executor's collectives, the step's phases, live memory) until reset
+  // to null. Null, the default, costs one branch per hook.
+  void set_profiler(Profiler* profiler);
 
  private:
   struct Param {
@@ -177,6 +182,7 @@ class Engine {
   std::vector<Param> params_;
   std::unique_ptr<Interpreter> interpreter_;
   std::unique_ptr<Optimizer> optimizer_;
+  Profiler* profiler_ = nullptr;
 };
 
 }  // namespace fsdpc

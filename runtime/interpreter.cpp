@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "runtime/profiler.h"
 
 namespace fsdpc {
 
@@ -45,6 +46,7 @@ std::vector<TensorValue> Interpreter::run(const Trace& trace, std::vector<Tensor
   for (const BoundSymbol& b : trace.bsyms) {
     if (b.op == OpId::Del) {
       for (const Operand& o : b.inputs) env.erase(o.name);
+      if (profiler_) profiler_->memory(allocator_.stats(), std::chrono::steady_clock::now());
       continue;
     }
     in.clear();
@@ -75,7 +77,12 @@ std::vector<TensorValue> Interpreter::run(const Trace& trace, std::vector<Tensor
     if (b.op != OpId::Reshape) {
       auto t0 = std::chrono::steady_clock::now();
       kernel_for(b)(context_, b, in, out);
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto t1 = std::chrono::steady_clock::now();
+      double s = std::chrono::duration<double>(t1 - t0).count();
+      if (profiler_) {
+        profiler_->memory(allocator_.stats(), t0);  // its outputs were allocated before it ran
+        profiler_->kernel(b, in, t0, t1);
+      }
       (b.op == OpId::Wait ? timing_.wait_s : op_info(b.op).category == OpCategory::collective ? timing_.issue_s
                                                                                                 : timing_.compute_s) += s;
     }

@@ -15,6 +15,8 @@
 
 namespace fsdpc {
 
+class Profiler;
+
 // A tensor the runtime holds: a typed view of (all of) a storage.
 struct TensorValue {
   std::shared_ptr<Storage> storage;
@@ -44,6 +46,9 @@ class Interpreter {
   };
   const Timing& timing() const { return timing_; }
   void reset_timing() { timing_ = {}; }
+  // Records every kernel and the live memory after each statement on
+  // `profiler` (not owned) until reset to null; null costs one branch.
+  void set_profiler(Profiler* profiler) { profiler_ = profiler; }
 
  private:
   KernelFn kernel_for(const BoundSymbol& b) const;
@@ -53,6 +58,7 @@ class Interpreter {
   KernelContext& context_;
   std::function<void()> progress_;
   Timing timing_;
+  Profiler* profiler_ = nullptr;
 };
 
 }  // namespace fsdpc

@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <climits>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -65,6 +66,18 @@ struct PendingCollective {
   int64_t inner_bytes = 0;  // gather: bytes of one member's piece of a row
   int members = 0;
   uint64_t watch_id = 0;  // what the collective watch (mpi_world.h) calls it
+  uint32_t timeline_id = UINT32_MAX;  // what the timeline calls it; MAX: not recorded
+};
+
+// Where a profiler (runtime/profiler.h, fsdpc train --profile) sees each
+// collective from its issue to the moment this rank saw it complete: a test
+// between kernels, or its wait. The executors layer cannot see the runtime,
+// so it defines the interface, as it does CollectiveWatch.
+class CollectiveTimeline {
+ public:
+  virtual ~CollectiveTimeline() = default;
+  virtual uint32_t collective_issued(const CollectiveInfo& c) = 0;
+  virtual void collective_completed(uint32_t id) = 0;
 };
 
 // What the MPI kernels need beyond their operands: the communicators and
@@ -104,9 +117,15 @@ class MpiContext : public KernelContext {
   PendingCollective take(const std::string& future);
   void complete(PendingCollective& p);
 
+  // Records every collective on `timeline` (not owned) until reset to null;
+  // null, the default, costs one branch per collective.
+  void set_timeline(CollectiveTimeline* timeline) { timeline_ = timeline; }
+
  private:
   ProcessGroups groups_;
   MpiProgress mode_ = MpiProgress::poll;
+  CollectiveTimeline* timeline_ = nullptr;
+  void completed(PendingCollective& p);  // tells the watch and the timeline
   std::unordered_map<std::string, PendingCollective> pending_;
 };
 

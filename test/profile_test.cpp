@@ -1,0 +1,167 @@
+// fsdpc train --profile: the file every rank's events go into parses as
+// trace-event JSON, holds both ranks of a 2-rank gpt2-tiny run with their
+// tracks (steps, kernels with FLOPs, collectives, waits, live memory), each
+// collective lies inside its rank's step, the ranks' clocks agree, the
+// breakdown is printed, and bad options exit 2 before anything runs.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+const fs::path& scratch_dir() {
+  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-profile-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+struct Run {
+  int exit_code = -1;
+  std::string output;
+};
+
+Run run(const std::string& cmd) {
+  const fs::path out = scratch_dir() / "out.txt";
+  Run r;
+  const int status = std::system((cmd + " >'" + out.string() + "' 2>&1").c_str());
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream o(out);
+  r.output.assign(std::istreambuf_iterator<char>(o), std::istreambuf_iterator<char>());
+  return r;
+}
+
+Run train(int np, const std::string& flags) {
+  return run(std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) + " --oversubscribe --allow-run-as-root '" +
+             FSDPC_BIN + "' train " + flags);
+}
+
+struct Span {
+  double begin, end;
+};
+
+}  // namespace
+
+TEST_CASE("--profile writes one trace of both ranks; each collective lies inside its step", "[mpi][profile]") {
+  const fs::path file = scratch_dir() / "trace.json";
+  const Run r = train(2, "--model gpt2-tiny --steps 4 --profile '" + file.string() + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("step breakdown"));
+  CHECK_THAT(r.output, Catch::Contains("matmul"));
+  CHECK_THAT(r.output, Catch::Contains("hidden"));
+  // Written under a temporary name and renamed: nothing else is left behind.
+  for (const fs::directory_entry& e : fs::directory_iterator(scratch_dir()))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+
+  std::ifstream in(file);
+  REQUIRE(in);
+  const Json trace = Json::parse(in);  // throws on anything but JSON
+  REQUIRE(trace.contains("traceEvents"));
+  const Json& events = trace["traceEvents"];
+  REQUIRE(events.is_array());
+
+  std::set<int> pids;
+  std::map<int, std::map<std::string, Span>> steps;  // pid -> "step N" -> span
+  std::map<int, std::vector<Span>> collectives;
+  std::map<int, int> counters, matmuls, waits, compute;
+  for (const Json& e : events) {
+    REQUIRE(e.contains("ph"));
+    REQUIRE(e.contains("pid"));
+    const int pid = e["pid"].get<int>();
+    pids.insert(pid);
+    const std::string ph = e["ph"];
+    if (ph == "C") {
+      ++counters[pid];
+      CHECK(e["args"].contains("activations"));
+      CHECK(e["args"].contains("parameters"));
+      continue;
+    }
+    if (ph != "X") continue;
+    REQUIRE(e.contains("ts"));
+    REQUIRE(e.contains("dur"));
+    CHECK(e["dur"].get<double>() >= 0);
+    const Span s{e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
+    const std::string cat = e["cat"], name = e["name"];
+    if (cat == "step" && name.rfind("step ", 0) == 0) steps[pid][name] = s;
+    if (cat == "communication") {
+      collectives[pid].push_back(s);
+      CHECK(e["args"].contains("group"));
+      CHECK(e["args"]["ranks"] == "0,1");
+      CHECK(e["args"]["bytes"].get<double>() > 0);
+    }
+    if (cat == "matmul") {
+      ++matmuls[pid];
+      CHECK(e["args"]["flops"].get<double>() > 0);
+    }
+    if (cat == "compute") ++compute[pid];
+    if (cat == "wait") ++waits[pid];
+  }
+  CHECK(pids == std::set<int>{0, 1});
+  for (int pid : {0, 1}) {
+    INFO("rank " << pid);
+    // The default: the two steps after the first.
+    REQUIRE(steps[pid].size() == 2);
+    CHECK(steps[pid].count("step 1") == 1);
+    CHECK(steps[pid].count("step 2") == 1);
+    CHECK(counters[pid] > 0);
+    CHECK(matmuls[pid] > 0);
+    CHECK(compute[pid] > 0);
+    CHECK(waits[pid] > 0);
+    REQUIRE(!collectives[pid].empty());
+    for (const Span& c : collectives[pid]) {
+      bool inside = false;
+      for (const auto& [name, s] : steps[pid]) inside |= c.begin >= s.begin - 1e-3 && c.end <= s.end + 1e-3;
+      CHECK(inside);
+    }
+  }
+  // Aligned clocks: the ranks' same step overlaps (its collectives join them).
+  for (const char* name : {"step 1", "step 2"}) {
+    const Span a = steps[0][name], b = steps[1][name];
+    CHECK(a.begin < b.end);
+    CHECK(b.begin < a.end);
+  }
+}
+
+TEST_CASE("--profile-steps picks the steps; bad values exit 2 before training", "[profile]") {
+  const std::string bin = std::string("'") + FSDPC_BIN + "' train --model gpt2-tiny --steps 4";
+  const std::string file = (scratch_dir() / "bad.json").string();
+  for (const char* bad : {"3:2", "x", "1:9", "2", "-1:2", "1:"}) {
+    const Run r = run(bin + " --profile '" + file + "' --profile-steps '" + bad + "'");
+    INFO(bad << ": " << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--profile-steps"));
+  }
+  Run r = run(bin + " --profile-steps 1:2");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("without --profile"));
+  r = run(bin + " --profile '" + (scratch_dir() / "no-such-folder" / "t.json").string() + "'");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("does not exist"));
+  CHECK(!fs::exists(file));
+
+  // One rank, step 0 only: a single step span, and the summary names it.
+  const fs::path one = scratch_dir() / "one.json";
+  r = run(std::string("'") + FSDPC_BIN + "' train --model gpt2-tiny --steps 2 --profile '" + one.string() +
+          "' --profile-steps 0:1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("profile: step 0 of 1 rank written"));
+  std::ifstream in(one);
+  const Json trace = Json::parse(in);
+  int step_spans = 0;
+  for (const Json& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "step" && e["name"].get<std::string>().rfind("step ", 0) == 0) {
+      ++step_spans;
+      CHECK(e["name"] == "step 0");
+    }
+  CHECK(step_spans == 1);
+}
