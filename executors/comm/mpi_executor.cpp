@@ -34,8 +34,13 @@ void MpiContext::complete(PendingCollective& p) {
     mpi_progress_check();
     mpi_progress_completed();
   }
-  if (CollectiveWatch* w = collective_watch()) w->completed(p.watch_id);
+  completed(p);
+}
+
+void MpiContext::completed(PendingCollective& p) {
   p.complete = true;
+  if (CollectiveWatch* w = collective_watch()) w->completed(p.watch_id);
+  if (timeline_ && p.timeline_id != UINT32_MAX) timeline_->collective_completed(p.timeline_id);
 }
 
 size_t MpiContext::progress() {
@@ -46,9 +51,9 @@ size_t MpiContext::progress() {
     int done = 0;
     FSDPC_MPI_CHECK(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE));
     if (done) {
-      p.complete = true;  // MPI_Test set the request to MPI_REQUEST_NULL
+      // MPI_Test set the request to MPI_REQUEST_NULL
       if (mode_ == MpiProgress::thread) mpi_progress_completed();
-      if (CollectiveWatch* w = collective_watch()) w->completed(p.watch_id);
+      completed(p);
     } else {
       ++open;
     }
@@ -59,6 +64,7 @@ size_t MpiContext::progress() {
 
 void MpiContext::start(const std::string& future, PendingCollective p, const CollectiveInfo& info) {
   if (CollectiveWatch* w = collective_watch()) p.watch_id = w->issued(info);
+  if (timeline_) p.timeline_id = timeline_->collective_issued(info);
   auto [it, inserted] = pending_.emplace(future, std::move(p));
   FSDPC_CHECK(inserted) << "collective " << future << " started twice without a wait";
   if (mode_ == MpiProgress::thread) mpi_progress_started();
