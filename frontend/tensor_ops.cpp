@@ -272,14 +272,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
                            Attrs{{"eps", eps}});
 }
 
-// For now compositions of prims; they become composites of their own.
-Tensor silu(const Tensor& x) { return x / (exp(-x) + 1.0); }
+Tensor silu(const Tensor& x) { return x.tracer().record(OpId::Silu, {Operand::of(x.name())}); }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
-  Tensor x32 = to_dtype(x, DType::f32);
-  Tensor ms = mean(x32 * x32, {-1}, true);
-  Tensor normed = to_dtype(x32 * broadcast_to(rsqrt(ms + eps), x32.shape()), x.dtype());
-  return broadcast_to(weight, x.shape()) * normed;
+  return x.tracer().record(OpId::RmsNorm, {Operand::of(x.name()), Operand::of(weight.name())},
+                           Attrs{{"eps", eps}});
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -138,6 +138,34 @@ Proxy decompose_layer_norm(TraceBuilder& b, const BoundSymbol& c) {
   return binary(b, OpId::Add, y, broadcast(b, input(b, c, 2), shape, {last}));
 }
 
+// silu(x) = x * sigmoid(x), written x / (1 + exp(-x)): exp(-x) overflows to
+// inf for x below about -88 (f32), and x / inf is the correct -0.
+Proxy decompose_silu(TraceBuilder& b, const BoundSymbol& c) {
+  Proxy x = input(b, c, 0);
+  return binary(b, OpId::Div, x, binary(b, OpId::Add, unary(b, OpId::Exp, unary(b, OpId::Neg, x)), 1.0));
+}
+
+Proxy convert(TraceBuilder& b, const Proxy& x, DType to) {
+  if (x.type.dtype == to) return x;
+  return b.emit1(OpId::ConvertElementType, {op(x)}, Attrs{{"dtype", std::string(dtype_name(to))}});
+}
+
+// Hugging Face's LlamaRMSNorm: the mean square over the last dim in f32
+// (x narrower than f32 is upcast first; f32 and f64 stay as they are),
+// x * rsqrt(ms + eps), cast back to x's dtype, then times weight.
+Proxy decompose_rms_norm(TraceBuilder& b, const BoundSymbol& c) {
+  Proxy x = input(b, c, 0);
+  const DType dt = x.type.dtype;
+  const Shape& shape = x.type.shape;
+  const int64_t last = rank(x) - 1;
+  Proxy xf = convert(b, x, dtype_size(dt) < 4 ? DType::f32 : dt);
+  Proxy ms = binary(b, OpId::Div, reduce(b, OpId::Sum, binary(b, OpId::Mul, xf, xf), {last}),
+                    static_cast<double>(shape[last]));
+  Proxy rstd = unary(b, OpId::Rsqrt, binary(b, OpId::Add, ms, c.attrs.get_double("eps")));
+  Proxy y = convert(b, binary(b, OpId::Mul, xf, broadcast_back(b, rstd, shape, last)), dt);
+  return binary(b, OpId::Mul, broadcast(b, input(b, c, 1), shape, {last}), y);
+}
+
 // Top-left aligned causal mask (PyTorch's ones(Tq, Tk).tril()): key j is
 // visible to query i when j <= i. Masked scores become -inf before softmax.
 Proxy causal_mask(TraceBuilder& b, const Proxy& scores, const Device& device) {
@@ -205,6 +233,8 @@ Proxy decompose(TraceBuilder& b, const BoundSymbol& composite) {
     case OpId::LayerNorm: return decompose_layer_norm(b, composite);
     case OpId::ScaledDotProductAttention: return decompose_sdpa(b, composite);
     case OpId::CrossEntropy: return decompose_cross_entropy(b, composite);
+    case OpId::Silu: return decompose_silu(b, composite);
+    case OpId::RmsNorm: return decompose_rms_norm(b, composite);
     default: break;
   }
   FSDPC_CHECK(false) << op_name(composite.op) << " is not a composite with a decomposition";

@@ -157,6 +157,8 @@ Types dispatch(const MetaArgs& a) {
     case OpId::LayerNorm: return {meta_layer_norm(a)};
     case OpId::ScaledDotProductAttention: return {meta_sdpa(a)};
     case OpId::CrossEntropy: return {meta_cross_entropy(a)};
+    case OpId::Silu: return {meta_silu(a)};
+    case OpId::RmsNorm: return {meta_rms_norm(a)};
     case OpId::Synchronize: return {meta_synchronize(a)};
     case OpId::AllGather: return {meta_all_gather(a)};
     case OpId::ReduceScatter: return {meta_reduce_scatter(a)};

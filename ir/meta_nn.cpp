@@ -113,6 +113,22 @@ TensorType meta_layer_norm(const MetaArgs& a) {
   return compute_out(x, x.shape, x.dtype);
 }
 
+TensorType meta_silu(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  require_float(a, x, "x");
+  return compute_out(x, x.shape, x.dtype);
+}
+
+// Hugging Face's LlamaRMSNorm: x [..., C], weight [C] in x's dtype.
+TensorType meta_rms_norm(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  require_float(a, x, "x");
+  require_rank_at_least(a, x, "x", 1, "[..., C]");
+  require_vector(a, a.tensor(1), "w", x.shape.back(), "x's last dim", x);
+  a.get_double("eps");
+  return compute_out(x, x.shape, x.dtype);
+}
+
 TensorType meta_sdpa(const MetaArgs& a) {
   const TensorType& q = a.tensor(0);
   const TensorType& k = a.tensor(1);

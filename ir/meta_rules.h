@@ -98,6 +98,8 @@ TensorType meta_softmax(const MetaArgs& a);
 TensorType meta_layer_norm(const MetaArgs& a);
 TensorType meta_sdpa(const MetaArgs& a);
 TensorType meta_cross_entropy(const MetaArgs& a);
+TensorType meta_silu(const MetaArgs& a);
+TensorType meta_rms_norm(const MetaArgs& a);
 
 // Distributed and buffers (meta_distributed.cpp).
 TensorType meta_synchronize(const MetaArgs& a);

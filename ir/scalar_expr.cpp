@@ -20,13 +20,14 @@ struct PrimName {
   size_t arity;
 };
 
-constexpr std::array<PrimName, 18> kPrims = {{
+constexpr std::array<PrimName, 20> kPrims = {{
     {"neg", ScalarPrim::neg, 1},   {"exp", ScalarPrim::exp, 1},  {"log", ScalarPrim::log, 1},
     {"tanh", ScalarPrim::tanh, 1}, {"sqrt", ScalarPrim::sqrt, 1}, {"add", ScalarPrim::add, 2},
     {"sub", ScalarPrim::sub, 2},   {"mul", ScalarPrim::mul, 2},  {"div", ScalarPrim::div, 2},
     {"pow", ScalarPrim::pow, 2},   {"max", ScalarPrim::max, 2},  {"eq", ScalarPrim::eq, 2},
     {"ne", ScalarPrim::ne, 2},     {"lt", ScalarPrim::lt, 2},    {"le", ScalarPrim::le, 2},
     {"gt", ScalarPrim::gt, 2},     {"ge", ScalarPrim::ge, 2},    {"select", ScalarPrim::select, 3},
+    {"sin", ScalarPrim::sin, 1},   {"cos", ScalarPrim::cos, 1},
 }};
 
 class ExprParser {

@@ -12,7 +12,7 @@ namespace fsdpc {
 enum class ScalarPrim : uint8_t {
   arg,       // input `arg` of the statement (a, b, c)
   constant,  // a number literal
-  neg, exp, log, tanh, sqrt,
+  neg, exp, log, tanh, sqrt, sin, cos,
   add, sub, mul, div, pow, max,
   eq, ne, lt, le, gt, ge,
   select,

@@ -99,6 +99,46 @@ Cotangents layer_norm_grad(const VjpCall& c) {
   return r;
 }
 
+// silu(x) = x s, s = sigmoid(x) = 1 / (1 + exp(-x)): d/dx = s (1 + x (1 - s)).
+Proxy silu_grad(const VjpCall& c) {
+  TraceBuilder& b = c.b;
+  const Proxy x = c.in(0);
+  Proxy s = binary(b, OpId::Div, 1.0, binary(b, OpId::Add, unary(b, OpId::Exp, unary(b, OpId::Neg, x)), 1.0));
+  Proxy d = binary(b, OpId::Mul, s, binary(b, OpId::Add, binary(b, OpId::Mul, x, binary(b, OpId::Sub, 1.0, s)), 1.0));
+  return binary(b, OpId::Mul, c.g(), d);
+}
+
+// x narrower than f32 as f32 (rms_norm's statistics are f32 there, as in
+// Hugging Face), else as it is.
+Proxy widened(TraceBuilder& b, const Proxy& x) {
+  return dtype_size(x.type.dtype) < 4 ? convert(b, x, DType::f32) : x;
+}
+
+// y = w xhat, xhat = x rstd, rstd = (mean(x^2) + eps)^(-1/2): gw = sum g xhat
+// over the rows, gx = rstd (gxhat - xhat mean(gxhat xhat)) with gxhat = g w.
+// Computed in f32 for f16/bf16 inputs, the results cast back.
+Cotangents rms_norm_grad(const VjpCall& c) {
+  TraceBuilder& b = c.b;
+  Cotangents r = c.none();
+  if (!c.need(0) && !c.need(1)) return r;
+  const DType dt = c.in(0).type.dtype;
+  const Proxy x = widened(b, c.in(0));
+  const Proxy g = widened(b, c.g());
+  const Shape& shape = x.type.shape;
+  const int64_t last = rank(x) - 1;
+  auto back = [&](const Proxy& reduced) { return broadcast_back(b, reduced, shape, {last}); };
+  auto narrowed = [&](const Proxy& v) { return v.type.dtype == dt ? v : convert(b, v, dt); };
+  Proxy ms = mean(b, binary(b, OpId::Mul, x, x), last);
+  Proxy rstd = back(unary(b, OpId::Rsqrt, binary(b, OpId::Add, ms, c.bsym.attrs.get_double("eps"))));
+  Proxy xhat = binary(b, OpId::Mul, x, rstd);
+  if (c.need(1)) r[1] = narrowed(sum(b, binary(b, OpId::Mul, g, xhat), range(last)));
+  if (!c.need(0)) return r;
+  Proxy gxhat = binary(b, OpId::Mul, g, broadcast(b, widened(b, c.in(1)), shape, {last}));
+  Proxy m = back(mean(b, binary(b, OpId::Mul, gxhat, xhat), last));
+  r[0] = narrowed(binary(b, OpId::Mul, binary(b, OpId::Sub, gxhat, binary(b, OpId::Mul, xhat, m)), rstd));
+  return r;
+}
+
 // The decomposition's causal mask: key j > query i gets -inf.
 Proxy causal_mask(TraceBuilder& b, const Proxy& scores) {
   const Shape& s = scores.type.shape;
@@ -162,6 +202,8 @@ Cotangents vjp_nn(const VjpCall& c) {
     case OpId::Gelu: return {gelu_grad(c)};
     case OpId::Softmax: return {softmax_grad(c)};
     case OpId::LayerNorm: return layer_norm_grad(c);
+    case OpId::Silu: return {silu_grad(c)};
+    case OpId::RmsNorm: return rms_norm_grad(c);
     case OpId::ScaledDotProductAttention: return sdpa_grad(c);
     case OpId::CrossEntropy:
       if (!c.need(0)) return c.none();

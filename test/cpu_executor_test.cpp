@@ -546,6 +546,19 @@ TEST_CASE("cpu: gelu and softmax", "[cpu]") {
   }
 }
 
+TEST_CASE("cpu: silu, and rms_norm also of rows far from zero", "[cpu]") {
+  Rng r;
+  for (int i = 0; i < kShapes; ++i) check_op(OpId::Silu, {r.tensor(r.shape(0, 4), DType::f32, 8.0)});
+  for (int i = 0; i < 2 * kShapes; ++i) {
+    Shape s = r.shape(0, 2);
+    s.push_back(i == 0 ? 768 : r.dim());
+    Arg x = r.tensor(s);
+    if (i % 3 == 1)
+      for (double& v : x.data) v = static_cast<float>(v + 50.0);
+    check_op(OpId::RmsNorm, {x, r.tensor({s.back()})}, Attrs{{"eps", 1e-6}});
+  }
+}
+
 TEST_CASE("cpu: layer_norm, also of rows far from zero", "[cpu]") {
   Rng r;
   for (int i = 0; i < 2 * kShapes; ++i) {
@@ -619,7 +632,7 @@ TEST_CASE("cpu: claims compute ops of supported dtypes, never communication", "[
   const Executor& cpu = cpu_executor();
   CHECK(cpu.name() == "cpu");
   for (OpId op : {OpId::Linear, OpId::LayerNorm, OpId::ScaledDotProductAttention, OpId::CrossEntropy, OpId::Gelu,
-                  OpId::Softmax, OpId::Matmul, OpId::Exp, OpId::Sum, OpId::Pad, OpId::Take, OpId::Pack})
+                  OpId::Silu, OpId::RmsNorm, OpId::Softmax, OpId::Matmul, OpId::Exp, OpId::Sum, OpId::Pad, OpId::Take, OpId::Pack})
     CHECK(cpu.claims(bsym(op, DType::f32)));
   CHECK(cpu.claims(bsym(OpId::Lt, DType::boolean)));
   CHECK(cpu.claims(bsym(OpId::ConvertElementType, DType::f64)));

@@ -103,6 +103,8 @@ SweepCase sweep_case(OpId op) {
     case OpId::Gelu: return {{at({4, 4}, bf16)}, {{"approximate", "tanh"}}, {on1({4, 4}, bf16)}};
     case OpId::Softmax: return {{at({4, 7})}, kDim0, {on1({4, 7})}};
     case OpId::LayerNorm: return {{at({2, 5, 8}), at({8}), at({8})}, {{"eps", 1e-5}}, {on1({2, 5, 8})}};
+    case OpId::Silu: return {{x23}, {}, {on1({2, 3}, bf16)}};
+    case OpId::RmsNorm: return {{at({2, 5, 8}, bf16), at({8}, bf16)}, {{"eps", 1e-6}}, {on1({2, 5, 8}, bf16)}};
     case OpId::ScaledDotProductAttention:
       return {{at({2, 10, 8}), at({2, 12, 8}), at({2, 12, 16})},
               {{"is_causal", true}, {"scale", 0.125}},
@@ -160,5 +162,5 @@ TEST_CASE("every op in ops.def infers the output types docs/ir.md gives", "[meta
       CHECK(got[k] == c.outputs[k]);
     }
   }
-  CHECK(kNumOps == 51);
+  CHECK(kNumOps == 53);
 }

@@ -51,6 +51,8 @@ FSDPC_CPU_KERNEL(gelu_kernel);
 FSDPC_CPU_KERNEL(softmax_kernel);
 FSDPC_CPU_KERNEL(layer_norm_kernel);
 FSDPC_CPU_KERNEL(cross_entropy_kernel);
+FSDPC_CPU_KERNEL(silu_kernel);
+FSDPC_CPU_KERNEL(rms_norm_kernel);
 // cpu_attention.cpp
 FSDPC_CPU_KERNEL(sdpa_kernel);
 

@@ -3,7 +3,8 @@
 // loops and oneDNN's exp along any other), layer_norm (a loop with
 // double statistics: oneDNN's f32 ones lose 1e-5 when rstd is large) and
 // cross_entropy (a stable log-sum-exp in row blocks, its exponentials on
-// oneDNN, without a [rows, V] temporary). The loops split over the rank's
+// oneDNN, without a [rows, V] temporary), silu (oneDNN's swish) and rms_norm
+// (a loop with double statistics, as layer_norm). The loops split over the rank's
 // threads by rows (softmax: by slabs), never inside one row's sum.
 #include <algorithm>
 #include <cmath>
@@ -45,6 +46,21 @@ FSDPC_CPU_CLONES void layer_norm_row(const float* x, const float* w, const float
   for (double l : sq) var += l;
   const double rstd = 1.0 / std::sqrt(var / static_cast<double>(c) + eps);
   for (i = 0; i < c; ++i) y[i] = static_cast<float>((x[i] - mean) * rstd) * w[i] + bias[i];
+}
+
+// One row of Hugging Face's LlamaRMSNorm: the mean square in double lanes
+// (as layer_norm's statistics), then w * (x * rstd) rounded as the
+// decomposition rounds: x * rstd to f32, then the product with w.
+FSDPC_CPU_CLONES void rms_norm_row(const float* x, const float* w, float* y, int64_t c, double eps) {
+  double sq[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= c; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) sq[j] += static_cast<double>(x[i + j]) * x[i + j];
+  for (; i < c; ++i) sq[0] += static_cast<double>(x[i]) * x[i];
+  double ms = 0.0;
+  for (double l : sq) ms += l;
+  const double rstd = 1.0 / std::sqrt(ms / static_cast<double>(c) + eps);
+  for (i = 0; i < c; ++i) y[i] = w[i] * static_cast<float>(x[i] * rstd);
 }
 
 // Softmax along a dim with `inner` > 1 elements after it (oneDNN's is a
@@ -183,6 +199,26 @@ FSDPC_CPU_KERNEL(layer_norm_kernel) {
   FSDPC_CPU_PARALLEL_FOR(rows * c)
   for (int64_t r = 0; r < rows; ++r)
     layer_norm_row(x + r * c, cdata<float>(in[1]), cdata<float>(in[2]), y + r * c, c, eps);
+}
+
+// silu = x * sigmoid(x): oneDNN's swish with alpha 1.
+FSDPC_CPU_KERNEL(silu_kernel) {
+  require_f32(b, in[0], "x");
+  eltwise(dnnl::algorithm::eltwise_swish, 1.0f, 0.0f, cdata<float>(in[0]), mdata<float>(out[0]),
+          count_of(out[0]));
+}
+
+FSDPC_CPU_KERNEL(rms_norm_kernel) {
+  require_f32(b, in[0], "x");
+  require_f32(b, in[1], "w");
+  const Shape& s = shape_of(in[0]);
+  const int64_t c = s.back(), rows = prod(s, 0, s.size() - 1);
+  const double eps = b.attrs.get_double("eps");
+  const float* x = cdata<float>(in[0]);
+  float* y = mdata<float>(out[0]);
+  if (c == 0) return;
+  FSDPC_CPU_PARALLEL_FOR(rows * c)
+  for (int64_t r = 0; r < rows; ++r) rms_norm_row(x + r * c, cdata<float>(in[1]), y + r * c, c, eps);
 }
 
 FSDPC_CPU_KERNEL(cross_entropy_kernel) {

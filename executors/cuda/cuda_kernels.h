@@ -47,11 +47,14 @@ FSDPC_CUDA_KERNEL(index_add_kernel);  // its scatter-add
 // cuda_matmul.cpp (cuBLASLt)
 FSDPC_CUDA_KERNEL(matmul_kernel);
 FSDPC_CUDA_KERNEL(linear_kernel);
-// cuda_nn.cpp (kernels/gelu.cu, softmax.cu, layer_norm.cu, cross_entropy.cu)
+// cuda_nn.cpp (kernels/gelu.cu, softmax.cu, layer_norm.cu, cross_entropy.cu, silu.cu,
+// rms_norm.cu)
 FSDPC_CUDA_KERNEL(gelu_kernel);
 FSDPC_CUDA_KERNEL(softmax_kernel);
 FSDPC_CUDA_KERNEL(layer_norm_kernel);
 FSDPC_CUDA_KERNEL(cross_entropy_kernel);
+FSDPC_CUDA_KERNEL(silu_kernel);
+FSDPC_CUDA_KERNEL(rms_norm_kernel);
 // cuda_attention.cpp (cuBLAS's cublasGemmStridedBatchedEx and kernels/softmax.cu)
 FSDPC_CUDA_KERNEL(sdpa_kernel);
 

@@ -1,5 +1,5 @@
-// The nn composites run whole on the GPU: gelu, softmax, layer_norm and
-// cross_entropy. Each KernelFn checks the dtypes claims() cannot see (its
+// The nn composites run whole on the GPU: gelu, softmax, layer_norm,
+// cross_entropy, silu and rms_norm. Each KernelFn checks the dtypes claims() cannot see (its
 // inputs'), reads the attributes, splits the shape (nn_plan.h) and calls
 // its kernels/<family>.cu launches on the compute stream. f32 or bf16
 // storage, f32 arithmetic; outputs take the dtype the IR's meta gave them.
@@ -13,6 +13,8 @@
 #include "executors/cuda/kernels/cross_entropy.h"
 #include "executors/cuda/kernels/gelu.h"
 #include "executors/cuda/kernels/layer_norm.h"
+#include "executors/cuda/kernels/rms_norm.h"
+#include "executors/cuda/kernels/silu.h"
 #include "executors/cuda/kernels/softmax.h"
 #include "executors/cuda/nn_plan.h"
 
@@ -100,6 +102,31 @@ FSDPC_CUDA_KERNEL(layer_norm_kernel) {
   else
     launch_layer_norm(cptr<float>(in[0]), cptr<float>(in[1]), cptr<float>(in[2]), mptr<float>(out[0]),
                       r.rows, r.cols, eps, s);
+}
+
+FSDPC_CUDA_KERNEL(silu_kernel) {
+  const bool bf = is_bf16(b, in[0], "x");
+  require_dtype_of(b, in[0], "x", out[0], "the output");
+  const int64_t n = numel(out[0].type->shape);
+  const cudaStream_t s = cuda_context(ctx).compute();
+  if (bf)
+    launch_silu(cptr<bf16>(in[0]), mptr<bf16>(out[0]), n, s);
+  else
+    launch_silu(cptr<float>(in[0]), mptr<float>(out[0]), n, s);
+}
+
+FSDPC_CUDA_KERNEL(rms_norm_kernel) {
+  const bool bf = is_bf16(b, in[0], "x");
+  require_dtype_of(b, in[0], "x", in[1], "w");
+  require_dtype_of(b, in[0], "x", out[0], "the output");
+  const RowSplit r = split_rows(in[0].type->shape);
+  if (numel(in[1].type->shape) != r.cols) fail("cuda_rms_norm: w must have x's last dim, ", r.cols, ", elements");
+  const auto eps = static_cast<float>(b.attrs.get_double("eps"));
+  const cudaStream_t s = cuda_context(ctx).compute();
+  if (bf)
+    launch_rms_norm(cptr<bf16>(in[0]), cptr<bf16>(in[1]), mptr<bf16>(out[0]), r.rows, r.cols, eps, s);
+  else
+    launch_rms_norm(cptr<float>(in[0]), cptr<float>(in[1]), mptr<float>(out[0]), r.rows, r.cols, eps, s);
 }
 
 FSDPC_CUDA_KERNEL(cross_entropy_kernel) {

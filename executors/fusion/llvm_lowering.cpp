@@ -322,6 +322,8 @@ class Lowering {
       case ScalarPrim::exp: return unary_intrinsic(llvm::Intrinsic::exp, v[0]);
       case ScalarPrim::log: return unary_intrinsic(llvm::Intrinsic::log, v[0]);
       case ScalarPrim::sqrt: return unary_intrinsic(llvm::Intrinsic::sqrt, v[0]);
+      case ScalarPrim::sin: return unary_intrinsic(llvm::Intrinsic::sin, v[0]);
+      case ScalarPrim::cos: return unary_intrinsic(llvm::Intrinsic::cos, v[0]);
       case ScalarPrim::tanh: {
         // LLVM 15 has no tanh intrinsic: libm's, found in the process.
         const char* fn = t->isFloatTy() ? "tanhf" : "tanh";

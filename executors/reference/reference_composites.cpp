@@ -87,6 +87,31 @@ Data layer_norm(const BoundSymbol& b, const std::vector<Input>& in) {
   return d;
 }
 
+// x / (1 + exp(-x)), as the decomposition writes x * sigmoid(x).
+Data silu(const Value& x) {
+  Data d(x.data.size());
+  for (size_t i = 0; i < d.size(); ++i) d[i] = x.data[i] / (std::exp(-x.data[i]) + 1.0);
+  return d;
+}
+
+// w * x * rsqrt(mean(x^2) + eps) over the last dim (float64 throughout:
+// the f32 upcast of f16/bf16 inputs is exact here).
+Data rms_norm(const BoundSymbol& b, const std::vector<Input>& in) {
+  const Value& x = *in[0].value;
+  const Data& w = in[1].value->data;
+  const double eps = b.attrs.get_double("eps");
+  const int64_t c = x.type.shape.back(), rows = rows_of(x.type.shape);
+  Data d(x.data.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.data.data() + r * c;
+    double ms = 0.0;
+    for (int64_t j = 0; j < c; ++j) ms += xr[j] * xr[j];
+    const double rstd = 1.0 / std::sqrt(ms / static_cast<double>(c) + eps);
+    for (int64_t j = 0; j < c; ++j) d[r * c + j] = w[j] * (xr[j] * rstd);
+  }
+  return d;
+}
+
 // softmax(q·kᵀ·scale, masked causally) · v, one [Tq, Tk] score matrix per batch.
 Data sdpa(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out) {
   const Value& q = *in[0].value;
@@ -149,6 +174,8 @@ Data run_composite(const BoundSymbol& b, const std::vector<Input>& in, const Ten
     case OpId::LayerNorm: return layer_norm(b, in);
     case OpId::ScaledDotProductAttention: return sdpa(b, in, out);
     case OpId::CrossEntropy: return cross_entropy(in);
+    case OpId::Silu: return silu(*in[0].value);
+    case OpId::RmsNorm: return rms_norm(b, in);
     default: break;
   }
   FSDPC_CHECK(false) << op_name(b.op) << " is not a composite the reference executor knows";

@@ -68,6 +68,22 @@ TEST_CASE("gpu kernels: gelu, softmax over any dim, layer_norm", "[gpu][kernels]
   }
 }
 
+TEST_CASE("gpu kernels: silu, rms_norm", "[gpu][kernels]") {
+  Harness h;
+  for (int i = 0; i < kShapes; ++i) {
+    const Shape s = i == 0 ? Shape{1000} : i == 1 ? Shape{4, 3072} : h.r.shape(0, 4);
+    h.check_f32_bf16(OpId::Silu, {h.r.tensor(s, DType::f32, 8.0)});
+  }
+  for (int i = 0; i < 2 * kShapes; ++i) {
+    Shape s = i < 3 ? Shape{i == 2 ? 300 : 64} : h.r.shape(0, 2);
+    s.push_back(i < 3 ? std::array<int64_t, 3>{576, 2048, 4096}[static_cast<size_t>(i)] : h.r.dim());
+    Arg x = h.r.tensor(s);
+    if (i % 3 == 1)
+      for (double& v : x.data) v = static_cast<float>(v + 50.0);
+    h.check_f32_bf16(OpId::RmsNorm, {x, h.r.tensor({s.back()})}, Attrs{{"eps", 1e-6}});
+  }
+}
+
 TEST_CASE("gpu kernels: scaled_dot_product_attention (causal and not) and cross_entropy", "[gpu][kernels]") {
   Harness h;
   for (int i = 0; i < 2 * kShapes; ++i) {

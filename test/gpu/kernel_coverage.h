@@ -21,7 +21,8 @@ inline constexpr OpId kComparedByKernelsTest[] = {
 
 // gpu_nn_kernels_test.cpp: matmul and the nn composites' fused kernels.
 inline constexpr OpId kComparedByNnKernelsTest[] = {
-    OpId::Matmul, OpId::Linear, OpId::Gelu, OpId::Softmax, OpId::LayerNorm, OpId::ScaledDotProductAttention,
+    OpId::Matmul, OpId::Linear, OpId::Gelu, OpId::Silu, OpId::Softmax, OpId::LayerNorm, OpId::RmsNorm,
+    OpId::ScaledDotProductAttention,
     OpId::CrossEntropy};
 
 }  // namespace fsdpc::gpu_test
