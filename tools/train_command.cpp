@@ -346,7 +346,7 @@ void run_train(const TrainArgs& a) {
       log << line << "\n" << std::flush;
     }
   }
-  profile.finish(compiled->engine());
+  profile.finish();
   if (rank == 0 && !profile.summary().empty()) {
     std::fputs(profile.summary().c_str(), stdout);
     std::fflush(stdout);

@@ -89,9 +89,14 @@ TrainProfile::TrainProfile(const TrainArgs& a, int64_t first_step, std::string d
   profiler_ = std::make_unique<Profiler>(MPI_COMM_WORLD);
 }
 
+TrainProfile::~TrainProfile() {
+  if (attached_) attached_->set_profiler(nullptr);
+}
+
 void TrainProfile::before_step(Engine& engine, int64_t step) {
   if (!profiler_ || step < steps_.begin || step >= steps_.end) return;
   engine.set_profiler(profiler_.get());
+  attached_ = &engine;
   step_begin_ = Profiler::Clock::now();
   profiler_->memory(engine.memory(), step_begin_);
 }
@@ -103,18 +108,18 @@ void TrainProfile::after_step(Engine& engine, int64_t step) {
   profiler_->span(ProfileTrack::step, "step " + std::to_string(step), step_begin_, now);
   profiler_->count_step();
   engine.set_profiler(nullptr);
-  if (step + 1 == steps_.end) write(engine);
+  attached_ = nullptr;
+  if (step + 1 == steps_.end) write();
 }
 
-void TrainProfile::finish(Engine& engine) {
-  if (profiler_ && !written_ && profiler_->steps() > 0) write(engine);
+void TrainProfile::finish() {
+  if (profiler_ && !written_ && profiler_->steps() > 0) write();
   if (profiler_ && profiler_->steps() == 0 && mpi_world_rank() == 0)
     summary_ = "profile: no step of " + std::to_string(steps_.begin) + ".." + std::to_string(steps_.end - 1) +
                " ran; nothing written to " + path_ + "\n";
 }
 
-void TrainProfile::write(Engine& engine) {
-  (void)engine;
+void TrainProfile::write() {
   written_ = true;
   const std::string error = write_profile(*profiler_, path_, MPI_COMM_WORLD, description_);
   if (!error.empty()) exit_all_ranks(2, error);

@@ -34,6 +34,11 @@ void check_profile_args(const TrainArgs& a);
 class TrainProfile {
  public:
   TrainProfile(const TrainArgs& a, int64_t first_step, std::string description);
+  // Detaches the profiler from the engine it was attached to (an error that
+  // unwound a profiled step leaves it attached; the engine outlives this).
+  ~TrainProfile();
+  TrainProfile(const TrainProfile&) = delete;
+  TrainProfile& operator=(const TrainProfile&) = delete;
   // Around each step: attaches the profiler to the engine for the profiled
   // steps only, and after the last one gathers and writes the file
   // (collective: every rank reaches the same step).
@@ -41,17 +46,18 @@ class TrainProfile {
   void after_step(Engine& engine, int64_t step);
   // After the loop (also when a signal stopped it): writes what was
   // recorded if the last profiled step never came. Collective.
-  void finish(Engine& engine);
+  void finish();
   // Rank 0's lines for the end of the run: where the file went and the
   // step breakdown. Empty without --profile.
   const std::string& summary() const { return summary_; }
 
  private:
-  void write(Engine& engine);
+  void write();
 
   std::string path_;
   ProfileSteps steps_;
   std::unique_ptr<Profiler> profiler_;
+  Engine* attached_ = nullptr;
   std::string description_, summary_;
   Profiler::Clock::time_point step_begin_;
   bool written_ = false;
