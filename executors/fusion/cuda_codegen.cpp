@@ -380,6 +380,8 @@ class Generator {
         case ScalarPrim::exp: return "exp" + f + "(" + v[0] + ")";
         case ScalarPrim::log: return "log" + f + "(" + v[0] + ")";
         case ScalarPrim::tanh: return "tanh" + f + "(" + v[0] + ")";
+        case ScalarPrim::sin: return "sin" + f + "(" + v[0] + ")";
+        case ScalarPrim::cos: return "cos" + f + "(" + v[0] + ")";
         case ScalarPrim::sqrt: return "sqrt" + f + "(" + v[0] + ")";
         case ScalarPrim::pow: return "pow" + f + "(" + v[0] + ", " + v[1] + ")";
         case ScalarPrim::div: return "(" + v[0] + " / " + v[1] + ")";
