@@ -50,7 +50,7 @@ struct Span {
 
 }  // namespace
 
-TEST_CASE("--profile writes one trace of both ranks; each collective lies inside its step", "[mpi][profile]") {
+TEST_CASE("train --profile writes one trace of both ranks with each collective inside its step", "[mpi][profile]") {
   const fs::path file = scratch_dir() / "trace.json";
   const Run r = train(2, "--model gpt2-tiny --steps 4 --profile '" + file.string() + "'");
   INFO(r.output);
@@ -131,7 +131,7 @@ TEST_CASE("--profile writes one trace of both ranks; each collective lies inside
   }
 }
 
-TEST_CASE("--profile-steps picks the steps; bad values exit 2 before training", "[profile]") {
+TEST_CASE("train --profile-steps picks the steps and bad values exit 2 before training", "[profile]") {
   const std::string bin = std::string("'") + FSDPC_BIN + "' train --model gpt2-tiny --steps 4";
   const std::string file = (scratch_dir() / "bad.json").string();
   for (const char* bad : {"3:2", "x", "1:9", "2", "-1:2", "1:"}) {
