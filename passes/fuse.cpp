@@ -319,6 +319,7 @@ class Fuser {
 
 Trace fuse(const Trace& trace, const std::string& executor) { return Fuser(trace, executor).run(); }
 
-bool has_fusion_executor(const std::string& executor) { return executor == "cpu"; }
+// cpu: LLVM (executors/fusion/llvm_jit.h); cuda: NVRTC (executors/cuda/cuda_fusion.h).
+bool has_fusion_executor(const std::string& executor) { return executor == "cpu" || executor == "cuda"; }
 
 }  // namespace fsdpc

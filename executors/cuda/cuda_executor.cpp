@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 
+#include "executors/cuda/cuda_fusion.h"
 #include "executors/cuda/cuda_kernels.h"
 
 namespace fsdpc {
@@ -73,7 +74,9 @@ class CudaExecutor final : public Executor {
     return true;
   }
 
-  KernelFn kernel(OpId op) const override { return cuda::kernel_of(op); }
+  // Fusion regions are formed after claiming (passes/fuse.h) and run as
+  // NVRTC-compiled kernels (cuda_fusion.h).
+  KernelFn kernel(OpId op) const override { return op == OpId::Fusion ? cuda::fusion_kernel : cuda::kernel_of(op); }
 };
 
 }  // namespace

@@ -1,0 +1,18 @@
+// The CUDA fusion executor's kernel: runs a `fusion` statement
+// (passes/fuse.h) as one generated kernel. The region's CUDA source
+// (executors/fusion/cuda_codegen.h) is compiled by NVRTC for the device's
+// architecture on first use of its signature (executors/fusion/
+// nvrtc_compiler.h, cached in the process and under FSDPC_JIT_CACHE),
+// loaded with cudaLibraryLoadData (runtime API: the process never links the
+// driver library, so it still starts on a machine without one) and launched
+// on the compute stream. Not yet run on a GPU: see test/gpu/gpu_fusion_test.cpp.
+#pragma once
+
+#include "executors/executor.h"
+
+namespace fsdpc::cuda {
+
+void fusion_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                   const std::vector<TensorView>& out);
+
+}  // namespace fsdpc::cuda
