@@ -36,3 +36,11 @@ function(fsdpc_add_multinode_collectives name slots np)
 endfunction()
 fsdpc_add_multinode_collectives("np 2, 2 nodes x 1 rank" 1 2 "~[mesh2x2]")
 fsdpc_add_multinode_collectives("np 4, 2x2 mesh, 2 nodes x 2 ranks" 2 4 "[mesh2x2]")
+
+# The watchdog with the progress thread running: a stopped rank still ends
+# the job at --timeout with exit 4 and the collective named (the MPI_Abort
+# path, with the thread alive), as watchdog_test checks in poll mode.
+add_test(NAME "watchdog_test: a stopped rank, progress thread"
+  COMMAND $<TARGET_FILE:watchdog_test> --warn NoTests "a stopped rank ends the job at --timeout*")
+set_tests_properties("watchdog_test: a stopped rank, progress thread" PROPERTIES
+  LABELS "mpi;watchdog" TIMEOUT 180 ENVIRONMENT "FSDPC_MPI_PROGRESS=thread")
