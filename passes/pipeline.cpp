@@ -12,8 +12,10 @@
 #include "passes/autocast.h"
 #include "passes/fsdp.h"
 #include "passes/grad.h"
+#include "passes/remat.h"
 #include "passes/schedule.h"
 #include "passes/split.h"
+#include "passes/stats.h"
 #include "passes/wrap.h"
 
 namespace fsdpc {
@@ -39,6 +41,63 @@ void sync_saved_types(const Trace& fwd, Trace& bwd) {
     for (const Proxy& o : b.outputs) types[o.name] = &o.type;
   });
   for (size_t i = 0; i < saved.items.size(); ++i) bwd.args[i].type = *types.at(saved.items[i].name);
+}
+
+// The passes after split, in order. `both(name, pass)` applies a pass to the
+// forward and backward traces the previous one left and keeps the result;
+// `sync()` follows bucketing (sync_saved_types on the current pair).
+template <typename Both, typename Sync>
+void after_split(const PipelineOptions& o, const std::vector<Unit>& units, const std::vector<std::string>& grad_params,
+                 Both&& both, Sync&& sync) {
+  both("dce", [](const Trace& t) { return dce(t); });
+  both("cse", [](const Trace& t) { return cse(t); });
+  const BucketingOptions bucket{o.strategy, units, o.bucketing, o.bucket_mb, grad_params};
+  const ScheduleOptions sched{o.prefetch, o.max_inflight, units};
+  both("bucketing", [&](const Trace& t) { return bucketing(t, bucket); });
+  sync();
+  both("schedule", [&](const Trace& t) { return schedule(t, sched); });
+  both("del", [](const Trace& t) { return insert_dels(t); });
+}
+
+// Live bytes beyond the parameters at the worse of the two traces' peaks.
+int64_t activation_peak(const std::vector<Trace>& traces) {
+  int64_t peak = 0;
+  for (const Trace& t : traces) {
+    const TraceStats s = trace_stats(t);
+    peak = std::max(peak, s.peak_live_bytes - s.param_bytes);
+  }
+  return peak;
+}
+
+// auto with a budget: the fewest units, first to last, whose forward is
+// recomputed from their input (the cut decides the rest) that keep the
+// activation peak under the budget. More checkpointed units never raise the
+// peak, so a binary search finds it.
+size_t units_to_checkpoint(const Trace& joint, RematPlan plan, const PipelineOptions& o,
+                           const std::vector<std::string>& grad_params) {
+  auto peak_with = [&](size_t k) {
+    plan.blocked_units = k;
+    const std::unordered_set<std::string> recompute = remat_recomputable(joint, plan);
+    SplitResult fb = split(joint, SplitOptions{plan.regather_params, &recompute});
+    std::vector<Trace> cur{std::move(fb.forward), std::move(fb.backward)};
+    auto both = [&](const std::string&, auto&& pass) { cur = {pass(cur[0]), pass(cur[1])}; };
+    after_split(o, plan.units, grad_params, both, [&] { sync_saved_types(cur[0], cur[1]); });
+    return activation_peak(cur);
+  };
+  const size_t n = checkpointable_units(joint, plan.units);
+  const int64_t lowest = peak_with(n);
+  if (lowest > o.remat.budget_bytes)
+    fail("--remat auto:", o.remat.budget_bytes, ": no plan keeps the activation peak (live bytes beyond the parameters) ",
+         "under the budget; the lowest, with every one of the ", n, " blocks recomputed, is ", lowest, " bytes");
+  size_t lo = 0, hi = n;  // peak_with(hi) fits
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (peak_with(mid) <= o.remat.budget_bytes)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return hi;
 }
 
 void validate(const PipelineOptions& o) {
@@ -74,16 +133,17 @@ std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   keep("fsdp", {std::move(sharded)});
   if (o.precision != DType::f32) keep("autocast", {autocast(stages.back().traces[0], o.precision)});
   keep("grad", {grad(stages.back().traces[0], GradOptions{o.sync_grads, o.accumulate_grads})});
-  SplitResult fb = split(stages.back().traces[0], SplitOptions{regathers_in_backward(o.strategy)});
+  const Trace& joint = stages.back().traces[0];
+  // auto checkpoints whole units only when a budget asks for it.
+  const size_t blocked = o.remat.mode == RematMode::auto_cut ? 0 : SIZE_MAX;
+  RematPlan remat{o.remat.mode, units, blocked, regathers_in_backward(o.strategy)};
+  if (o.remat.mode == RematMode::auto_cut && o.remat.budget_bytes > 0)
+    remat.blocked_units = units_to_checkpoint(joint, remat, o, grad_params);
+  const std::unordered_set<std::string> recompute = remat_recomputable(joint, remat);
+  SplitResult fb = split(joint, SplitOptions{regathers_in_backward(o.strategy), &recompute});
   keep("split", {std::move(fb.forward), std::move(fb.backward)});
-  both("dce", [](const Trace& t) { return dce(t); });
-  both("cse", [](const Trace& t) { return cse(t); });
-  const BucketingOptions bucket{o.strategy, units, o.bucketing, o.bucket_mb, grad_params};
-  both("bucketing", [&](const Trace& t) { return bucketing(t, bucket); });
-  sync_saved_types(stages.back().traces[0], stages.back().traces[1]);
-  const ScheduleOptions sched{o.prefetch, o.max_inflight, units};
-  both("schedule", [&](const Trace& t) { return schedule(t, sched); });
-  both("del", [](const Trace& t) { return insert_dels(t); });
+  after_split(o, units, grad_params, both,
+              [&] { sync_saved_types(stages.back().traces[0], stages.back().traces[1]); });
   return stages;
 }
 

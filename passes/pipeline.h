@@ -8,6 +8,7 @@
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
+#include "passes/remat.h"
 #include "passes/strategy.h"
 
 namespace fsdpc {
@@ -24,6 +25,7 @@ struct PipelineOptions {
   DType precision = DType::f32;
   bool sync_grads = true;      // false: no_sync (gradient accumulation micro-batch)
   bool accumulate_grads = false;
+  RematOptions remat;          // activation checkpointing (passes/remat.h)
   // Run the verifier after every pass (tests, `fsdpc dump`); the pipeline
   // benchmark measures the passes alone.
   bool verify = true;

@@ -11,6 +11,8 @@
 //       creation) — and, with regather_params (zero3), through all_gather +
 //       wait, so gathered parameters are never saved and the backward
 //       re-gathers each one right before its first use.
+//       With options.recomputable (rematerialisation, passes/remat.h), the
+//       values named there are recomputed the same way, from what is saved.
 //
 //   joint:    t1 = wait(all_gather(w)); t2 = linear(x, t1); ...; g = matmul(ct, t1)
 //   forward:  ...; return (t2,), (x, w)            # zero3: w saved, not t1
@@ -59,8 +61,10 @@ Joint analyse(const Trace& t) {
   return j;
 }
 
-// Statements the forward outputs depend on.
-std::vector<bool> forward_statements(const Joint& j) {
+}  // namespace
+
+std::vector<bool> forward_statements(const Trace& joint) {
+  const Joint j = analyse(joint);
   NameSet needed;
   for (const ReturnTree& r : j.outputs) {
     std::vector<std::string> names;
@@ -80,11 +84,9 @@ std::vector<bool> forward_statements(const Joint& j) {
   return fwd;
 }
 
-}  // namespace
-
 SplitResult split(const Trace& joint, const SplitOptions& options) {
   const Joint j = analyse(joint);
-  const std::vector<bool> fwd = forward_statements(j);
+  const std::vector<bool> fwd = forward_statements(joint);
   const auto& bsyms = joint.bsyms;
 
   // Which names each side reads.
@@ -122,7 +124,7 @@ SplitResult split(const Trace& joint, const SplitOptions& options) {
       return;
     }
     if (!forward_defined(n)) return;  // defined by the backward itself
-    if (!is_free(n)) {
+    if (!is_free(n) && !(options.recomputable && options.recomputable->count(n))) {
       saved_set.insert(n);
       return;
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/trace.h"
@@ -13,6 +14,9 @@ struct SplitOptions {
   // zero3/hybrid: gathered parameters are not saved for the backward, which
   // re-gathers them from the shards (all_gather is recomputable).
   bool regather_params = false;
+  // Forward values the backward recomputes instead of receiving, beyond the
+  // parameter-derived chains above (passes/remat.h decides them); null: none.
+  const std::unordered_set<std::string>* recomputable = nullptr;
 };
 
 struct SplitResult {
@@ -22,5 +26,9 @@ struct SplitResult {
 };
 
 SplitResult split(const Trace& joint, const SplitOptions& options = {});
+
+// Which statements of a joint trace the forward holds: those its outputs
+// (every return item but the last, the gradients) depend on.
+std::vector<bool> forward_statements(const Trace& joint);
 
 }  // namespace fsdpc

@@ -27,6 +27,7 @@ struct Case {
   Mesh mesh;
   bool bucketing = false;
   DType precision = DType::f32;
+  RematMode remat = RematMode::none;
 };
 
 Value random_value(const TensorType& t, std::mt19937& rng, double scale, int64_t int_bound = 0) {
@@ -83,7 +84,8 @@ Unsharded run_unsharded(const Case& c, int world, std::mt19937& rng) {
 void check_parity(const Case& c) {
   const int world = c.mesh.world();
   INFO(c.model << " " << strategy_name(c.strategy) << " mesh " << c.mesh.replicas << "x" << c.mesh.shards
-               << (c.bucketing ? " bucketed" : "") << " " << dtype_name(c.precision));
+               << (c.bucketing ? " bucketed" : "") << " " << dtype_name(c.precision) << " remat "
+               << remat_name(RematOptions{c.remat}));
   std::mt19937 rng(1234 + world);
   Unsharded u = run_unsharded(c, world, rng);
 
@@ -96,6 +98,7 @@ void check_parity(const Case& c) {
   po.mesh = c.mesh;
   po.bucketing = c.bucketing;
   po.precision = c.precision;
+  po.remat.mode = c.remat;
   std::vector<Stage> stages = compile(capture(*model, o), po);
   const Trace& fwd = stages.back().traces.at(0);
   const Trace& bwd = stages.back().traces.at(1);
@@ -183,6 +186,22 @@ std::vector<Case> cases(const std::string& model) {
   return out;
 }
 
+// Rematerialisation changes what the backward receives and recomputes, never
+// the numbers: every mode, every strategy, N = 1..4, buckets and bf16.
+std::vector<Case> remat_cases(const std::string& model) {
+  std::vector<Case> out;
+  for (RematMode m : {RematMode::block, RematMode::selective, RematMode::auto_cut}) {
+    for (int n = 1; n <= 4; ++n)
+      for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard})
+        out.push_back({model, s, flat_mesh(n), false, DType::f32, m});
+    for (Strategy s : {Strategy::hybrid, Strategy::hybrid_zero2})
+      out.push_back({model, s, Mesh{2, 2}, false, DType::f32, m});
+    out.push_back({model, Strategy::zero3, flat_mesh(3), /*bucketing=*/true, DType::f32, m});
+    out.push_back({model, Strategy::zero2, flat_mesh(2), /*bucketing=*/true, DType::bf16, m});
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("sharded mlp matches the unsharded one for every strategy and world", "[parity]") {
@@ -191,4 +210,8 @@ TEST_CASE("sharded mlp matches the unsharded one for every strategy and world", 
 
 TEST_CASE("sharded gpt2-tiny matches the unsharded one for every strategy and world", "[parity]") {
   for (const Case& c : cases("gpt2-tiny")) check_parity(c);
+}
+
+TEST_CASE("rematerialised gpt2-tiny matches the unsharded one for every mode, strategy and world", "[parity][remat]") {
+  for (const Case& c : remat_cases("gpt2-tiny")) check_parity(c);
 }

@@ -17,7 +17,9 @@
 
 #include "frontend/models.h"
 #include "ir/ops.h"
+#include "ir/error.h"
 #include "passes/pipeline.h"
+#include "passes/stats.h"
 
 using namespace fsdpc;
 
@@ -26,22 +28,24 @@ namespace {
 struct Split {
   Trace forward, backward;
   std::vector<std::string> saved;  // names, in order
+  std::vector<Trace> final;        // forward and backward after every pass
 };
 
-Split split_of(const std::string& model_name, Strategy strategy) {
+Split split_of(const std::string& model_name, Strategy strategy, RematOptions remat = {}, int64_t seq = 8) {
   auto model = make_model(model_name);
   CaptureOptions co;
   if (model_name != "mlp") {
     co.batch = 2;
-    co.seq = 8;
+    co.seq = seq;
   }
   PipelineOptions o;
   o.strategy = strategy;
   o.mesh = flat_mesh(2);
+  o.remat = remat;
   std::vector<Stage> stages = compile(capture(*model, co), o);
   for (const Stage& s : stages)
     if (s.name == "split") {
-      Split r{s.traces.at(0), s.traces.at(1), {}};
+      Split r{s.traces.at(0), s.traces.at(1), {}, stages.back().traces};
       for (const ReturnTree& t : r.forward.returns.items.at(1).items) r.saved.push_back(t.name);
       return r;
     }
@@ -190,4 +194,130 @@ TEST_CASE("split: gpt2-tiny saves per block 10 activations and, under zero3, onl
   CHECK(gathered == std::set<std::string>(read.begin(), read.end()));
   CHECK(activations == 2 * kBlock.size() + 3);  // the same activations as zero3
   check_all_read(z2);
+}
+
+// Rematerialisation (passes/remat.h) changes only what split saves and what
+// the backward recomputes.
+namespace {
+
+RematOptions remat(RematMode mode, int64_t budget = 0) { return RematOptions{mode, budget}; }
+
+size_t count_ops(const Trace& t, OpId op) {
+  size_t n = 0;
+  for (const BoundSymbol& b : t.bsyms) n += b.op == op;
+  return n;
+}
+
+int64_t saved_bytes(const Split& s) {
+  std::unordered_map<std::string, const Proxy*> type;
+  for (const Proxy& a : s.forward.args) type[a.name] = &a;
+  for (const BoundSymbol& b : s.forward.bsyms)
+    for (const Proxy& o : b.outputs) type[o.name] = &o;
+  int64_t bytes = 0;
+  for (const std::string& n : s.saved)
+    if (!type.at(n)->is_param()) bytes += numel(type.at(n)->type.shape) * static_cast<int64_t>(dtype_size(type.at(n)->type.dtype));
+  return bytes;
+}
+
+// Live bytes beyond the parameters at the worse of the final traces' peaks.
+int64_t activation_peak(const Split& s) {
+  int64_t peak = 0;
+  for (const Trace& t : s.final) {
+    const TraceStats st = trace_stats(t);
+    peak = std::max(peak, st.peak_live_bytes - st.param_bytes);
+  }
+  return peak;
+}
+
+}  // namespace
+
+TEST_CASE("remat block: gpt2-tiny saves each block's input and recomputes the block in the backward",
+          "[split][remat]") {
+  const Split none = split_of("gpt2-tiny", Strategy::zero3);
+  const Split block = split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::block));
+  // Per block only its input (the residual stream entering it); then, in the
+  // root unit as before, ln_f's x, ln_f's output and the logits.
+  std::vector<std::string> activations;
+  for (const std::string& d : describe(block))
+    if (d != "idx" && d != "targets" && d.find('.') == std::string::npos) activations.push_back(d);
+  CHECK(activations == std::vector<std::string>{"add", "add", "add", "layer_norm", "linear"});
+  check_all_read(block);
+  // The backward recomputes every block's forward up to what its VJPs read:
+  // c_attn, attention, attn.c_proj (the residual ln_2 reads) and mlp.c_fc;
+  // mlp.c_proj's output feeds only the block's output, which is saved.
+  CHECK(count_ops(block.backward, OpId::Matmul) == count_ops(none.backward, OpId::Matmul) + 2 * 3);
+  CHECK(count_ops(block.backward, OpId::ScaledDotProductAttention) == 2);
+  CHECK(count_ops(none.backward, OpId::ScaledDotProductAttention) == 0);
+  // Recomputation reads every block parameter, biases included, re-gathered.
+  for (const char* p : {"h.0.attn.c_attn.bias", "h.1.mlp.c_fc.bias", "h.1.ln_2.bias"}) {
+    INFO(p);
+    CHECK(regathered(block).count(p) == 1);
+  }
+  CHECK(saved_bytes(block) * 3 < saved_bytes(none));
+  // At 64 tokens activations outweigh gpt2-tiny's parameter-sized buffers.
+  CHECK(activation_peak(split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::block), 64)) <
+        activation_peak(split_of("gpt2-tiny", Strategy::zero3, {}, 64)));
+}
+
+TEST_CASE("remat selective: saves matmul and attention outputs and recomputes no matmul", "[split][remat]") {
+  const Split none = split_of("gpt2-tiny", Strategy::zero3);
+  const Split sel = split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::selective));
+  check_all_read(sel);
+  for (OpId op : {OpId::Linear, OpId::Matmul, OpId::ScaledDotProductAttention}) {
+    INFO(op_name(op));
+    CHECK(count_ops(sel.backward, op) == count_ops(none.backward, op));
+  }
+  // Inside the blocks nothing but the block input and expensive outputs is saved.
+  std::vector<std::string> activations;
+  for (const std::string& d : describe(sel))
+    if (d != "idx" && d != "targets" && d.find('.') == std::string::npos) activations.push_back(d);
+  for (const std::string& d : activations) {
+    INFO(d);
+    CHECK((d == "add" || d == "linear" || d == "matmul" || d == "scaled_dot_product_attention" || d == "layer_norm"));
+  }
+  CHECK(saved_bytes(sel) < saved_bytes(none));
+  CHECK(activation_peak(split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::selective), 64)) <
+        activation_peak(split_of("gpt2-tiny", Strategy::zero3, {}, 64)));
+}
+
+TEST_CASE("remat auto: the minimum cut saves fewer bytes than none and recomputes only cheap ops", "[split][remat]") {
+  for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard}) {
+    INFO(strategy_name(s));
+    const Split none = split_of("gpt2-tiny", s);
+    const Split cut = split_of("gpt2-tiny", s, remat(RematMode::auto_cut));
+    check_all_read(cut);
+    for (OpId op : {OpId::Linear, OpId::Matmul, OpId::ScaledDotProductAttention}) {
+      INFO(op_name(op));
+      CHECK(count_ops(cut.backward, op) == count_ops(none.backward, op));
+    }
+    // gelu's output is recomputed from its input, each layer_norm's output from its x.
+    CHECK(count_ops(cut.backward, OpId::Gelu) == 2);
+    CHECK(count_ops(cut.backward, OpId::LayerNorm) >= 2 * 2);
+    CHECK(saved_bytes(cut) < saved_bytes(none));
+    // The residual stream is saved, never recomputed from the matmuls that feed it.
+    CHECK(count_ops(cut.backward, OpId::Add) <= count_ops(none.backward, OpId::Add) + 2 * 2);
+  }
+}
+
+TEST_CASE("remat auto:BYTES checkpoints the fewest blocks that fit the budget, or says none can", "[split][remat]") {
+  const Split none = split_of("gpt2-tiny", Strategy::zero3, {}, 64);
+  const Split cut = split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::auto_cut), 64);
+  const Split block = split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::block), 64);
+  REQUIRE(activation_peak(block) < activation_peak(cut));
+  // A budget between the two: met, with fewer recomputed matmuls than block.
+  const int64_t budget = (activation_peak(block) + activation_peak(cut)) / 2;
+  const Split fit = split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::auto_cut, budget), 64);
+  CHECK(activation_peak(fit) <= budget);
+  CHECK(count_ops(fit.backward, OpId::Matmul) < count_ops(block.backward, OpId::Matmul));
+  CHECK(count_ops(fit.backward, OpId::Matmul) > count_ops(none.backward, OpId::Matmul));
+  // A generous budget recomputes only what the cut does.
+  const Split roomy = split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::auto_cut, int64_t{1} << 40), 64);
+  CHECK(count_ops(roomy.backward, OpId::Matmul) == count_ops(none.backward, OpId::Matmul));
+  // Below what checkpointing every block reaches: refused, with the figure.
+  try {
+    split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::auto_cut, 1000), 64);
+    FAIL("a 1000-byte budget was accepted");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("--remat auto:1000") && Catch::Contains("every one of the 2 blocks"));
+  }
 }

@@ -91,18 +91,35 @@ Mesh parse_mesh(const std::string& text) {
   return Mesh{r, s};
 }
 
-int64_t parse_mem_cap(const std::string& text) {
+int64_t parse_byte_size(const std::string& option, const std::string& text) {
   std::istringstream in(text);
   double v = 0;
   std::string unit;
-  if (!(in >> v) || !(v > 0)) fail("--mem-cap '", text, "': expected a positive size such as 512M or 2G");
+  if (!(in >> v) || !(v > 0)) fail(option, " '", text, "': expected a positive size such as 512M or 2G");
   in >> unit;
   const double mult = unit.empty() || unit == "B" ? 1.0 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024
                       : unit == "G" ? 1024.0 * 1024 * 1024 : -1;
   std::string rest;
-  if (mult < 0 || in >> rest) fail("--mem-cap '", text, "': unit must be B, K, M or G");
-  if (!(v * mult < 0x1p62)) fail("--mem-cap '", text, "': larger than any memory (at most 4 EiB)");
+  if (mult < 0 || in >> rest) fail(option, " '", text, "': unit must be B, K, M or G");
+  if (!(v * mult < 0x1p62)) fail(option, " '", text, "': larger than any memory (at most 4 EiB)");
   return static_cast<int64_t>(v * mult);
+}
+
+int64_t parse_mem_cap(const std::string& text) { return parse_byte_size("--mem-cap", text); }
+
+RematOptions parse_remat(const std::string& text) {
+  RematOptions r;
+  const std::string mode = text.substr(0, text.find(':'));
+  if (mode == "none") r.mode = RematMode::none;
+  else if (mode == "block") r.mode = RematMode::block;
+  else if (mode == "selective") r.mode = RematMode::selective;
+  else if (mode == "auto") r.mode = RematMode::auto_cut;
+  else fail("--remat '", text, "': expected none, block, selective, auto or auto:BYTES (for example auto:2G)");
+  if (text.size() > mode.size()) {
+    if (r.mode != RematMode::auto_cut) fail("--remat '", text, "': only auto takes a budget (auto:BYTES)");
+    r.budget_bytes = parse_byte_size("--remat auto:BYTES", text.substr(mode.size() + 1));
+  }
+  return r;
 }
 
 CLI::Validator whole_number(int64_t lo, int64_t hi) {

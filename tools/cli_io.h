@@ -10,6 +10,7 @@
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
+#include "passes/remat.h"
 
 namespace fsdpc::cli {
 
@@ -27,6 +28,11 @@ Mesh parse_mesh(const std::string& text);
 // --mem-cap's size: a positive number with an optional unit B, K, M or G
 // (powers of 1024): "512M", "2G", "1.5G"; fsdpc::Error naming the flag otherwise.
 int64_t parse_mem_cap(const std::string& text);
+// A size with an optional unit B, K, M or G (powers of 1024): "512M", "2G".
+// `option` names the flag in messages.
+int64_t parse_byte_size(const std::string& option, const std::string& text);
+// --remat: none | block | selective | auto | auto:BYTES.
+RematOptions parse_remat(const std::string& text);
 
 // Numeric flag checks whose message says what is expected: CLI11's
 // PositiveNumber and NonNegativeNumber print the whole double range (a

@@ -39,7 +39,7 @@ void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file);
 
 // How a model is sharded: the flags dump and train share.
 struct ShardingArgs {
-  std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", precision = "f32";
+  std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", precision = "f32", remat = "none";
   int prefetch = 1, max_inflight = 2;
   double bucket_mb = 25.0;
 };

@@ -1,5 +1,5 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
-// --bucket-mb, --precision: shared by fsdpc dump and fsdpc train.
+// --bucket-mb, --precision, --remat: shared by fsdpc dump and fsdpc train.
 #include "ir/error.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -20,6 +20,11 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
   cmd->add_option("--precision", s.precision,
                   "f32 | bf16 (mixed: parameters gathered and matmuls run in bf16, f32 master weights)")
       ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--remat", s.remat,
+                  "Activation checkpointing: none | block (recompute each unit from its input) | selective (keep "
+                  "matmul and attention outputs) | auto[:BYTES] (minimum cut; with BYTES, the least recomputation "
+                  "whose activation peak fits)")
       ->capture_default_str();
 }
 
@@ -43,6 +48,7 @@ PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::s
   o.max_inflight = s.max_inflight;
   o.bucket_mb = s.bucket_mb;
   o.precision = *parse_dtype(s.precision);
+  o.remat = parse_remat(s.remat);
   return o;
 }
 
