@@ -283,6 +283,41 @@ TEST_CASE("layer_norm normalizes the last dim with a biased variance", "[decompo
   }
 }
 
+TEST_CASE("rms_norm scales the last dim by its reciprocal root mean square, then by w", "[decompositions]") {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(dt));
+    Built t = build({{"x", tt({2, 3, 6}, dt)}, {"w", tt({6}, dt)}}, OpId::RmsNorm, Attrs{{"eps", 1e-6}});
+    check_well_formed(t);
+    const BoundSymbol& c = t.comp();
+    CHECK(count(c, OpId::Rsqrt) == 1);
+    CHECK(count(c, OpId::Sum) == 1);
+    // bf16 is upcast to f32 and back (Hugging Face's statistics are f32); f32 is not converted.
+    CHECK(count(c, OpId::ConvertElementType) == (dt == DType::f32 ? 0 : 2));
+    for (const BoundSymbol& s : c.subsymbols)
+      if (s.op == OpId::Sum) {
+        CHECK(s.attrs.get_ints("dims") == IntList{2});
+        CHECK(s.outputs[0].type.dtype == DType::f32);
+      }
+    const Value x = filled({2, 3, 6}, 0.9), w = filled({6}, 3.0);
+    const Value y = run(t, {x, w});
+    for (int64_t r = 0; r < 6; ++r) {
+      double ms = 0;
+      for (int64_t k = 0; k < 6; ++k) ms += x.data[r * 6 + k] * x.data[r * 6 + k] / 6;
+      for (int64_t k = 0; k < 6; ++k)
+        CHECK(y.data[r * 6 + k] == Approx(w.data[k] * x.data[r * 6 + k] / std::sqrt(ms + 1e-6)).margin(1e-12));
+    }
+  }
+}
+
+TEST_CASE("silu is x / (1 + exp(-x))", "[decompositions]") {
+  Built t = build({{"x", tt({2, 5})}}, OpId::Silu, {});
+  check_well_formed(t);
+  const Value x = filled({2, 5}, 0.7);
+  const Value y = run(t, {x});
+  for (size_t i = 0; i < x.data.size(); ++i)
+    CHECK(y.data[i] == Approx(x.data[i] / (1.0 + std::exp(-x.data[i]))).margin(1e-15));
+}
+
 namespace {
 
 // Attention computed directly: softmax(q kᵀ · scale, masked) · v, for [B, T, D].

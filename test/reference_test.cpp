@@ -463,6 +463,13 @@ TEST_CASE("composites computed directly match their decompositions", "[reference
     check_direct_matches_decomposition(OpId::LayerNorm, {rnd({2, 3, 5}, 2.0), rnd({5}), rnd({5})},
                                        Attrs{{"eps", 1e-5}});
   }
+  SECTION("silu") {
+    check_direct_matches_decomposition(OpId::Silu, {rnd({3, 7}, 5.0)}, {});
+  }
+  SECTION("rms_norm") {
+    check_direct_matches_decomposition(OpId::RmsNorm, {rnd({2, 3, 5}, 2.0), rnd({5})}, Attrs{{"eps", 1e-6}});
+    check_direct_matches_decomposition(OpId::RmsNorm, {rnd({4, 1}), rnd({1})}, Attrs{{"eps", 0.5}});
+  }
   SECTION("scaled_dot_product_attention") {
     for (bool causal : {false, true}) {
       check_direct_matches_decomposition(OpId::ScaledDotProductAttention,
