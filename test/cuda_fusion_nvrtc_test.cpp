@@ -88,6 +88,10 @@ TEST_CASE("NVRTC: every gpt2 (124M) zero3 region compiles for sm_80 and sm_90", 
   compile_all("gpt2", 1, 64);
 }
 
+TEST_CASE("NVRTC: every llama-tiny zero3 region (RoPE's sin/cos, silu, rms_norm) compiles", "[fusion][nvrtc]") {
+  compile_all("llama-tiny", 2, 16);
+}
+
 TEST_CASE("NVRTC: a compile error names the kernel and carries the log and source", "[fusion][nvrtc]") {
   CHECK_THROWS_WITH(nvrtc_cubin("extern \"C\" __global__ void k() { undeclared_name(); }", "broken_kernel", 80),
                     Catch::Contains("nvrtcCompileProgram") && Catch::Contains("broken_kernel") &&
