@@ -17,6 +17,9 @@
 #include "executors/comm/mpi_world.h"
 #include "executors/cpu/cpu_executor.h"
 #include "executors/fusion/fusion_kernel.h"
+#ifdef FSDPC_HAVE_CUDA
+#include "executors/fusion/nvrtc_compiler.h"
+#endif
 #include "frontend/language_model.h"
 #include "frontend/hf_checkpoint.h"
 #include "frontend/jit.h"
@@ -375,7 +378,14 @@ void run_train(const TrainArgs& a) {
                 format_duration(total).c_str(), step_seconds > 0 ? static_cast<double>(tokens_seen) / step_seconds : 0.0);
     if (best_val) std::printf(", best val loss %.4f (step %lld)", best_val->first, static_cast<long long>(best_val->second));
     if (a.fusion != "none") {
-      const fusion::JitCacheStats jit = fusion::jit_cache_stats();
+      fusion::JitCacheStats jit = fusion::jit_cache_stats();
+#ifdef FSDPC_HAVE_CUDA
+      // A cuda run's regions are NVRTC's; a cpu run's the LLVM JIT's: one count.
+      const fusion::NvrtcStats nv = fusion::nvrtc_stats();
+      jit.compiled += nv.compiled;
+      jit.from_disk += nv.from_disk;
+      jit.compile_s += nv.compile_s;
+#endif
       std::printf(", %lld fusion regions compiled in %.2f s (%lld from FSDPC_JIT_CACHE)",
                   static_cast<long long>(jit.compiled), jit.compile_s, static_cast<long long>(jit.from_disk));
     }
@@ -397,7 +407,7 @@ Command add_train_command(CLI::App& app) {
                   "cpu (CPU kernels + MPI) | cuda (one GPU per rank, CUDA kernels + NCCL) | auto (cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--fusion", a->fusion, "none | auto (elementwise ops and row reductions fused into regions compiled by the executor's fusion executor: cpu)")
+  cmd->add_option("--fusion", a->fusion, "none | auto (elementwise ops and row reductions fused into regions compiled by the executor's fusion executor: LLVM on cpu, NVRTC on cuda)")
       ->check(CLI::IsMember({"none", "auto"}))
       ->capture_default_str();
   cmd->add_option("--steps", a->steps, "Optimizer steps")->check(whole_number(1))->capture_default_str();
