@@ -89,7 +89,13 @@ std::vector<TensorValue> Interpreter::run(const Trace& trace, std::vector<Tensor
     // A future is waited exactly once (the verifier checks it): its buffer
     // now lives under the wait's name only, so the wait's del frees it.
     if (b.op == OpId::Wait) env.erase(b.inputs[0].name);
-    if (progress_) progress_();
+    if (progress_ && profiler_) {
+      const auto p0 = std::chrono::steady_clock::now();
+      progress_();
+      profiler_->progress(p0, std::chrono::steady_clock::now());
+    } else if (progress_) {
+      progress_();
+    }
   }
 
   std::vector<std::string> names;

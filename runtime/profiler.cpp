@@ -125,6 +125,20 @@ void Profiler::blocking_collective(std::string_view op, std::string_view label, 
   add(w);
 }
 
+void Profiler::progress(Clock::time_point begin, Clock::time_point end) {
+  // Most polls take a microsecond; an event each would double the file.
+  constexpr auto kShown = std::chrono::microseconds(20);
+  progress_s_ += std::chrono::duration<double>(end - begin).count();
+  if (end - begin < kShown) return;
+  ProfileEvent e;
+  e.track = ProfileTrack::compute;
+  e.progress = true;
+  e.begin_ns = since_origin(begin);
+  e.end_ns = since_origin(end);
+  copy_name(e.name, "MPI progress");
+  add(e);
+}
+
 void Profiler::memory(const MemStats& stats, Clock::time_point at) {
   if (!counters_.empty() && counters_.back().live == stats.live) return;
   counters_.push_back({since_origin(at), stats.live});
@@ -181,7 +195,7 @@ StepBreakdown Profiler::breakdown() const {
         break;
       case ProfileTrack::compute:
         if (e.flops > 0) r.matmul += s;
-        else if (!e.issue) r.other_compute += s;
+        else if (!e.issue && !e.progress) r.other_compute += s;
         break;
       case ProfileTrack::wait: r.exposed += s; break;
       case ProfileTrack::communication: comm.emplace_back(e.begin_ns, e.end_ns); break;
@@ -197,6 +211,7 @@ StepBreakdown Profiler::breakdown() const {
   }
   r.in_flight = static_cast<double>(covered) * 1e-9;
   r.other = std::max(0.0, r.step - r.matmul - r.other_compute - r.exposed - r.optimizer);
+  r.progress = progress_s_;
   return r;
 }
 
@@ -275,8 +290,8 @@ std::string Profiler::events_json(int rank) const {
       if (e.flops > 0) js << ",\"flops\":" << e.flops;
       if (e.bytes > 0) js << ",\"bytes\":" << e.bytes;
       js << "}}";
-    } else if (e.track == ProfileTrack::step) {
-      js << ",\"name\":\"" << escaped(e.name.data()) << "\",\"cat\":\"step\"}";
+    } else if (e.track == ProfileTrack::step || e.progress) {
+      js << ",\"name\":\"" << escaped(e.name.data()) << "\",\"cat\":\"" << (e.progress ? "progress" : "step") << "\"}";
     } else {
       js << ",\"name\":\"" << e.op.data() << " " << escaped(e.name.data()) << "\",\"cat\":\""
          << (e.track == ProfileTrack::wait ? "wait" : "communication") << "\",\"args\":{\"op\":\"" << e.op.data()
@@ -295,9 +310,10 @@ std::string Profiler::events_json(int rank) const {
 }
 
 std::vector<StepBreakdown> gather_breakdowns(const StepBreakdown& mine, MPI_Comm world) {
-  constexpr int kFields = 8;
-  const double send[kFields] = {static_cast<double>(mine.steps), mine.step,   mine.matmul, mine.other_compute,
-                                mine.exposed,                    mine.optimizer, mine.other, mine.in_flight};
+  constexpr int kFields = 9;
+  const double send[kFields] = {static_cast<double>(mine.steps), mine.step,      mine.matmul,
+                                mine.other_compute,              mine.exposed,   mine.optimizer,
+                                mine.other,                      mine.in_flight, mine.progress};
   int size = 0;
   FSDPC_MPI_CHECK(MPI_Comm_size(world, &size));
   std::vector<double> all(static_cast<size_t>(size * kFields));
@@ -305,7 +321,7 @@ std::vector<StepBreakdown> gather_breakdowns(const StepBreakdown& mine, MPI_Comm
   std::vector<StepBreakdown> out(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     const double* d = all.data() + r * kFields;
-    out[static_cast<size_t>(r)] = {static_cast<int>(d[0]), d[1], d[2], d[3], d[4], d[5], d[6], d[7]};
+    out[static_cast<size_t>(r)] = {static_cast<int>(d[0]), d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]};
   }
   return out;
 }

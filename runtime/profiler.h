@@ -40,6 +40,7 @@ struct ProfileEvent {
   int64_t begin_ns = 0, end_ns = -1;  // since the profiler's origin; -1: not complete
   ProfileTrack track = ProfileTrack::step;
   bool issue = false;                      // compute: a collective's issue
+  bool progress = false;                   // compute: polling collectives (MpiContext::progress)
   const BoundSymbol* statement = nullptr;  // compute and wait: named from it when written
   Name name{};                             // step and communication: copied
   std::array<char, 16> op{}, group{};      // communication
@@ -61,6 +62,7 @@ struct ProfileCounter {
 struct StepBreakdown {
   int steps = 0;
   double step = 0, matmul = 0, other_compute = 0, exposed = 0, optimizer = 0, other = 0, in_flight = 0;
+  double progress = 0;  // of `other`: polling collectives between kernels
   double hidden_share() const;
 };
 
@@ -87,6 +89,10 @@ class Profiler final : public CollectiveTimeline {
   void span(ProfileTrack track, std::string_view name, Clock::time_point begin, Clock::time_point end);
   void blocking_collective(std::string_view op, std::string_view label, std::string_view group, MPI_Comm comm,
                            int64_t bytes, Clock::time_point begin, Clock::time_point end);
+  // The rank polling its collectives between kernels (MpiContext::progress):
+  // on the compute track when it took long enough to see (an oversubscribed
+  // MPI yields the core there), always counted in the breakdown.
+  void progress(Clock::time_point begin, Clock::time_point end);
   // The allocator's live bytes now; recorded when they changed.
   void memory(const MemStats& stats, Clock::time_point at);
 
@@ -111,6 +117,7 @@ class Profiler final : public CollectiveTimeline {
   std::vector<std::pair<MPI_Comm, std::string>> ranks_;  // a communicator's world ranks, "0,1"
   std::vector<const TensorType*> input_types_;  // reused: no allocation per kernel
   int steps_ = 0;
+  double progress_s_ = 0;  // every progress() call's time, shown or not
 };
 
 // A span on the step track from construction to end() (or destruction),

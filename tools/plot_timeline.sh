@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Renders one step of an `fsdpc train --profile` trace as a PNG: per rank,
 # the step's phases, the compute track (matmul kernels apart from the rest,
-# collective issues marked), the time blocked in waits, and each
+# collective issues and long MPI polls marked), the time blocked in waits, and each
 # communication lane (collectives from issue to completion).
 #
 #   tools/plot_timeline.sh TRACE.json [STEP] [OUT.png]
@@ -48,6 +48,7 @@ jq -r --arg step "step $step" '
       elif .cat=="issue" then 15113984
       elif .cat=="communication" then 10181046
       elif .cat=="wait" then 14034728
+      elif .cat=="progress" then 12303291
       elif .name=="forward" then 13228528
       elif .name=="backward" then 16112816
       elif .name=="optimizer" then 11066838
@@ -82,6 +83,7 @@ plot "$work/boxes.tsv" using 1:3:1:2:(\$3-0.38):(\$3+0.38):4 with boxxyerror lc 
      keyentry with boxes lc rgb "#e69f00" title "collective issue", \
      keyentry with boxes lc rgb "#9b59b6" title "collective in flight", \
      keyentry with boxes lc rgb "#d62728" title "blocked in wait", \
+     keyentry with boxes lc rgb "#bbbbbb" title "polling MPI", \
      keyentry with boxes lc rgb "#c9d9f0" title "forward", \
      keyentry with boxes lc rgb "#f5dcb0" title "backward", \
      keyentry with boxes lc rgb "#a8ddd6" title "optimizer"

@@ -144,12 +144,14 @@ std::string format_breakdown(const std::vector<StepBreakdown>& ranks) {
     m.optimizer += r.optimizer * k;
     m.other += r.other * k;
     m.in_flight += r.in_flight * k;
+    m.progress += r.progress * k;
   }
   std::string out = "step breakdown (per step, mean of " + std::to_string(ranks.size()) + " rank" +
                     (ranks.size() == 1 ? "" : "s") + "): " + ms(m.step) + " = " + part("matmul", m.matmul, m.step) +
                     " + " + part("other compute", m.other_compute, m.step) + " + " +
                     part("exposed communication", m.exposed, m.step) + " + " +
-                    part("optimizer", m.optimizer, m.step) + " + " + part("other", m.other, m.step) + "\n";
+                    part("optimizer", m.optimizer, m.step) + " + " + part("other", m.other, m.step) +
+                    " (of which polling collectives between kernels " + ms(m.progress) + ")\n";
   char buf[160];
   std::snprintf(buf, sizeof buf, "communication: %s per step in flight, %.0f%% hidden behind other work",
                 ms(m.in_flight).c_str(), 100 * m.hidden_share());
