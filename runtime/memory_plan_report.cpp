@@ -104,7 +104,8 @@ std::string mem_cap_refusal(const MemoryPlan& plan, int64_t cap_bytes) {
   return "out of memory on " + device_name(executor_device(plan.executor)) + ", predicted before running: the memory " +
          "plan's peak of " + format_bytes(s.total_peak) + " (" + std::to_string(s.total_peak) + " B) per rank would " +
          "exceed the " + format_bytes(cap_bytes) + " cap at " + s.peak_where() + " (live: " + live +
-         "); `fsdpc dump --memory` shows the plan";
+         "); `fsdpc dump --memory` shows the plan, and activation checkpointing (--remat block, selective or " +
+         "auto:BYTES) trades recomputation for activation memory";
 }
 
 std::string memory_plan_text(const MemoryPlan& plan) {

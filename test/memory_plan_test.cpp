@@ -2,8 +2,9 @@
 // measurement: every record of `mpirun -np N fsdpc train --log-json` carries
 // both, and they must agree to the byte, per category and in total, for
 // every strategy on 1..4 ranks, both models, with and without fusion and
-// gradient accumulation; a --mem-cap below the plan's peak is refused
-// before training, and the peak itself is a cap that trains.
+// gradient accumulation and every --remat mode; a --mem-cap below the plan's
+// peak is refused before training, the peak itself is a cap that trains, and
+// a cap that --remat none exceeds trains under --remat block.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -203,4 +204,69 @@ TEST_CASE("plan_memory equals the allocator in process, step by step, peaks and 
       CHECK(plan.steady.total_peak > plan.first.total_peak);  // AdamW's moments through the whole step
       CHECK(plan.steady.peak_at().total == plan.steady.total_peak);
     }
+}
+
+// Rematerialisation (--remat) changes what is live, so the plan must follow
+// it exactly; and it is what lets a model train under a cap it otherwise exceeds.
+TEST_CASE("memory plan equals the measured peak under every --remat mode", "[mpi][memory_plan][remat]") {
+  check_predicted_equals_measured(1, "--model gpt2-tiny --seq 32 --remat block");
+  check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --strategy zero2 --remat selective --grad-accum 2 "
+                                     "--fusion auto");
+  check_predicted_equals_measured(3, "--model gpt2-tiny --seq 32 --batch 6 --strategy no_shard --remat auto");
+  check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy hybrid --mesh 2,2 --remat block "
+                                     "--bucketing unit --fusion auto");
+}
+
+TEST_CASE("a --mem-cap that --remat none exceeds trains under --remat block, with the same losses",
+          "[mpi][memory_plan][remat]") {
+  // 64 tokens: gpt2-tiny's activations outweigh its parameter-sized buffers.
+  auto peak_of = [&](const std::string& remat) {
+    const Json plan = dump_memory("--model gpt2-tiny --seq 64 --batch 2 --world-size 2 --remat " + remat);
+    return std::max(plan["steady"]["peak_bytes"]["total"].get<int64_t>(),
+                    plan["first"]["peak_bytes"]["total"].get<int64_t>());
+  };
+  const int64_t none = peak_of("none"), block = peak_of("block");
+  INFO("planned peaks: none " << none << " B, block " << block << " B");
+  REQUIRE(block < none);
+  const std::string cap = std::to_string((none + block) / 2);
+  const std::string flags = "--model gpt2-tiny --seq 64 --batch 4 --steps 3 --mem-cap " + cap;
+  const Run refused = train(2, flags + " --remat none");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("predicted before running") && Catch::Contains("--remat"));
+  CHECK(refused.records.empty());
+  const Run fits = train(2, flags + " --remat block");
+  INFO(fits.output);
+  REQUIRE(fits.exit_code == 0);
+  REQUIRE(fits.records.size() == 3);
+  for (const Json& rec : fits.records) CHECK(rec["peak_bytes"]["total"].get<int64_t>() <= std::stoll(cap));
+  // Recomputing changes no number: the uncapped run without remat has the same losses.
+  const Run plain = train(2, "--model gpt2-tiny --seq 64 --batch 4 --steps 3 --remat none");
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(plain.records.size() == 3);
+  for (size_t s = 0; s < 3; ++s)
+    CHECK(fits.records[s]["loss"].get<double>() == Approx(plain.records[s]["loss"].get<double>()).epsilon(1e-5));
+}
+
+TEST_CASE("training with every --remat mode gives the losses of --remat none to 1e-5 (AdamW, clipping, accumulation)",
+          "[mpi][remat][train]") {
+  const std::vector<std::pair<int, std::string>> runs = {
+      {2, "--strategy zero3 --grad-accum 2"}, {2, "--strategy zero2"}, {3, "--strategy no_shard --batch 6"},
+      {4, "--strategy hybrid --mesh 2,2 --grad-accum 2 --no-sync"}};
+  for (const auto& [np, strategy] : runs) {
+    const std::string flags = "--model gpt2-tiny --seq 16 --steps 6 --optimizer adamw --lr 3e-3 --clip 1.0 --seed 5 " +
+                              strategy + " --remat ";
+    const Run plain = train(np, flags + "none");
+    INFO("np " << np << " " << strategy << "\n" << plain.output);
+    REQUIRE(plain.exit_code == 0);
+    REQUIRE(plain.records.size() == 6);
+    for (const char* mode : {"block", "selective", "auto"}) {
+      const Run r = train(np, flags + mode);
+      INFO("--remat " << mode << "\n" << r.output);
+      REQUIRE(r.exit_code == 0);
+      REQUIRE(r.records.size() == 6);
+      for (size_t s = 0; s < 6; ++s)
+        CHECK(r.records[s]["loss"].get<double>() == Approx(plain.records[s]["loss"].get<double>()).epsilon(1e-5));
+    }
+  }
 }
