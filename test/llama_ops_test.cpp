@@ -6,11 +6,15 @@
 // and the frontend functions the Llama model calls.
 #include <catch2/catch.hpp>
 
+#include <time.h>
+
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "frontend/tensor.h"
 #include "ir/builder.h"
+#include "passes/del.h"
 #include "passes/grad.h"
 #include "test/fusion_check.h"
 #include "test/vjp_check.h"
@@ -237,4 +241,38 @@ TEST_CASE("llama ops: the frontend records sin, cos, silu and rms_norm as single
   for (const BoundSymbol& b : t.bsyms) ops.push_back(b.op);
   CHECK(ops == std::vector<OpId>{OpId::Silu, OpId::Sin, OpId::Cos, OpId::Mul, OpId::Add, OpId::RmsNorm});
   CHECK(t.bsyms.back().attrs.get_double("eps") == 1e-5);
+}
+
+// Run by hand (`llama_ops_test "[llama_ops_bench]"`): silu and rms_norm
+// forward, and forward+backward, over [4096, 2048], as the CPU executor's
+// kernel (fusion none) vs decomposed into regions (fusion auto), in process
+// CPU time. For people; nothing is checked.
+TEST_CASE("llama ops: silu and rms_norm, kernel vs fused", "[.][llama_ops_bench]") {
+  auto cpu_seconds = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  std::mt19937 rng(5);
+  const Shape shape{4096, 2048};
+  for (OpId op : {OpId::Silu, OpId::RmsNorm})
+    for (bool backward : {false, true}) {
+      const Trace t = backward ? joint(op, shape) : one_op(op, shape);
+      const std::vector<reference::Value> args = test::random_args(t, rng, -2.0, 2.0);
+      for (const char* mode : {"none", "auto", "none", "auto"}) {
+        const Trace exec = claim(t, {&cpu_executor()});
+        const Trace run_trace = std::string(mode) == "auto" ? fuse(exec, "cpu") : insert_dels(exec);
+        Allocator alloc;
+        KernelContext ctx;
+        Interpreter interp(alloc, {&cpu_executor()}, ctx);
+        std::vector<TensorValue> in;
+        for (const reference::Value& a : args) in.push_back(test::write(alloc, a.type, a.data));
+        interp.run(run_trace, in);  // compiles
+        const double c0 = cpu_seconds();
+        for (int i = 0; i < 10; ++i) interp.run(run_trace, in);
+        std::printf("%s %s [4096, 2048] fusion %s: %.2f ms CPU per run (%d threads), %d regions\n",
+                    std::string(op_name(op)).c_str(), backward ? "fwd+bwd" : "fwd", mode,
+                    1e2 * (cpu_seconds() - c0), cpu_threads(), test::count_regions(run_trace));
+      }
+    }
 }
