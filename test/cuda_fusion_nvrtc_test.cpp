@@ -5,9 +5,16 @@
 // at another depth) compile once, as the executor's cache does.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "executors/claim.h"
 #include "executors/fusion/cuda_codegen.h"
@@ -96,6 +103,49 @@ TEST_CASE("NVRTC: a compile error names the kernel and carries the log and sourc
   CHECK_THROWS_WITH(nvrtc_cubin("extern \"C\" __global__ void k() { undeclared_name(); }", "broken_kernel", 80),
                     Catch::Contains("nvrtcCompileProgram") && Catch::Contains("broken_kernel") &&
                         Catch::Contains("undeclared_name") && Catch::Contains("compile log"));
+}
+
+namespace {
+
+// `cmd`'s standard output.
+std::string output_of(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::array<char, 256> buf{};
+  while (fgets(buf.data(), static_cast<int>(buf.size()), p)) out += buf.data();
+  pclose(p);
+  return out;
+}
+
+}  // namespace
+
+// Run as a child by the case below: one region through the cache, then its counts.
+TEST_CASE("NVRTC: child process of the disk cache case", "[.][nvrtc_disk_child]") {
+  const Regions rs = regions_of("mlp", 4, 0);
+  REQUIRE(!rs.unique.empty());
+  cuda_binary(rs.unique.begin()->second, 80);
+  const NvrtcStats st = nvrtc_stats();
+  std::printf("compiled=%lld from_disk=%lld\n", static_cast<long long>(st.compiled),
+              static_cast<long long>(st.from_disk));
+}
+
+TEST_CASE("NVRTC: with FSDPC_JIT_CACHE a second process compiles no region", "[fusion][nvrtc]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fsdpc-nvrtc-cache-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "FSDPC_JIT_CACHE='" + dir.string() + "' '" + self + "' '[nvrtc_disk_child]'";
+  CHECK_THAT(output_of(cmd), Catch::Contains("compiled=1 from_disk=0"));
+  int cubins = 0;
+  for (const auto& e : fs::directory_iterator(dir)) cubins += e.path().extension() == ".cubin";
+  CHECK(cubins == 1);
+  CHECK_THAT(output_of(cmd), Catch::Contains("compiled=1 from_disk=1"));
+  // A key that is not this region's (another NVRTC, another generator) is a miss.
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".key") std::ofstream(e.path()) << "stale";
+  CHECK_THAT(output_of(cmd), Catch::Contains("compiled=1 from_disk=0"));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("NVRTC: the region cache compiles a signature once per architecture", "[fusion][nvrtc]") {

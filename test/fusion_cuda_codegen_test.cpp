@@ -1,0 +1,125 @@
+// The CUDA fusion executor's source generator (executors/fusion/
+// cuda_codegen.h), host-only: built and run also without the CUDA toolkit.
+// NVRTC compiles what it writes in cuda_fusion_nvrtc_test (with the
+// toolkit) and gpu_fusion_test runs it (with a GPU); here, that every
+// scalar expression translates and the kernel takes the shape the design
+// says: block reductions for row values, a flat loop otherwise.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "executors/claim.h"
+#include "executors/fusion/cuda_codegen.h"
+#include "executors/fusion/region.h"
+#include "frontend/models.h"
+#include "passes/pipeline.h"
+#include "passes/place.h"
+
+using namespace fsdpc;
+using namespace fsdpc::fusion;
+using Catch::Contains;
+
+namespace {
+
+int arity(const ScalarExpr& e) {
+  int n = e.prim == ScalarPrim::arg ? e.arg + 1 : 0;
+  for (const ScalarExpr& c : e.children) n = std::max(n, arity(c));
+  return n;
+}
+
+// One op's expression over [4, 8] loads, as a region of one statement.
+Region one_op(OpId op, const ScalarExpr& e) {
+  Region r;
+  r.shape = {4, 8};
+  Step s;
+  s.op = op;
+  s.expr = &e;
+  s.dtype = is_comparison(e.prim) ? DType::boolean : DType::f32;
+  for (int a = 0; a < arity(e); ++a) {
+    const bool cond = op == OpId::Where && a == 0;
+    r.loads.push_back(Load{a, cond ? DType::boolean : DType::f32, {8, 1}});
+    s.args.push_back(StepArg{StepArg::Kind::load, a, 0});
+  }
+  r.steps.push_back(s);
+  r.outputs = {0};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cuda codegen: every op with a scalar expression translates", "[fusion][cuda_codegen]") {
+  int ops = 0;
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpId op = static_cast<OpId>(i);
+    const ScalarExpr* e = scalar_expr(op);
+    if (!e) continue;
+    INFO(op_name(op));
+    const CudaKernelSource k = cuda_source(one_op(op, *e));
+    CHECK(k.source.find("extern \"C\" __global__") != std::string::npos);
+    CHECK(k.source.find("out0[i] = ") != std::string::npos);  // no row values: the flat loop
+    CHECK(k.block == 256);
+    CHECK(k.grid == 1);
+    ++ops;
+  }
+  CHECK(ops >= 20);
+}
+
+TEST_CASE("cuda codegen: gpt2-tiny's regions, reductions as f64 block reductions", "[fusion][cuda_codegen]") {
+  CaptureOptions co;
+  co.batch = 2;
+  co.seq = 16;
+  PipelineOptions o;
+  o.mesh = flat_mesh(2);
+  const std::vector<Trace> traces = compile(place(capture(*make_model("gpt2-tiny"), co), Device{}), o).back().traces;
+  std::map<std::string, std::string> source_of;  // by signature
+  int sums = 0, amaxes = 0;
+  for (const Trace& t : traces) {
+    const Trace fused = execution_trace(t, "cpu", "auto");
+    std::unordered_map<std::string, TensorType> types;
+    for (const Proxy& a : fused.args) types[a.name] = a.type;
+    for (const BoundSymbol& b : fused.bsyms) {
+      for (const Proxy& p : b.outputs) types[p.name] = p.type;
+      if (b.op != OpId::Fusion) continue;
+      std::vector<TensorType> in;
+      for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
+      const Region r = describe_region(b, in);
+      const CudaKernelSource k = cuda_source(r);
+      INFO(r.signature() << "\n" << k.source);
+      // Equal signatures, equal code: what lets the cache key on the signature.
+      auto [it, fresh] = source_of.emplace(r.signature(), k.source);
+      CHECK(it->second == k.source);
+      if (!fresh) continue;
+      CHECK(k.block % 32 == 0);
+      CHECK(k.inputs <= static_cast<int>(b.inputs.size()));
+      bool row = false;
+      for (const Step& s : r.steps) {
+        row = row || s.row;
+        sums += s.kind == StepKind::sum;
+        amaxes += s.kind == StepKind::amax;
+      }
+      if (row) {
+        CHECK(k.grid == std::min<int64_t>(r.rows(), 65536));
+        CHECK_THAT(k.source, Contains("for (long long r = blockIdx.x;"));
+      } else {
+        CHECK_THAT(k.source, Contains("i += (long long)gridDim.x"));
+      }
+      for (const Step& s : r.steps) {
+        if (s.kind == StepKind::sum) CHECK_THAT(k.source, Contains("double acc") && Contains("fsdpc_sum_op()"));
+        if (s.kind == StepKind::amax) CHECK_THAT(k.source, Contains("fsdpc_max_op()"));
+      }
+    }
+  }
+  CHECK(sums > 0);   // layer_norm and softmax and their backward rules
+  CHECK(amaxes > 0);
+}
+
+TEST_CASE("cuda codegen: literals keep their value: NaN and infinities by bits, whole numbers as doubles",
+          "[fusion][cuda_codegen]") {
+  const ScalarExpr* where = scalar_expr(OpId::Where);
+  REQUIRE(where);
+  Region r = one_op(OpId::Where, *where);
+  r.steps[0].args[2] = StepArg{StepArg::Kind::literal, 0, -INFINITY};
+  CHECK_THAT(cuda_source(r).source, Contains("((float)__longlong_as_double(0xfff0000000000000ULL))"));
+  r.steps[0].args[2] = StepArg{StepArg::Kind::literal, 0, 3};
+  CHECK_THAT(cuda_source(r).source, Contains("((float)3.0)"));
+}
