@@ -58,6 +58,12 @@ const Golden kCudaGoldens[] = {
     {"gpt2-tiny-zero3-unit-cuda-exec.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec "
      "--executor cuda"},
+    // Fused for the CUDA fusion executor (NVRTC): cuda_fusionN regions, the
+    // stream plan applied after fusion.
+    {"mlp-zero3-w2-cuda-fusion.trace", "--model mlp --world-size 2 --strategy zero3 --stage fusion --executor cuda"},
+    {"gpt2-tiny-zero3-unit-cuda-fusion.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage fusion "
+     "--executor cuda"},
 };
 #endif
 
