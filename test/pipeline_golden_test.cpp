@@ -45,6 +45,13 @@ const Golden kGoldens[] = {
     // Mixed precision: shards cast to bf16 before their gathers, reduced
     // gradients cast back to f32 after their waits.
     {"mlp-zero3-w2-bf16.trace", "--model mlp --world-size 2 --strategy zero3 --precision bf16 --stage autocast,del"},
+    // Activation checkpointing: block saves each block's input and recomputes
+    // the block where its backward first reads it; selective also keeps the
+    // matmul and attention outputs, so no matmul is recomputed.
+    {"gpt2-tiny-zero3-remat-block.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --remat block --stage backward"},
+    {"gpt2-tiny-zero3-remat-selective.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --remat selective --stage backward"},
     {"tied-zero3-w2.trace",
      "--trace '" FSDPC_GOLDEN_DIR "/tied.trace' --world-size 2 --strategy zero3 --stage grad,schedule"},
 };
