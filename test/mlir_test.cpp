@@ -219,3 +219,24 @@ TEST_CASE("forward and backward traces of every strategy parse in mlir-opt", "[m
       check_parses(trace_to_mlir(t), std::string(strategy_name(s)) + "-" + t.name);
   }
 }
+
+TEST_CASE("sin and cos print as math ops, silu and rms_norm as fsdpc ops", "[mlir]") {
+  Trace t;
+  t.name = "computation";
+  TraceBuilder b(t);
+  b.add_arg(arg("x", {3, 8}));
+  b.add_arg(arg("w", {8}));
+  auto in = [](const std::string& n) { return Operand::of(n); };
+  Proxy s = b.emit1(OpId::Sin, {in("x")});
+  Proxy c = b.emit1(OpId::Cos, {in(s.name)});
+  Proxy u = b.emit1(OpId::Silu, {in(c.name)});
+  Proxy r = b.emit1(OpId::RmsNorm, {in(u.name), in("w")}, {{"eps", 1e-6}});
+  t.returns = ReturnTree::leaf(r.name);
+  const std::string mlir = trace_to_mlir(t);
+  INFO(mlir);
+  CHECK(mlir.find("= math.sin %x : tensor<3x8xf32>\n") != std::string::npos);
+  CHECK(mlir.find("= math.cos %" + s.name + " : tensor<3x8xf32>\n") != std::string::npos);
+  CHECK(mlir.find("= \"fsdpc.silu\"(%" + c.name + ")") != std::string::npos);
+  CHECK(mlir.find("= \"fsdpc.rms_norm\"(%" + u.name + ", %w) {eps = 1.0e-06 : f64}") != std::string::npos);
+  check_parses(mlir, "llama_ops");
+}
