@@ -175,6 +175,9 @@ TEST_CASE("cpu threads: split loops give the same bits at any thread count", "[c
                                   Attrs{{"eps", 1e-5}}),
                            1e-5);
   check_thread_independent(one_op(OpId::Softmax, {random_tensor(gen, {30, 40, 50})}, Attrs{{"dim", int64_t{1}}}), 1e-5);
+  check_thread_independent(one_op(OpId::RmsNorm, {random_tensor(gen, {300, 130}, 20.0), random_tensor(gen, {130})},
+                                  Attrs{{"eps", 1e-6}}),
+                           1e-5);
   std::vector<double> targets(300);
   for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<double>((i * 37) % 257);
   check_thread_independent(
