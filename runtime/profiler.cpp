@@ -217,7 +217,7 @@ StepBreakdown Profiler::breakdown() const {
 
 std::string Profiler::events_json(int rank) const {
   std::ostringstream js;
-  js.precision(6);
+  js.precision(15);  // FLOPs and bytes exactly (they are whole numbers below 2^53)
   const std::string pid = std::to_string(rank);
   bool first = true;
   auto open = [&](const char* ph, int tid) {

@@ -13,6 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "executors/comm/mpi_world.h"
+#include "runtime/profiler.h"
+
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
@@ -164,4 +167,69 @@ TEST_CASE("train --profile-steps picks the steps and bad values exit 2 before tr
       CHECK(e["name"] == "step 0");
     }
   CHECK(step_spans == 1);
+}
+
+TEST_CASE("profiler breakdown: the parts add up to the step and overlapping collectives count once", "[profile]") {
+  using namespace fsdpc;
+  mpi_init();  // a world of one without mpirun
+  Profiler p(MPI_COMM_WORLD);
+  const Profiler::Clock::time_point t0 = Profiler::Clock::now();
+  auto at = [&](int ms) { return t0 + std::chrono::milliseconds(ms); };
+  auto f32 = [](Shape shape) {
+    TensorType t;
+    t.shape = std::move(shape);
+    return t;
+  };
+  auto statement = [&](OpId op, const char* x, const char* y, const char* out) {
+    BoundSymbol b;
+    b.op = op;
+    b.inputs = {Operand::of(x), Operand::of(y)};
+    Proxy o;
+    o.name = out;
+    o.type = f32({4, 16});
+    b.outputs = {o};
+    b.executor = "cpu";
+    return b;
+  };
+  const TensorType a = f32({4, 8}), b = f32({8, 16}), c = f32({4, 16});
+  const BoundSymbol mm = statement(OpId::Matmul, "a", "b", "c"), add = statement(OpId::Add, "c", "c", "d");
+  const std::vector<TensorView> mm_in{{nullptr, &a}, {nullptr, &b}};
+  const std::vector<TensorView> add_in{{nullptr, &c}, {nullptr, &c}};
+  p.span(ProfileTrack::step, "step 1", at(0), at(100));
+  p.span(ProfileTrack::step, "forward", at(0), at(50));
+  p.kernel(mm, mm_in, at(0), at(40));     // matmul: 2*4*16*8 FLOPs
+  p.kernel(add, add_in, at(40), at(50));  // other compute
+  // Two all-reduces in flight together (blocking, so all exposed): 50..60 and 55..70.
+  p.blocking_collective("all_reduce", "loss", "dp", MPI_COMM_WORLD, 8, at(50), at(60));
+  p.blocking_collective("all_reduce", "clip", "dp", MPI_COMM_WORLD, 8, at(55), at(70));
+  p.span(ProfileTrack::step, "optimizer", at(70), at(90));
+  p.count_step();
+
+  const StepBreakdown r = p.breakdown();
+  CHECK(r.steps == 1);
+  CHECK(r.step == Approx(0.100));
+  CHECK(r.matmul == Approx(0.040));
+  CHECK(r.other_compute == Approx(0.010));
+  CHECK(r.exposed == Approx(0.025));
+  CHECK(r.optimizer == Approx(0.020));
+  CHECK(r.other == Approx(0.005));
+  CHECK(r.in_flight == Approx(0.020));  // the union, not 0.025
+  CHECK(r.hidden_share() == 0);         // exposed exceeds it: clamped
+
+  const Json events = Json::parse("[" + p.events_json(0) + "]");
+  std::set<int> comm_tids;
+  bool matmul_seen = false;
+  for (const Json& e : events) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "matmul") {
+      matmul_seen = true;
+      CHECK(e["name"] == "c = matmul");
+      CHECK(e["args"]["flops"].get<double>() == 1024);
+      CHECK(e["args"]["bytes"].get<double>() == (32 + 128 + 64) * 4);
+      CHECK(e["dur"].get<double>() == Approx(40000));  // microseconds
+    }
+    if (e["cat"] == "communication") comm_tids.insert(e["tid"].get<int>());
+  }
+  CHECK(matmul_seen);
+  CHECK(comm_tids.size() == 2);  // overlapping collectives of one group: two lanes
 }
