@@ -52,6 +52,14 @@ const Golden kGoldens[] = {
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --remat block --stage backward"},
     {"gpt2-tiny-zero3-remat-selective.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --remat selective --stage backward"},
+    // Llama: each model.layers.N one unit; RoPE's tables built once from
+    // iota and shared by every layer; k/v heads repeated for grouped-query
+    // attention; rows padded (54, 94, 16 over 2 and 4 ranks).
+    {"llama-tiny-zero3-unit.trace",
+     "--model llama-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --prefetch 1 "
+     "--stage forward,backward,schedule"},
+    {"llama-tiny-hybrid-2x2.trace",
+     "--model llama-tiny --batch 2 --seq 16 --strategy hybrid --mesh 2,2 --bucketing unit --stage schedule"},
     {"tied-zero3-w2.trace",
      "--trace '" FSDPC_GOLDEN_DIR "/tied.trace' --world-size 2 --strategy zero3 --stage grad,schedule"},
 };
