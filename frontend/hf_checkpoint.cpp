@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "ir/error.h"
 
@@ -117,16 +119,57 @@ void load_hf_weights(Engine& engine, const LanguageModel& model, const HfWeights
   }
 }
 
-void save_hf_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir) {
+std::vector<std::string> save_hf_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir,
+                                            int64_t shard_bytes) {
+  if (shard_bytes <= 0) fail("the largest checkpoint shard must be positive, got ", shard_bytes, " bytes");
   std::map<std::string, HostTensor> state = engine.full_state_dict();
-  if (engine.rank() != 0) return;
+  if (engine.rank() != 0) return {};
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(dir, ": cannot create the checkpoint folder (", ec.message(), ")");
-  std::vector<SafetensorsTensor> tensors;
-  for (const auto& [name, t] : state) tensors.push_back({name, t.shape, t.f32.data()});
-  write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  // Shards in name order; a tensor larger than the limit gets a file of its own.
+  std::vector<std::vector<SafetensorsTensor>> shards(1);
+  int64_t in_shard = 0, total = 0;
+  for (const auto& [name, t] : state) {
+    const int64_t bytes = 4 * numel(t.shape);
+    if (!shards.back().empty() && in_shard + bytes > shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back({name, t.shape, t.f32.data()});
+    in_shard += bytes;
+    total += bytes;
+  }
+  const fs::path folder(dir), single = folder / "model.safetensors", index = folder / "model.safetensors.index.json";
+  // The other layout's files, from an earlier save: a folder with both
+  // would load model.safetensors and ignore the index.
+  auto is_shard_file = [](const std::string& f) {
+    return f.rfind("model-", 0) == 0 && f.find("-of-") != std::string::npos && f.size() > 12 &&
+           f.compare(f.size() - 12, 12, ".safetensors") == 0;
+  };
+  for (const fs::directory_entry& e : fs::directory_iterator(folder))
+    if (is_shard_file(e.path().filename().string())) fs::remove(e.path());
+  std::vector<std::string> written;
+  if (shards.size() == 1) {
+    fs::remove(index);
+    write_safetensors(single.string(), shards[0], {{"format", "pt"}});
+    written.push_back("model.safetensors");
+  } else {
+    fs::remove(single);
+    nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+    char file[64];
+    for (size_t k = 0; k < shards.size(); ++k) {
+      std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+      write_safetensors((folder / file).string(), shards[k], {{"format", "pt"}});
+      for (const SafetensorsTensor& t : shards[k]) weight_map[t.name] = file;
+      written.push_back(file);
+    }
+    nlohmann::ordered_json j = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    write_atomically(index, j.dump(2) + "\n");
+    written.push_back("model.safetensors.index.json");
+  }
   save_hf_config(model, dir);
+  return written;
 }
 
 void save_hf_config(const LanguageModel& model, const std::string& dir) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "frontend/language_model.h"
 #include "runtime/engine.h"
@@ -46,9 +47,19 @@ void load_hf_weights(Engine& engine, const LanguageModel& model, const HfWeights
 // The name and shape checks of load_hf_weights alone.
 void check_hf_weights(const LanguageModel& model, const HfWeights& weights);
 
-// Rank 0 writes <dir>/model.safetensors and <dir>/config.json, each to a
-// temporary name renamed into place. Collective (gathers the parameters).
-void save_hf_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir);
+// Hugging Face's default largest shard (save_pretrained's max_shard_size "5GB").
+constexpr int64_t kDefaultHfShardBytes = 5'000'000'000;
+
+// Rank 0 writes <dir>/config.json and the weights, each file to a temporary
+// name renamed into place: model.safetensors when they fit in `shard_bytes`,
+// else model-0000K-of-0000N.safetensors (tensors in name order, a new file
+// whenever the next tensor would pass `shard_bytes`) and
+// model.safetensors.index.json, as save_pretrained lays them out. Files of
+// the other layout left in <dir> by an earlier save are removed, so a load
+// never mixes the two. Collective (gathers the parameters). Returns the
+// weight files written (names in <dir>; empty on other ranks).
+std::vector<std::string> save_hf_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir,
+                                            int64_t shard_bytes = kDefaultHfShardBytes);
 // <dir>/config.json alone (a sharded checkpoint still names its model).
 void save_hf_config(const LanguageModel& model, const std::string& dir);
 

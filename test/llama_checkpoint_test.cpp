@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "frontend/llama.h"
 #include "runtime/safetensors.h"
@@ -311,4 +312,35 @@ TEST_CASE("llama-tiny trained over N processes matches one process to 1e-5", "[m
       CHECK(worst / scale < 1e-5);
     }
   }
+}
+
+TEST_CASE("--save-shard-size writes save_pretrained's shards and index, which load back", "[mpi][llama][checkpoint]") {
+  const fs::path dir = scratch("sharded-save");
+  fs::remove_all(dir);
+  Result r = train(2, "--model llama-tiny --steps 2 --save '" + dir.string() + "' --save-shard-size 40K" + kData + "'" +
+                          corpus().string() + "'");
+  REQUIRE(r.code == 0);
+  CHECK(!fs::exists(dir / "model.safetensors"));
+  std::ifstream in(dir / "model.safetensors.index.json");
+  const nlohmann::json index = nlohmann::json::parse(in);
+  // 288,792 bytes of f32 weights; a 55 KB embedding is a file of its own.
+  CHECK(index["metadata"]["total_size"] == 288792);
+  std::set<std::string> files;
+  Weights all;
+  for (const auto& [tensor, file] : index["weight_map"].items()) files.insert(file.get<std::string>());
+  CHECK(files.size() == 7);
+  for (const std::string& f : files) {
+    CHECK(f.find("-of-00007.safetensors") != std::string::npos);
+    CHECK(fs::file_size(dir / f) < 40 * 1024 + 55 * 1024);
+    for (auto& [name, t] : read_all(dir / f)) all[name] = t;
+  }
+  CHECK(all.size() == index["weight_map"].size());
+  CHECK(all.size() == 21);  // llama-tiny's parameters, each in exactly one file
+  // It loads (3 ranks), and saving unsharded into the same folder leaves no shard behind.
+  r = train(3, "--init '" + dir.string() + "' --steps 1 --optimizer sgd --lr 1e-30 --save '" + dir.string() + "'" +
+                   " --seq 16 --batch 6 --data '" + corpus().string() + "'");
+  REQUIRE(r.code == 0);
+  CHECK(!fs::exists(dir / "model.safetensors.index.json"));
+  CHECK(!fs::exists(dir / *files.begin()));
+  CHECK(read_all(dir / "model.safetensors") == all);
 }

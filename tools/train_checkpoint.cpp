@@ -32,8 +32,8 @@ void save_state(const std::string& path, const std::map<std::string, HostTensor>
   write_output(path, js.str());
 }
 
-void save_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir, int64_t next_step,
-                     bool full) {
+void save_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir, int64_t next_step, bool full,
+                     int64_t shard_bytes) {
   namespace fs = std::filesystem;
   // full: also the gathered Hugging Face export (rank 0 holds the whole
   // model for it); sharded: no rank ever holds more than its shards.
@@ -41,12 +41,13 @@ void save_checkpoint(Engine& engine, const LanguageModel& model, const std::stri
   // never vouches for a file it was not computed from.
   const fs::path sums = fs::path(dir) / "SHA256SUMS";
   if (full && engine.rank() == 0) fs::remove(sums);
-  if (full) save_hf_checkpoint(engine, model, dir);
+  std::vector<std::string> files;
+  if (full) files = save_hf_checkpoint(engine, model, dir, shard_bytes);
   else if (engine.rank() == 0) save_hf_config(model, dir);
   if (full && engine.rank() == 0) {
+    files.push_back("config.json");
     std::map<std::string, std::string> digests;
-    for (const char* f : {"model.safetensors", "config.json"})
-      digests[f] = sha256_file_hex((fs::path(dir) / f).string());
+    for (const std::string& f : files) digests[f] = sha256_file_hex((fs::path(dir) / f).string());
     write_output(sums.string(), sha256sums_text(digests));
   }
   const fs::path state = fs::path(dir) / "state", name = "step-" + std::to_string(next_step);

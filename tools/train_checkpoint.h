@@ -21,7 +21,9 @@ void save_state(const std::string& path, const std::map<std::string, HostTensor>
 // once every rank's file is complete; DIR/state/latest then names it. A run
 // killed mid-save leaves the previous checkpoint and `latest` intact.
 // `full`: also the gathered export (rank 0 holds the whole model for it).
-void save_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir, int64_t next_step, bool full);
+// `shard_bytes`: the largest Hugging Face weight file (--save-shard-size).
+void save_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir, int64_t next_step, bool full,
+                     int64_t shard_bytes);
 
 // The step a --resume DIR continues from, after restoring every rank's state
 // (its files' digests verified first, on every rank).

@@ -138,6 +138,10 @@ std::unique_ptr<Model> make_train_model(const TrainArgs& a, const HfWeights* ini
        ": no config.json beside the weights; pass --config or --model");
 }
 
+int64_t save_shard_bytes(const TrainArgs& a) {
+  return a.save_shard_size.empty() ? kDefaultHfShardBytes : parse_byte_size("--save-shard-size", a.save_shard_size);
+}
+
 // The mean validation loss over `batches` sequential windows of the file.
 double validation_loss(Compiled& compiled, const TokenData& val, int batches, int world, int rank, int64_t micro) {
   double sum = 0;
@@ -214,6 +218,7 @@ void run_train(const TrainArgs& a) {
   // the same exchange, so every rank stops with one message and no abort.
   try {
     if (!a.init.empty() && !a.resume.empty()) fail("--init and --resume exclude each other");
+    save_shard_bytes(a);  // a bad --save-shard-size fails before training, not at the first save
     init = a.init.empty() ? nullptr : std::make_unique<HfWeights>(a.init);
     model = make_train_model(a, init.get());
     lm = dynamic_cast<const LanguageModel*>(model.get());
@@ -300,7 +305,7 @@ void run_train(const TrainArgs& a) {
                       ((a.eval_every > 0 && (step + 1) % a.eval_every == 0) || step + 1 == a.steps);
     const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, world, rank, b_local / a.grad_accum) : 0;
     if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps)) {
-      save_checkpoint(compiled->engine(), *lm, a.save, step + 1, a.checkpoint == "full");
+      save_checkpoint(compiled->engine(), *lm, a.save, step + 1, a.checkpoint == "full", save_shard_bytes(a));
       last_saved = step + 1;
     }
     if (rank != 0) continue;
@@ -363,7 +368,7 @@ void run_train(const TrainArgs& a) {
       std::fflush(stderr);
       std::exit(128 + stop);  // MPI_Finalize runs at exit, on every rank
     }
-    if (last_saved != stopped_at) save_checkpoint(compiled->engine(), *lm, a.save, stopped_at, a.checkpoint == "full");
+    if (last_saved != stopped_at) save_checkpoint(compiled->engine(), *lm, a.save, stopped_at, a.checkpoint == "full", save_shard_bytes(a));
     if (rank == 0) {
       std::printf("stopped at step %lld, saved to %s (%s; --resume %s continues)\n", static_cast<long long>(stopped_at),
                   a.save.c_str(), signal_name(stop), a.save.c_str());
@@ -462,6 +467,9 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint", a->checkpoint,
                   "full: the Hugging Face export plus each rank's state; sharded: each rank's state only")
       ->check(CLI::IsMember({"full", "sharded"}))->capture_default_str();
+  cmd->add_option("--save-shard-size", a->save_shard_size,
+                  "Largest Hugging Face weight file of --save (B, K, M, G: powers of 1024); above it, "
+                  "model-0000K-of-0000N.safetensors and an index (default 5000000000, Hugging Face's 5GB)");
   cmd->add_option("--save-every", a->save_every, "Also save every K steps (0: only at the end)")
       ->check(whole_number(0))->capture_default_str();
   cmd->add_option("--log-every", a->log_every, "Print every K steps (and evaluations)")->check(whole_number(1))
