@@ -72,6 +72,8 @@ std::set<std::string> expected_names(int world) {
   auto fsdp = [&](const std::string& s) {
     for (const char* b : {" none", " unit"})
       for (const char* p : {" p1", " p2"}) names.insert(s + b + p);
+    // Activation checkpointing rides on unit buckets, prefetch 1.
+    for (const char* r : {" unit p1 remat:selective", " unit p1 remat:block"}) names.insert(s + r);
   };
   fsdp("zero3");
   fsdp("zero2");
@@ -200,7 +202,7 @@ TEST_CASE("advise --mesh puts the hybrids on that mesh only") {
   std::set<std::string> expected = expected_names(8);
   std::erase_if(expected, [](const std::string& n) { return n.find("4x2") != std::string::npos; });
   CHECK(names == expected);
-  CHECK(names.size() == 17);  // zero3, zero2, hybrid, hybrid_zero2: 4 knob settings each; no_shard
+  CHECK(names.size() == 25);  // zero3, zero2, hybrid, hybrid_zero2: 4 knob settings + 2 remat modes each; no_shard
 }
 
 TEST_CASE("advise finds the shipped profiles and measures this host once") {
@@ -256,7 +258,7 @@ TEST_CASE("advise --measure runs each candidate under mpirun: measured peak equa
   INFO(json.err);
   REQUIRE(json.code == 0);
   const Json j = Json::parse(json.out);
-  REQUIRE(j["candidates"].size() == 5);
+  REQUIRE(j["candidates"].size() == 7);  // zero3's 6 and no_shard
   for (const Json& c : j["candidates"]) {
     INFO(c.dump());
     const Json& m = c["measured"];
@@ -270,7 +272,7 @@ TEST_CASE("advise --measure runs each candidate under mpirun: measured peak equa
     CHECK(std::isfinite(ms));
     CHECK(ms > 0);
     CHECK(m["predicted_over_measured"].get<double>() > 0);
-    CHECK_THAT(json.err, Contains("/5: " + c["candidate"].get<std::string>() + " ..."));  // progress
+    CHECK_THAT(json.err, Contains("/7: " + c["candidate"].get<std::string>() + " ..."));  // progress
   }
   // The text table: the measured columns, filled in the row.
   const Run text = fsdpc_run("advise " + base + " --strategies no_shard", mpirun);
@@ -295,7 +297,7 @@ TEST_CASE("advise --measure: a failing run shows in its row; no mpirun is exit 2
   CHECK(r.out.find("run failed, exit 3: mpirun: no slots") != std::string::npos);
   size_t rows = 0;
   for (size_t at = 0; (at = r.out.find("run failed, exit 3", at)) != std::string::npos; ++at) ++rows;
-  CHECK(rows == 5);
+  CHECK(rows == 7);
   const Run none = fsdpc_run(base, "FSDPC_MPIRUN= PATH=/nonexistent");
   CHECK(none.code == 2);
   CHECK_THAT(none.err, Contains("--measure runs each candidate under mpirun, and none was found"));

@@ -31,6 +31,7 @@ struct Candidate {
   Mesh mesh;
   bool unit_buckets = false;  // --bucketing unit
   int prefetch = 1;
+  std::string remat = "none";  // --remat: activation checkpointing trades compute for memory
   // Predictions, per rank.
   int64_t peak_bytes = 0;  // the memory plan's worst step
   std::string peak_where;
@@ -41,8 +42,8 @@ struct Candidate {
   bool fits = true;
   Measurement measured;  // --measure only
 
-  std::string flags() const;  // "--strategy hybrid --mesh 2,2 --bucketing unit --prefetch 2"
-  std::string name() const;   // "hybrid 2x2 unit p2"
+  std::string flags() const;  // "--strategy hybrid --mesh 2,2 --bucketing unit --prefetch 2 --remat block"
+  std::string name() const;   // "hybrid 2x2 unit p2 remat:block"
 };
 
 struct AdviseSetup {

@@ -35,6 +35,7 @@ void evaluate(const AdviseSetup& s, Candidate& c) {
   a.bucketing = c.unit_buckets ? "unit" : "none";
   a.prefetch = c.prefetch;
   a.precision = s.precision;
+  a.remat = c.remat;
   PipelineOptions o = sharding_pipeline(a, s.world, "--world-size is " + std::to_string(s.world));
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
   std::vector<Stage> stages = compile(s.captured, o);
@@ -68,6 +69,7 @@ std::string Candidate::flags() const {
   if (is_hybrid_name(strategy)) f += " --mesh " + mesh_text(mesh);
   if (strategy != "no_shard") f += std::string(" --bucketing ") + (unit_buckets ? "unit" : "none") +
                                    " --prefetch " + std::to_string(prefetch);
+  if (remat != "none") f += " --remat " + remat;
   return f;
 }
 
@@ -75,6 +77,7 @@ std::string Candidate::name() const {
   std::string n = strategy;
   if (is_hybrid_name(strategy)) n += " " + std::to_string(mesh.replicas) + "x" + std::to_string(mesh.shards);
   if (strategy != "no_shard") n += std::string(unit_buckets ? " unit" : " none") + " p" + std::to_string(prefetch);
+  if (remat != "none") n += " remat:" + remat;
   return n;
 }
 
@@ -92,17 +95,21 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
   std::vector<Candidate> cs;
   // Bucketing and prefetch change an FSDP schedule; no_shard has no gathers
   // and buckets its gradients by --bucket-mb whatever --bucketing says.
-  auto add = [&](const std::string& strategy, const Mesh& mesh, bool unit, int prefetch) {
+  auto add = [&](const std::string& strategy, const Mesh& mesh, bool unit, int prefetch, const char* remat = "none") {
     Candidate c;
     c.strategy = strategy;
     c.mesh = mesh;
     c.unit_buckets = unit;
     c.prefetch = prefetch;
+    c.remat = remat;
     cs.push_back(std::move(c));
   };
+  // Activation checkpointing only lowers memory, so its variants ride on the
+  // usually fastest knobs (unit buckets, prefetch 1) rather than every pair.
   auto fsdp = [&](const std::string& strategy, const Mesh& mesh) {
     for (bool unit : {false, true})
       for (int prefetch : {1, 2}) add(strategy, mesh, unit, prefetch);
+    for (const char* remat : {"selective", "block"}) add(strategy, mesh, true, 1, remat);
   };
   fsdp("zero3", flat_mesh(s.world));
   fsdp("zero2", flat_mesh(s.world));

@@ -75,7 +75,7 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
                     ", " + std::to_string(std::min(per_node, s.world)) + " ranks per node";
   out += s.cap > 0 ? "; cap " + format_bytes(s.cap) + " per rank (" + cap_source + ")\n" : "; no memory cap\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%3s  %-26s %11s %-5s %-40s %10s %11s %10s %6s", "#", "candidate", "peak/rank", "fits",
+  std::snprintf(line, sizeof line, "%3s  %-33s %11s %-5s %-40s %10s %11s %10s %6s", "#", "candidate", "peak/rank", "fits",
                 "sent/rank/step (* crosses nodes)", "step ms", "exposed ms", "tokens/s", "MFU");
   out += line;
   if (measured) {
@@ -85,7 +85,7 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
   out += "\n";
   for (size_t i = 0; i < cs.size(); ++i) {
     const Candidate& c = cs[i];
-    std::snprintf(line, sizeof line, "%3zu  %-26s %11s %-5s %-40s %10.3f %11.3f %10s %5.1f%%", i + 1, c.name().c_str(),
+    std::snprintf(line, sizeof line, "%3zu  %-33s %11s %-5s %-40s %10.3f %11.3f %10s %5.1f%%", i + 1, c.name().c_str(),
                   format_bytes(c.peak_bytes).c_str(), c.fits ? "yes" : "no", comm_cell(c).c_str(), c.sim.seconds * 1e3,
                   c.sim.blocked * 1e3, human(c.tokens_per_second).c_str(), 100 * c.mfu);
     out += line + (measured ? measured_cells(c.measured, c) : std::string()) + "\n";
