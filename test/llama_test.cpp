@@ -330,8 +330,9 @@ Value rows(const Value& v, int64_t begin, int64_t end) {
 
 // One training step's loss and gradients sharded over `world` simulated
 // ranks against the same step unsharded on the global batch.
-void check_parity(Strategy strategy, int world) {
-  INFO("llama-tiny " << strategy_name(strategy) << " on " << world << " ranks");
+void check_parity(Strategy strategy, int world, bool bucketing = false, DType precision = DType::f32) {
+  INFO("llama-tiny " << strategy_name(strategy) << " on " << world << " ranks" << (bucketing ? ", unit buckets" : "")
+                     << ", " << dtype_name(precision));
   std::mt19937 rng(99 + world);
   auto model = make_model("llama-tiny");
   const int64_t seq = 8, local = 2;
@@ -348,6 +349,8 @@ void check_parity(Strategy strategy, int world) {
   PipelineOptions po;
   po.strategy = strategy;
   po.mesh = flat_mesh(world);
+  po.bucketing = bucketing;
+  po.precision = precision;
   std::vector<Stage> stages = compile(capture(*model, CaptureOptions{local, seq, {}}), po);
   const Trace& fwd = stages.back().traces.at(0);
   const Trace& bwd = stages.back().traces.at(1);
@@ -401,4 +404,11 @@ TEST_CASE("sharded llama-tiny matches the unsharded one (zero3, zero2, no_shard;
           "[llama][parity]") {
   for (int world = 1; world <= 4; ++world)
     for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard}) check_parity(s, world);
+  // Unit buckets (one per decoder layer) and mixed precision: the reference
+  // computes every float dtype exactly, so autocast's casts around rms_norm,
+  // silu and the rotary tables must leave the math unchanged.
+  check_parity(Strategy::zero3, 3, /*bucketing=*/true);
+  check_parity(Strategy::zero2, 4, /*bucketing=*/true);
+  check_parity(Strategy::zero3, 3, false, DType::bf16);
+  check_parity(Strategy::no_shard, 2, /*bucketing=*/true, DType::bf16);
 }
