@@ -168,7 +168,10 @@ std::pair<Tensor, Tensor> rope_tables(Tracer& tracer, const LlamaConfig& config,
   const auto half = static_cast<int64_t>(parts.size());
   Tensor inv_freq = parts.size() == 1 ? parts[0] : cat(parts, 0);             // [D/2]
   Tensor positions = arange(tracer, T, DType::f32);                           // [T]
-  Tensor freqs = reshape(positions, {T, 1}) * reshape(inv_freq, {1, half});   // [T, D/2]
+  // Separate statements: operands of * are evaluated in an unspecified order.
+  Tensor column = reshape(positions, {T, 1});
+  Tensor row = reshape(inv_freq, {1, half});
+  Tensor freqs = column * row;                                                // [T, D/2]
   Tensor emb = cat({freqs, freqs}, 1);                                        // [T, D]
   Tensor c = cos(emb);
   Tensor s = sin(emb);
