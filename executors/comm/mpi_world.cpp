@@ -42,6 +42,13 @@ constexpr auto kProgressPause = std::chrono::microseconds(500);
 // kernels itself, so the thread's first probe after a wait is needed only
 // once a long kernel has begun.
 constexpr auto kRestWhileWaiting = 4 * kProgressPause;
+// Between short kernels the rank's own calls keep its collectives moving,
+// and the thread backs off to one look per kLongestPause: a long kernel may
+// then run this long before the thread's first probe.
+constexpr auto kLongestPause = 4 * kProgressPause;
+// With nothing pending the thread keeps its kLongestPause timer this long,
+// then sleeps until a collective starts (an idle rank costs nothing).
+constexpr auto kIdle = std::chrono::milliseconds(200);
 
 using ProgressClock = std::chrono::steady_clock;
 
@@ -54,13 +61,14 @@ int64_t progress_now_ns() {
 // kProgressPause: the rank's own calls (starting a collective, testing the
 // pending ones between kernels, MPI_Wait) progress them just as well, so
 // while kernels are short the thread only wakes on its timer, finds a recent
-// call and sleeps again; during a long kernel it probes every
-// kProgressPause. Asleep on a condition variable, without a timer, whenever
-// no collective is pending; it never probes while the rank's thread waits
-// inside MPI (MpiWaitScope). Sharing a core with the rank, it costs a timer
-// wake-up per kProgressPause while collectives are pending and the rank
-// computes (one per kRestWhileWaiting while it waits), a few microseconds
-// each, plus its probes during long kernels.
+// call and sleeps again, backing off to one wake-up per kLongestPause;
+// during a long kernel it probes every kProgressPause. It never probes
+// while the rank's thread waits inside MPI (MpiWaitScope), and sleeps on a
+// condition variable without a timer once nothing was pending for kIdle.
+// Sharing a core with the rank, it costs a timer wake-up per kLongestPause
+// while the rank trains (runs short kernels, waits, or has nothing pending
+// for less than kIdle), a few microseconds each, plus its probes during long
+// kernels; the rank's thread wakes it only after an idle spell.
 class ProgressThread {
  public:
   void started() {
@@ -70,7 +78,8 @@ class ProgressThread {
       std::lock_guard<std::mutex> lock(mu_);
       FSDPC_CHECK(!stopping_) << "a collective was started after the MPI progress thread stopped";
       if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-      wake = pending_++ == 0;  // otherwise it is on its timer already
+      ++pending_;
+      wake = asleep_;  // otherwise it is on its timer already
     }
     if (wake) cv_.notify_one();
   }
@@ -117,16 +126,44 @@ class ProgressThread {
     MPI_Comm comm = MPI_COMM_NULL;
     if (!call(MPI_Comm_dup(MPI_COMM_SELF, &comm), __LINE__, "MPI_Comm_dup(MPI_COMM_SELF, &comm)")) return;
     int64_t last_probe_ns = 0;
+    // How long it sleeps after finding the rank's thread had called MPI
+    // recently: doubled each time (short kernels, the rank keeps up by
+    // itself), back to kProgressPause once it probes (a long kernel).
+    auto pause = std::chrono::duration_cast<std::chrono::nanoseconds>(kProgressPause);
+    ProgressClock::time_point last_pending = ProgressClock::now();
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stopping_ || pending_ > 0; });
       if (stopping_) break;
-      const int64_t last = std::max(last_poll_ns_.load(std::memory_order_relaxed), last_probe_ns);
-      const auto due = ProgressClock::time_point(std::chrono::nanoseconds(last)) + kProgressPause;
       const auto now = ProgressClock::now();
-      const bool waiting = waiting_.load(std::memory_order_relaxed);
-      if (waiting || now < due) {
-        cv_.wait_until(lock, waiting ? now + kRestWhileWaiting : due, [&] { return stopping_; });
+      if (pending_ == 0) {
+        // Training starts a collective every few milliseconds, often one at
+        // a time: waking the thread for each (it shares the rank's core) cost
+        // gpt2-tiny a third of its step across two single-core nodes. So it
+        // stays on its timer, and sleeps without one only after kIdle.
+        if (now - last_pending < kIdle) {
+          cv_.wait_until(lock, now + kLongestPause, [&] { return stopping_; });
+        } else {
+          asleep_ = true;
+          cv_.wait(lock, [&] { return stopping_ || pending_ > 0; });
+          asleep_ = false;
+        }
+        continue;
+      }
+      last_pending = now;
+      auto at = [](int64_t ns) { return ProgressClock::time_point(std::chrono::nanoseconds(ns)); };
+      const auto polled = at(last_poll_ns_.load(std::memory_order_relaxed)), probed = at(last_probe_ns);
+      if (waiting_.load(std::memory_order_relaxed)) {
+        cv_.wait_until(lock, now + kRestWhileWaiting, [&] { return stopping_; });
+        continue;
+      }
+      if (now < polled + kProgressPause) {  // the rank keeps up by itself
+        pause = std::min<std::chrono::nanoseconds>(2 * pause, kLongestPause);
+        cv_.wait_until(lock, polled + pause, [&] { return stopping_; });
+        continue;
+      }
+      pause = kProgressPause;
+      if (now < probed + kProgressPause) {  // probing every kProgressPause
+        cv_.wait_until(lock, probed + kProgressPause, [&] { return stopping_; });
         continue;
       }
       lock.unlock();
@@ -156,6 +193,7 @@ class ProgressThread {
   std::mutex mu_;
   std::condition_variable cv_;
   int pending_ = 0;
+  bool asleep_ = false;  // on the condition variable without a timer
   bool stopping_ = false;
   std::atomic<bool> waiting_{false};
   std::atomic<int64_t> last_poll_ns_{0};
