@@ -1,6 +1,7 @@
 // One rank's view of a training step, as JSON lines (rank 0 prints):
 //   mpirun -np N build/bench/train_bench
-// For gpt2-tiny and a GPT-2 sized to take about a second per step here:
+// For gpt2-tiny, a GPT-2 sized to take about a second per step here, and a
+// Llama of the same width (grouped-query attention, SiLU-gated MLP, RoPE):
 // step time, tokens/s, achieved GFLOP/s against the oneDNN sgemm peak
 // measured by this program (CPU MFU), per-rank peak memory against the ZeRO
 // formula (16 bytes per parameter element / N for f32 AdamW: weight, grad,
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "executors/comm/mpi_check.h"
@@ -26,6 +28,7 @@
 #include "executors/cpu/cpu_executor.h"
 #include "executors/fusion/fusion_kernel.h"
 #include "frontend/gpt2.h"
+#include "frontend/llama.h"
 #include "frontend/jit.h"
 #include "passes/stats.h"
 #include "runtime/data.h"
@@ -113,10 +116,10 @@ double collectives_alone(const std::vector<const Trace*>& traces, const ProcessG
   return total;
 }
 
-void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq, double peak,
+void run(const char* label, std::unique_ptr<LanguageModel> owned, int64_t batch, int64_t seq, double peak,
          const std::string& fusion) {
   const int world = mpi_world_size(), rank = mpi_world_rank();
-  GPT2 model(label, config);
+  LanguageModel& model = *owned;
   JitOptions o;
   o.capture.batch = batch;
   o.capture.seq = seq;
@@ -128,7 +131,7 @@ void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq
   const fusion::JitCacheStats jit0 = fusion::jit_cache_stats();
   auto compiled = jit(model, o);
   Engine& e = compiled->engine();
-  SyntheticTokens data(0, config.vocab_size);
+  SyntheticTokens data(0, model.vocab_size());
   std::vector<int64_t> idx(static_cast<size_t>(batch * seq)), tgt(idx.size());
   auto step = [&](int s) {
     data.batch(s, rank, world, batch, seq, idx.data(), tgt.data());
@@ -176,18 +179,38 @@ void run(const char* label, const GPT2Config& config, int64_t batch, int64_t seq
   std::fflush(stdout);
 }
 
+// 4 layers x 512 wide, 8 heads sharing 2 k/v heads, MLP 1408 (Llama's
+// 8/3 x width rounded), vocab 8192, context 256: the 4x512 GPT-2's size.
+LlamaConfig llama_4x512() {
+  LlamaConfig c;
+  c.vocab_size = 8192;
+  c.hidden_size = 512;
+  c.intermediate_size = 1408;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 256;
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+
 }  // namespace
 
-// `train_bench [gpt2-tiny|gpt2-4x512]`: one model only; both by default.
+// `train_bench [gpt2-tiny|gpt2-4x512|llama-4x512]`: one model only; all by default.
 int main(int argc, char** argv) {
   mpi_init();
   const char* only = argc > 1 ? argv[1] : nullptr;
   const double peak = sgemm_peak();
+  auto gpt2 = [](const char* label, const GPT2Config& c) { return std::make_unique<GPT2>(label, c); };
   if (!only || std::strcmp(only, "gpt2-tiny") == 0)
-    for (const char* fusion : {"none", "auto"}) run("gpt2-tiny", GPT2Config{2, 2, 64, 256, 64, 1e-5}, 8, 64, peak, fusion);
+    for (const char* fusion : {"none", "auto"})
+      run("gpt2-tiny", gpt2("gpt2-tiny", GPT2Config{2, 2, 64, 256, 64, 1e-5}), 8, 64, peak, fusion);
   // About a second per step on one core of the development machine.
   if (!only || std::strcmp(only, "gpt2-4x512") == 0)
     for (const char* fusion : {"none", "auto"})
-      run("gpt2-4x512", GPT2Config{4, 8, 512, 8192, 256, 1e-5}, 4, 256, peak, fusion);
+      run("gpt2-4x512", gpt2("gpt2-4x512", GPT2Config{4, 8, 512, 8192, 256, 1e-5}), 4, 256, peak, fusion);
+  if (!only || std::strcmp(only, "llama-4x512") == 0)
+    for (const char* fusion : {"none", "auto"})
+      run("llama-4x512", std::make_unique<Llama>("llama-4x512", llama_4x512()), 4, 256, peak, fusion);
   return 0;
 }
