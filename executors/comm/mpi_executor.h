@@ -13,14 +13,15 @@
 //   kernel runs, beyond what the sockets' buffers took at the last test.
 // - thread (FSDPC_MPI_PROGRESS=thread, or auto across nodes): as poll, and a
 //   progress thread of the process runs Open MPI's progress engine (an
-//   MPI_Iprobe that matches nothing) every 500 us while a collective is
-//   pending and the rank computes. It rests while the rank's thread sits in
-//   MPI_Wait (which progresses by itself) and sleeps when nothing is
-//   pending. The rank's thread still starts, tests and waits on every
-//   request itself: a wait is the same MPI_Wait as in poll mode, with no
-//   hand-over between threads (a first version handed the requests to the
-//   thread and slept on their completion; every wait then paid a wake-up of
-//   the other thread, which on a loaded core cost milliseconds).
+//   MPI_Iprobe that matches nothing) once the rank's thread has made no
+//   progress call for 500 us, i.e. during a long kernel; between short
+//   kernels it finds the rank's own tests recent and backs off (mpi_world.cpp
+//   says how it sleeps). It never probes while the rank's thread sits in a
+//   wait. The rank's thread still starts, tests and waits on every request
+//   itself: a wait is the same as in poll mode, with no hand-over between
+//   threads (a first version handed the requests to the thread and slept on
+//   their completion; every wait then paid a wake-up of the other thread,
+//   which on a loaded core cost milliseconds).
 // Why poll is the default (README, "Across nodes"): on the 2-core
 // development machine, with each emulated node's rank on its own core, the
 // thread empties a wait that follows one long MPI-free kernel (25 MB at
