@@ -1,4 +1,5 @@
 // fsdpc models and fsdpc passes: what is built in.
+#include <algorithm>
 #include <cstdio>
 
 #include "frontend/models.h"
@@ -10,8 +11,10 @@ namespace fsdpc::cli {
 Command add_models_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("models", "List the built-in models");
   return Command{cmd, [] {
+                   int width = 0;  // the longest name (tinyllama-1.1b) sets the column
+                   for (const ModelEntry& e : model_catalog()) width = std::max(width, static_cast<int>(e.name.size()));
                    for (const ModelEntry& e : model_catalog())
-                     std::printf("%-12s %s\n", e.name.c_str(), e.description.c_str());
+                     std::printf("%-*s %s\n", width, e.name.c_str(), e.description.c_str());
                  }};
 }
 
