@@ -20,11 +20,18 @@ namespace fsdpc {
 struct SgdStep {
   double lr, momentum, weight_decay;
   bool first;  // the momentum buffer starts as the first gradient
+  // Clipping's coefficient, folded into the update's read of the gradient
+  // (g * grad_scale in float, as torch scales): 1 when not clipping.
+  float grad_scale = 1.0f;
 };
 struct AdamwStep {
   double lr, beta1, beta2, eps, weight_decay;
   double step_size;              // lr / (1 - beta1^t)
   double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+  float grad_scale = 1.0f;        // as SgdStep's
+  // The parameter's first step: exp_avg and exp_avg_sq are uninitialised
+  // and read as 0 (the optimizer skips zeroing them).
+  bool first = false;
 };
 
 class DeviceBackend {

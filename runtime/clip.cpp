@@ -15,8 +15,8 @@ std::vector<DeviceBackend::Span> spans(const GradViews& grads) {
 }
 }  // namespace
 
-double clip_grad_norm(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
-                      double max_norm, const std::function<double(double)>& sum_across_ranks) {
+ClipCoefficient clip_grad_coefficient(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
+                                      double max_norm, const std::function<double(double)>& sum_across_ranks) {
   if (!(max_norm > 0) || std::isinf(max_norm))
     fail("clip_grad_norm: max_norm must be a positive number, got ", max_norm);
   const double local = backend.sum_squares(spans(sharded));
@@ -25,12 +25,19 @@ double clip_grad_norm(DeviceBackend& backend, const GradViews& sharded, const Gr
   const double coef = max_norm / (norm + 1e-6);
   // Written so that a NaN coefficient scales (and poisons), as torch's
   // clamp(coef, max=1) does.
-  if (coef >= 1.0) return norm;
+  if (coef >= 1.0) return {norm, 1.0f};
   // torch multiplies float32 gradients by a float32 coefficient.
-  const float c = static_cast<float>(coef);
+  return {norm, static_cast<float>(coef)};
+}
+
+double clip_grad_norm(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
+                      double max_norm, const std::function<double(double)>& sum_across_ranks) {
+  const ClipCoefficient c = clip_grad_coefficient(backend, sharded, replicated, max_norm, sum_across_ranks);
+  // 1 leaves every float as it is (NaN payloads and -0 included): no pass.
+  if (c.scale == 1.0f) return c.norm;
   for (const GradViews* set : {&sharded, &replicated})
-    for (const auto& [g, n] : *set) backend.scale(g, n, c);
-  return norm;
+    for (const auto& [g, n] : *set) backend.scale(g, n, c.scale);
+  return c.norm;
 }
 
 }  // namespace fsdpc

@@ -29,4 +29,15 @@ using GradViews = std::vector<std::pair<float*, int64_t>>;
 double clip_grad_norm(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
                       double max_norm, const std::function<double(double)>& sum_across_ranks);
 
+// The same norm, without touching the gradients: `scale` is the float
+// coefficient clip_grad_norm multiplies them by (1 when it leaves them), for
+// a caller that folds it into the optimizer's read of each gradient
+// (Optimizer::step's grad_scale) instead of a pass of its own.
+struct ClipCoefficient {
+  double norm = 0;
+  float scale = 1.0f;
+};
+ClipCoefficient clip_grad_coefficient(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
+                                      double max_norm, const std::function<double(double)>& sum_across_ranks);
+
 }  // namespace fsdpc

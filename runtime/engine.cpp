@@ -90,10 +90,16 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       rows = a.type.shape[0];
       p.row_begin = mpi_->groups().rank_in(shard_group) * rows;
     }
-    // Each rank materialises only its own rows.
-    std::vector<float> host(static_cast<size_t>(numel(a.type.shape)));
-    init_shard(host.data(), full, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
-    to_device(p.value, host);
+    // Each rank materialises only its own rows: on the host straight into
+    // the parameter, elsewhere through a host buffer.
+    if (backend().device().kind == DeviceKind::cpu) {
+      init_shard(static_cast<float*>(p.value.data()), full, p.row_begin, rows, p.plan.init, options_.seed,
+                 p.plan.path);
+    } else {
+      std::vector<float> host(static_cast<size_t>(numel(a.type.shape)));
+      init_shard(host.data(), full, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
+      to_device(p.value, host);
+    }
     params_.push_back(std::move(p));
   }
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, allocator_);
@@ -271,20 +277,24 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     refs.push_back({p.plan.path, static_cast<float*>(p.value.data()), d, n});
   }
   StepResult r;
+  float grad_scale = 1.0f;
   if (options_.clip > 0) {
     // Shards of one gradient live on the ranks of its shard group; replicas
     // hold the same rows, so the sum runs over the shard group only.
     const std::string group = options_.mesh.replicas == 1 ? "dp" : "shard";
     ProfileSpan clip_span(profiler_, "clip");
-    r.grad_norm = clip_grad_norm(backend(), sharded, replicated, options_.clip,
-                                 [&](double local) { return all_reduce_sum(local, group, "clip sum of squares"); });
+    const ClipCoefficient c =
+        clip_grad_coefficient(backend(), sharded, replicated, options_.clip,
+                              [&](double local) { return all_reduce_sum(local, group, "clip sum of squares"); });
+    r.grad_norm = c.norm;
+    grad_scale = c.scale;  // applied as the optimizer reads each gradient
   }
   // The optimizer's step count is the global step, also after a resume.
   r.lr = scheduled_lr(options_.lr_schedule, options_.optimizer.lr, optimizer_->steps());
   optimizer_->set_lr(r.lr);
   {
     ProfileSpan optimizer_span(profiler_, "optimizer");
-    optimizer_->step(refs);
+    optimizer_->step(refs, grad_scale);
   }
   device_->end_step();
   r.collectives = device_->take_collective_times();

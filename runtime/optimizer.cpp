@@ -33,9 +33,14 @@ void Optimizer::set_lr(double lr) {
   options_.lr = lr;
 }
 
-Optimizer::State& Optimizer::state_for(const ParamRef& p) {
+// `zeroed`: the buffers of a new state are zeroed (for state(), which a
+// checkpoint load fills or a save reads), else left uninitialised: the first
+// update writes them without reading (AdamwStep::first, SgdStep::first),
+// which saves a pass over them.
+Optimizer::State& Optimizer::state_for(const ParamRef& p, bool zeroed, bool* created) {
   auto [it, inserted] = state_.try_emplace(p.name);
   State& s = it->second;
+  if (created) *created = inserted;
   if (!inserted) {
     FSDPC_CHECK(s.numel == p.numel) << "optimizer: parameter '" << p.name << "' changed from " << s.numel
                                     << " to " << p.numel << " elements";
@@ -44,49 +49,59 @@ Optimizer::State& Optimizer::state_for(const ParamRef& p) {
   s.numel = p.numel;
   int64_t bytes = p.numel * static_cast<int64_t>(sizeof(float));
   bool adamw = options_.kind == OptimizerOptions::Kind::adamw;
-  if (adamw || options_.momentum != 0) s.buf0 = allocator_.allocate_zeroed(bytes, MemCategory::optimizer_state);
-  if (adamw) s.buf1 = allocator_.allocate_zeroed(bytes, MemCategory::optimizer_state);
+  auto make = [&] {
+    return zeroed ? allocator_.allocate_zeroed(bytes, MemCategory::optimizer_state)
+                  : allocator_.allocate(bytes, MemCategory::optimizer_state);
+  };
+  if (adamw || options_.momentum != 0) s.buf0 = make();
+  if (adamw) s.buf1 = make();
   return s;
 }
 
-void Optimizer::step(const std::vector<ParamRef>& params) {
+void Optimizer::step(const std::vector<ParamRef>& params, float grad_scale) {
   for (const ParamRef& p : params) {
     if (p.grad == nullptr) continue;
     FSDPC_CHECK(p.param != nullptr && p.numel >= 0) << "optimizer: bad parameter '" << p.name << "'";
     if (options_.kind == OptimizerOptions::Kind::adamw)
-      step_adamw(p);
+      step_adamw(p, grad_scale);
     else
-      step_sgd(p);
+      step_sgd(p, grad_scale);
   }
   ++steps_;
 }
 
-// The arithmetic is the device's (DeviceBackend::sgd_update, adamw_update);
-// the step counts and bias corrections are kept here, on the host.
-void Optimizer::step_sgd(const ParamRef& p) {
-  State& s = state_for(p);
+// The arithmetic is the device's (DeviceBackend::sgd_update, adamw_update):
+// one pass over each shard; the step counts and bias corrections are kept
+// here, on the host.
+void Optimizer::step_sgd(const ParamRef& p, float grad_scale) {
+  // A new momentum buffer is not read: the first step copies the gradient.
+  State& s = state_for(p, /*zeroed=*/false, nullptr);
   ++s.step;
   float* buf = s.buf0 ? floats(s.buf0) : nullptr;
-  allocator_.backend().sgd_update(p.param, p.grad, buf, p.numel,
-                                  SgdStep{options_.lr, options_.momentum, options_.weight_decay, s.step == 1});
+  SgdStep step{options_.lr, options_.momentum, options_.weight_decay, s.step == 1};
+  step.grad_scale = grad_scale;
+  allocator_.backend().sgd_update(p.param, p.grad, buf, p.numel, step);
 }
 
-void Optimizer::step_adamw(const ParamRef& p) {
-  State& s = state_for(p);
+void Optimizer::step_adamw(const ParamRef& p, float grad_scale) {
+  bool created = false;
+  State& s = state_for(p, /*zeroed=*/false, &created);
   ++s.step;
   const double t = static_cast<double>(s.step);
-  const AdamwStep step{options_.lr,
-                       options_.beta1,
-                       options_.beta2,
-                       options_.eps,
-                       options_.weight_decay,
-                       options_.lr / (1.0 - std::pow(options_.beta1, t)),
-                       std::sqrt(1.0 - std::pow(options_.beta2, t))};
+  AdamwStep step{options_.lr,
+                 options_.beta1,
+                 options_.beta2,
+                 options_.eps,
+                 options_.weight_decay,
+                 options_.lr / (1.0 - std::pow(options_.beta1, t)),
+                 std::sqrt(1.0 - std::pow(options_.beta2, t))};
+  step.grad_scale = grad_scale;
+  step.first = created;  // moments read as the zeros they would hold
   allocator_.backend().adamw_update(p.param, p.grad, floats(s.buf0), floats(s.buf1), p.numel, step);
 }
 
 Optimizer::StateView Optimizer::state(const ParamRef& p) {
-  State& s = state_for(p);
+  State& s = state_for(p, /*zeroed=*/true, nullptr);
   auto data = [](const std::shared_ptr<Storage>& b) { return b ? static_cast<float*>(b->data()) : nullptr; };
   return StateView{s.step, data(s.buf0), data(s.buf1), s.numel};
 }

@@ -48,7 +48,9 @@ class Optimizer {
   // One update of every parameter. State (exp_avg and exp_avg_sq for adamw,
   // the momentum buffer for sgd with momentum) is allocated on a name's first
   // step, as MemCategory::optimizer_state, so memory reports show it.
-  void step(const std::vector<ParamRef>& params);
+  // `grad_scale` multiplies every gradient as it is read (clipping's float
+  // coefficient, clip_grad_coefficient()), so clipping needs no pass of its own.
+  void step(const std::vector<ParamRef>& params, float grad_scale = 1.0f);
   // Number of step() calls so far.
   int64_t steps() const { return steps_; }
   const OptimizerOptions& options() const { return options_; }
@@ -76,9 +78,9 @@ class Optimizer {
     std::shared_ptr<Storage> buf0;  // exp_avg or momentum buffer
     std::shared_ptr<Storage> buf1;  // exp_avg_sq
   };
-  State& state_for(const ParamRef& p);
-  void step_sgd(const ParamRef& p);
-  void step_adamw(const ParamRef& p);
+  State& state_for(const ParamRef& p, bool zeroed, bool* created);
+  void step_sgd(const ParamRef& p, float grad_scale);
+  void step_adamw(const ParamRef& p, float grad_scale);
 
   OptimizerOptions options_;
   Allocator& allocator_;

@@ -1,4 +1,5 @@
 // The CPU's DeviceBackend: host memory and the training step's loops.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,85 @@
 namespace fsdpc {
 
 namespace {
+
+// The optimizer's loops, one function per case so each vectorises without
+// branches, compiled for the widest ISA the CPU has (FSDPC_CPU_CLONES). The
+// file is built with -ffp-contract=off: no multiply-add is fused, so every
+// element's arithmetic is the scalar code's, bit for bit, on any ISA and
+// any thread count (sqrt and division are correctly rounded in every
+// width). `c` is clipping's float coefficient (1 without clipping): torch
+// multiplies the float gradient by it, so g * c is rounded to float first.
+template <bool kMomentum, bool kFirst>
+[[gnu::always_inline]] inline void sgd_body(float* __restrict p, const float* __restrict grad, float* __restrict buf,
+                                            int64_t n, double lr, double mu, double wd, float c) {
+  for (int64_t i = 0; i < n; ++i) {
+    double g = static_cast<double>(grad[i] * c) + wd * static_cast<double>(p[i]);
+    if constexpr (kMomentum) {
+      // torch: the buffer starts as a copy of the first (decayed) gradient.
+      const double b = kFirst ? g : mu * static_cast<double>(buf[i]) + g;
+      buf[i] = static_cast<float>(b);
+      g = b;
+    }
+    p[i] = static_cast<float>(static_cast<double>(p[i]) - lr * g);
+  }
+}
+FSDPC_CPU_CLONES void sgd_span(float* p, const float* g, float* buf, int64_t n, double lr, double mu, double wd,
+                               float c) {
+  sgd_body<false, false>(p, g, buf, n, lr, mu, wd, c);
+}
+FSDPC_CPU_CLONES void sgd_momentum_first_span(float* p, const float* g, float* buf, int64_t n, double lr, double mu,
+                                              double wd, float c) {
+  sgd_body<true, true>(p, g, buf, n, lr, mu, wd, c);
+}
+FSDPC_CPU_CLONES void sgd_momentum_span(float* p, const float* g, float* buf, int64_t n, double lr, double mu,
+                                        double wd, float c) {
+  sgd_body<true, false>(p, g, buf, n, lr, mu, wd, c);
+}
+
+// kFirst: m and v are not read (the optimizer skips zeroing them); their
+// zeros are added as the general case adds b * 0 = +0, so -0 stays +0.
+template <bool kFirst>
+[[gnu::always_inline]] inline void adamw_body(float* __restrict p, const float* __restrict grad, float* __restrict m,
+                                              float* __restrict v, int64_t n, const AdamwStep& s) {
+  const double decay = 1.0 - s.lr * s.weight_decay, b1 = s.beta1, b2 = s.beta2;
+  const double step_size = s.step_size, bc2 = s.bias_correction2_sqrt, eps = s.eps;
+  const float c = s.grad_scale;
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = grad[i] * c;
+    const double x = static_cast<double>(p[i]) * decay;
+    const double m0 = kFirst ? 0.0 : b1 * static_cast<double>(m[i]);
+    const double v0 = kFirst ? 0.0 : b2 * static_cast<double>(v[i]);
+    const double mi = m0 + (1.0 - b1) * g;
+    const double vi = v0 + (1.0 - b2) * g * g;
+    m[i] = static_cast<float>(mi);
+    v[i] = static_cast<float>(vi);
+    const double denom = std::sqrt(vi) / bc2 + eps;
+    p[i] = static_cast<float>(x - step_size * mi / denom);
+  }
+}
+FSDPC_CPU_CLONES void adamw_span(float* p, const float* g, float* m, float* v, int64_t n, const AdamwStep& s) {
+  adamw_body<false>(p, g, m, v, n, s);
+}
+FSDPC_CPU_CLONES void adamw_first_span(float* p, const float* g, float* m, float* v, int64_t n, const AdamwStep& s) {
+  adamw_body<true>(p, g, m, v, n, s);
+}
+
+// [0, n) in one contiguous range per thread (multiples of 64 elements, so
+// threads do not share cache lines), each handed to f(begin, end).
+template <class F>
+void split_over_threads(int64_t n, const F& f) {
+  const int threads = n >= cpu::kParallelMin ? cpu_threads() : 1;
+  if (threads <= 1) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+  const int64_t chunk = ((n + threads - 1) / threads + 63) / 64 * 64;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int t = 0; t < threads; ++t) {
+    const int64_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
 
 class CpuBackend final : public DeviceBackend {
  public:
@@ -57,34 +137,18 @@ class CpuBackend final : public DeviceBackend {
   }
 
   // Arithmetic in double, state kept in float: the float rounding then
-  // happens once per stored value rather than once per operation.
+  // happens once per stored value rather than once per operation. One pass
+  // reads each of p, g (and the state) once and writes p (and the state).
   void sgd_update(float* param, const float* grad, float* buf, int64_t n, const SgdStep& s) override {
-    FSDPC_CPU_PARALLEL_FOR(n)
-    for (int64_t i = 0; i < n; ++i) {
-      double g = static_cast<double>(grad[i]) + s.weight_decay * static_cast<double>(param[i]);
-      if (buf) {
-        // torch: the buffer starts as a copy of the first (decayed) gradient.
-        double b = s.first ? g : s.momentum * static_cast<double>(buf[i]) + g;
-        buf[i] = static_cast<float>(b);
-        g = b;
-      }
-      param[i] = static_cast<float>(static_cast<double>(param[i]) - s.lr * g);
-    }
+    const auto span = !buf ? sgd_span : s.first ? sgd_momentum_first_span : sgd_momentum_span;
+    split_over_threads(n, [&](int64_t b, int64_t e) {
+      span(param + b, grad + b, buf ? buf + b : nullptr, e - b, s.lr, s.momentum, s.weight_decay, s.grad_scale);
+    });
   }
 
   void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, const AdamwStep& s) override {
-    const double decay = 1.0 - s.lr * s.weight_decay, b1 = s.beta1, b2 = s.beta2;
-    FSDPC_CPU_PARALLEL_FOR(n)
-    for (int64_t i = 0; i < n; ++i) {
-      double g = grad[i];
-      double x = static_cast<double>(param[i]) * decay;
-      double mi = b1 * static_cast<double>(m[i]) + (1.0 - b1) * g;
-      double vi = b2 * static_cast<double>(v[i]) + (1.0 - b2) * g * g;
-      m[i] = static_cast<float>(mi);
-      v[i] = static_cast<float>(vi);
-      double denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
-      param[i] = static_cast<float>(x - s.step_size * mi / denom);
-    }
+    const auto span = s.first ? adamw_first_span : adamw_span;
+    split_over_threads(n, [&](int64_t b, int64_t e) { span(param + b, grad + b, m + b, v + b, e - b, s); });
   }
 
   void synchronize() override {}

@@ -111,6 +111,7 @@ class CudaBackend final : public DeviceBackend, public ScratchUser {
     k.weight_decay = s.weight_decay;
     k.momentum = s.momentum;
     k.first_step = s.first;
+    fold_grad_scale(grad, n, s.grad_scale);
     launch_sgd_update(param, grad, buf, n, k, ctx_.compute());
   }
   void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
@@ -123,10 +124,23 @@ class CudaBackend final : public DeviceBackend, public ScratchUser {
     k.eps = s.eps;
     k.step_size = s.step_size;
     k.bias_correction2_sqrt = s.bias_correction2_sqrt;
+    fold_grad_scale(grad, n, s.grad_scale);
+    if (s.first) {  // the kernel reads the moments: give it their zeros
+      zero(m, static_cast<size_t>(n) * sizeof(float));
+      zero(v, static_cast<size_t>(n) * sizeof(float));
+    }
     launch_adamw_update(param, grad, m, v, n, k, ctx_.compute());
   }
 
   void synchronize() override { ctx_.synchronize(); }
+
+ private:
+  // Clipping's coefficient as its own pass over the gradient, as before the
+  // CPU folded it into the update (the engine owns the gradient buffers and
+  // frees them after the step).
+  void fold_grad_scale(const float* grad, int64_t n, float c) {
+    if (c != 1.0f) launch_scale(const_cast<float*>(grad), n, c, ctx_.compute());
+  }
 
  private:
   // sum_squares' result and partials, kept for the next step (the pool
