@@ -51,9 +51,10 @@ target_link_libraries(fsdpc_lib PUBLIC MPI::MPI_CXX PRIVATE fsdpc::dnnl fsdpc::o
 set(fsdpc_pc_libs ${FSDPC_DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES} ${FSDPC_LLVM_LIBRARY} ${OPENSSL_CRYPTO_LIBRARY})
 if(FSDPC_HAVE_CUDA)
   fsdpc_import_library(nccl ${FSDPC_NCCL_LIBRARY})
-  target_link_libraries(fsdpc_lib PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt fsdpc::nccl)
+  # NVRTC: the CUDA fusion executor compiles its regions at run time.
+  target_link_libraries(fsdpc_lib PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::nvrtc fsdpc::nccl)
   list(APPEND fsdpc_pc_libs ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY}
-       ${FSDPC_NCCL_LIBRARY})
+       ${CUDA_nvrtc_LIBRARY} ${FSDPC_NCCL_LIBRARY})
 endif()
 
 set(fsdpc_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/fsdpc)
