@@ -1,6 +1,6 @@
 // The FSDP promise on the float64 reference executor: training sharded over
 // N simulated ranks gives the same loss and gradients as one process, for
-// every strategy, N in {1, 2, 3, 4}, on the tutorial mlp and gpt2-tiny.
+// every strategy, N in {1, 2, 3, 4}, on the tutorial mlp, gpt2-tiny and llama-tiny.
 // Each rank gets its own slice of the global batch (DistributedSampler
 // semantics), so the data-parallel averaging is checked too. Mixed precision
 // (autocast) runs here too: the reference computes every float dtype exactly,
@@ -214,4 +214,8 @@ TEST_CASE("sharded gpt2-tiny matches the unsharded one for every strategy and wo
 
 TEST_CASE("rematerialised gpt2-tiny matches the unsharded one for every mode, strategy and world", "[parity][remat]") {
   for (const Case& c : remat_cases("gpt2-tiny")) check_parity(c);
+}
+
+TEST_CASE("sharded llama-tiny matches the unsharded one for every strategy and world", "[parity][llama]") {
+  for (const Case& c : cases("llama-tiny")) check_parity(c);
 }
