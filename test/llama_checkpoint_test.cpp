@@ -314,7 +314,7 @@ TEST_CASE("llama-tiny trained over N processes matches one process to 1e-5", "[m
   }
 }
 
-TEST_CASE("--save-shard-size writes save_pretrained's shards and index, which load back", "[mpi][llama][checkpoint]") {
+TEST_CASE("save with --save-shard-size writes save_pretrained's shards and index, which load back", "[mpi][llama][checkpoint]") {
   const fs::path dir = scratch("sharded-save");
   fs::remove_all(dir);
   Result r = train(2, "--model llama-tiny --steps 2 --save '" + dir.string() + "' --save-shard-size 40K" + kData + "'" +
