@@ -2,12 +2,11 @@
 // write it (and what is refused, by name), the presets' parameter counts
 // against Hugging Face's published ones, the parameter names and FSDP units,
 // rotary embeddings against a direct implementation of Hugging Face's
-// formula, and sharded training equal to unsharded on the reference executor.
+// formula. Sharded against unsharded: sharding_parity_test (every strategy).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <optional>
-#include <random>
 #include <set>
 
 #include "executors/reference/reference.h"
@@ -304,111 +303,4 @@ TEST_CASE("rotary embeddings equal Hugging Face's formula (theta, positions, lla
   const std::vector<float> a = rope_inv_freq(plain), b = rope_inv_freq(scaled);
   CHECK(b.front() == a.front());
   CHECK(b.back() == Approx(a.back() / 32.0f).epsilon(1e-6));
-}
-
-namespace {
-
-Value random_value(const TensorType& t, std::mt19937& rng, double scale, int64_t int_bound) {
-  Value v{t, std::vector<double>(static_cast<size_t>(numel(t.shape)))};
-  v.type.dist = DistType::none;
-  std::normal_distribution<double> normal(0.0, scale);
-  std::uniform_int_distribution<int64_t> ints(0, std::max<int64_t>(int_bound - 1, 0));
-  for (double& x : v.data) x = int_bound ? static_cast<double>(ints(rng)) : normal(rng);
-  return v;
-}
-
-// Rows [begin, end) of dim 0, zero past the end of `v` (a shard's padding).
-Value rows(const Value& v, int64_t begin, int64_t end) {
-  const int64_t row = v.type.shape.empty() ? 1 : numel(v.type.shape) / v.type.shape[0];
-  Value out = v;
-  out.type.shape[0] = end - begin;
-  out.data.assign(static_cast<size_t>((end - begin) * row), 0.0);
-  for (int64_t r = begin; r < std::min(end, v.type.shape[0]); ++r)
-    std::copy_n(v.data.begin() + r * row, row, out.data.begin() + (r - begin) * row);
-  return out;
-}
-
-// One training step's loss and gradients sharded over `world` simulated
-// ranks against the same step unsharded on the global batch.
-void check_parity(Strategy strategy, int world, bool bucketing = false, DType precision = DType::f32) {
-  INFO("llama-tiny " << strategy_name(strategy) << " on " << world << " ranks" << (bucketing ? ", unit buckets" : "")
-                     << ", " << dtype_name(precision));
-  std::mt19937 rng(99 + world);
-  auto model = make_model("llama-tiny");
-  const int64_t seq = 8, local = 2;
-  Trace joint = grad(capture(*model, CaptureOptions{local * world, seq, {}}));
-  std::vector<Value> full;  // global inputs, then parameters
-  for (const Proxy& a : joint.args) {
-    if (a.name == "cotangent") break;
-    full.push_back(random_value(a.type, rng, a.is_param() ? 0.3 : 1.0, a.type.dtype == DType::i64 ? 256 : 0));
-  }
-  std::vector<Value> args = full;
-  args.push_back(Value{joint.args.back().type, {1.0}});
-  const std::vector<Value> expect = reference::run(joint, args);
-
-  PipelineOptions po;
-  po.strategy = strategy;
-  po.mesh = flat_mesh(world);
-  po.bucketing = bucketing;
-  po.precision = precision;
-  std::vector<Stage> stages = compile(capture(*model, CaptureOptions{local, seq, {}}), po);
-  const Trace& fwd = stages.back().traces.at(0);
-  const Trace& bwd = stages.back().traces.at(1);
-  std::vector<std::vector<Value>> fwd_args(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r)
-    for (size_t i = 0; i < fwd.args.size(); ++i) {
-      const Proxy& p = fwd.args[i];
-      const Value& v = full.at(i);
-      if (!p.is_param()) fwd_args[r].push_back(rows(v, r * local, (r + 1) * local));
-      else if (p.type.dist == DistType::fully_sharded)
-        fwd_args[r].push_back(rows(v, r * p.type.shape[0], (r + 1) * p.type.shape[0]));
-      else fwd_args[r].push_back(v);
-      fwd_args[r].back().type = p.type;
-    }
-  auto fwd_out = reference::run_spmd(fwd, po.mesh, fwd_args);
-  std::vector<std::vector<Value>> bwd_args(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    bwd_args[r].assign(fwd_out[r].begin() + 1, fwd_out[r].end());
-    bwd_args[r].push_back(Value{joint.args.back().type, {1.0}});
-    REQUIRE(bwd_args[r].size() == bwd.args.size());
-    for (size_t i = 0; i < bwd.args.size(); ++i) bwd_args[r][i].type = bwd.args[i].type;
-  }
-  auto grads = reference::run_spmd(bwd, po.mesh, bwd_args);
-
-  double mean = 0;
-  for (int r = 0; r < world; ++r) mean += fwd_out[r][0].data[0] / world;
-  CHECK(mean == Approx(expect[0].data[0]).epsilon(1e-12));
-  size_t gi = 0;
-  for (const Proxy& p : fwd.args) {
-    if (!p.is_param()) continue;
-    const Value& want_full = expect.at(1 + gi);
-    for (int r = 0; r < world; ++r) {
-      const Value& g = grads[r].at(gi);
-      const Value want = p.type.dist == DistType::fully_sharded
-                             ? rows(want_full, r * g.type.shape[0], (r + 1) * g.type.shape[0])
-                             : want_full;
-      REQUIRE(g.data.size() == want.data.size());
-      double worst = 0;
-      for (size_t k = 0; k < g.data.size(); ++k)
-        worst = std::max(worst, std::abs(g.data[k] - want.data[k]) / (1e-3 + std::abs(want.data[k])));
-      INFO("gradient of " << p.param_path << " on rank " << r);
-      CHECK(worst < 1e-12);
-    }
-    ++gi;
-  }
-}
-
-}  // namespace
-
-TEST_CASE("sharded llama-tiny matches the unsharded one (zero3, zero2, no_shard; 1 to 4 ranks)",
-          "[llama][parity]") {
-  for (int world = 1; world <= 4; ++world)
-    for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard}) check_parity(s, world);
-  // Unit buckets (one per decoder layer) and mixed precision: the reference
-  // computes every float dtype exactly, so autocast's casts around rms_norm,
-  // silu and the rotary tables must leave the math unchanged.
-  check_parity(Strategy::zero3, 3, /*bucketing=*/true);
-  check_parity(Strategy::zero2, 4, /*bucketing=*/true);
-  check_parity(Strategy::zero3, 3, false, DType::bf16);
-  check_parity(Strategy::no_shard, 2, /*bucketing=*/true, DType::bf16);
 }
