@@ -18,7 +18,8 @@
 //              parameters they read; a statement reading none stays in the
 //              unit before it (the residual add after a block's MLP).
 //   selective  within checkpointed units as block mode, but also the outputs
-//              of matmul, linear and attention (torchtitan's op-level SAC:
+//              of matmul, linear and attention, a matmul's bias add included
+//              (torchtitan's op-level SAC:
 //              the unit's input stays saved, so cheap chains such as the
 //              residual stream are recomputed from it, never from the model's input).
 //   auto_cut   a minimum s-t cut of the forward's data flow, each value's
@@ -170,11 +171,52 @@ NameSet block_recomputable(const Forward& f, const std::vector<size_t>& seg, con
   return out;
 }
 
-// Selective mode: what block mode recomputes, less the outputs of expensive ops.
+// A bias add: an expensive op's output plus a value computed from
+// parameters alone (Hugging Face's Conv1D is matmul, then add of the
+// broadcast bias). It belongs to its matmul, as addmm does in PyTorch:
+// recomputing it would materialise the bias broadcast to the full output.
+bool is_bias_add(const Forward& f, const BoundSymbol& b) {
+  if (b.op != OpId::Add) return false;
+  // Directly: under autocast the add reads the matmul's output cast to f32,
+  // and saving that f32 sum would double the bf16 output's bytes.
+  auto expensive_output = [&](const std::string& n) {
+    auto d = f.def.find(n);
+    return d != f.def.end() && is_expensive(f.joint.bsyms[d->second].op);
+  };
+  bool from_expensive = false, from_params = false;
+  for (const Operand& in : b.inputs) {
+    if (in.is_scalar()) return false;
+    if (expensive_output(in.name))
+      from_expensive = true;
+    else if (param_derived(f, in.name))
+      from_params = true;
+  }
+  return from_expensive && from_params;
+}
+
+// Casts, views and broadcasts of parameters: split recomputes them from the
+// parameter (or, under zero3, its re-gather) already; without re-gathering
+// (zero2, no_shard) they are recomputed from the gathered parameter, which is
+// saved anyway, rather than saved themselves at the size they are broadcast to.
+NameSet parameter_views(const Forward& f) {
+  NameSet out;
+  const auto& bsyms = f.joint.bsyms;
+  for (size_t i = 0; i < bsyms.size(); ++i) {
+    if (!f.fwd[i] || is_communication(bsyms[i].op) || is_expensive(bsyms[i].op)) continue;
+    for (const Proxy& o : bsyms[i].outputs)
+      if (param_derived(f, o.name)) out.insert(o.name);
+  }
+  return out;
+}
+
+// Selective mode: what block mode recomputes, less the outputs of expensive
+// ops (with their bias adds).
 NameSet selective_recomputable(const Forward& f, const NameSet& in_blocks) {
   NameSet out;
-  for (const std::string& n : in_blocks)
-    if (!is_expensive(f.joint.bsyms[f.def.at(n)].op)) out.insert(n);
+  for (const std::string& n : in_blocks) {
+    const BoundSymbol& b = f.joint.bsyms[f.def.at(n)];
+    if (!is_expensive(b.op) && !is_bias_add(f, b)) out.insert(n);
+  }
   return out;
 }
 
@@ -341,8 +383,12 @@ NameSet remat_recomputable(const Trace& joint, const RematPlan& plan) {
   const std::vector<size_t> seg = statement_units(f);
   const std::vector<bool> blocked = blocked_units(seg, plan.units.size(), plan.blocked_units);
   NameSet in_blocks = block_recomputable(f, seg, blocked);
-  if (plan.mode == RematMode::block) return in_blocks;
-  if (plan.mode == RematMode::selective) return selective_recomputable(f, in_blocks);
+  const NameSet views = parameter_views(f);
+  if (plan.mode == RematMode::block || plan.mode == RematMode::selective) {
+    NameSet out = plan.mode == RematMode::block ? std::move(in_blocks) : selective_recomputable(f, in_blocks);
+    out.insert(views.begin(), views.end());
+    return out;
+  }
   // auto: checkpointed units (a budget's choice) recompute from their
   // boundaries, which are therefore saved; the cut decides everything else.
   NameSet boundaries;
