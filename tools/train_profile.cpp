@@ -38,7 +38,7 @@ std::string part(const char* name, double seconds, double step) {
 void add_profile_options(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("--profile", a.profile,
                   "Write the step timeline of every rank to FILE as Chrome trace-event JSON (open it in "
-                  "https://ui.perfetto.dev or chrome://tracing): kernels, collectives from issue to completion, "
+                  "Perfetto or chrome://tracing): kernels, collectives from issue to completion, "
                   "time blocked in waits, live memory; and print the step breakdown at the end (cpu executor)");
   cmd->add_option("--profile-steps", a.profile_steps,
                   "With --profile: record steps A to B-1, numbered as the log prints them (default: the two "
@@ -129,7 +129,7 @@ void TrainProfile::write() {
   summary_ = "profile: step" + std::string(n == 1 ? " " : "s ") + std::to_string(steps_.begin) +
              (n == 1 ? "" : ".." + std::to_string(steps_.begin + n - 1)) + " of " + std::to_string(ranks.size()) +
              " rank" + (ranks.size() == 1 ? "" : "s") + " written to " + path_ + " (" +
-             std::to_string(profiler_->event_count()) + " events on rank 0; open in https://ui.perfetto.dev)\n" +
+             std::to_string(profiler_->event_count()) + " events on rank 0; open it in Perfetto or chrome://tracing)\n" +
              format_breakdown(ranks);
 }
 
