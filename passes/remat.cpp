@@ -383,9 +383,9 @@ NameSet remat_recomputable(const Trace& joint, const RematPlan& plan) {
   const std::vector<size_t> seg = statement_units(f);
   const std::vector<bool> blocked = blocked_units(seg, plan.units.size(), plan.blocked_units);
   NameSet in_blocks = block_recomputable(f, seg, blocked);
-  const NameSet views = parameter_views(f);
   if (plan.mode == RematMode::block || plan.mode == RematMode::selective) {
     NameSet out = plan.mode == RematMode::block ? std::move(in_blocks) : selective_recomputable(f, in_blocks);
+    const NameSet views = parameter_views(f);
     out.insert(views.begin(), views.end());
     return out;
   }
