@@ -54,7 +54,10 @@ struct EngineOptions {
   int grad_accum = 1;
   bool no_sync = false;
   std::string executor = "cpu";
-  std::string fusion = "none";  // none | auto: fuse regions after claiming (executors/claim.h)
+  // auto (the default, as Thunder fuses by default): regions of fusible
+  // statements compiled by the executor's fusion executor (passes/fuse.h);
+  // none: every statement its own kernel.
+  std::string fusion = "auto";
   OptimizerOptions optimizer;  // optimizer.lr is the schedule's base rate
   // The rate of each step: scheduled_lr(lr_schedule, optimizer.lr, step),
   // step the optimizer's count (restored by load_rank_state).

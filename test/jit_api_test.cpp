@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
 #include "executors/reference/reference.h"
 #include "frontend/jit.h"
@@ -189,8 +190,11 @@ TEST_CASE("jit: stages() holds each pass's verified traces in pipeline order", "
   CHECK(captured.args[0].name == "idx");
   for (const Proxy& a : stages[1].traces[0].args)
     if (a.is_param()) CHECK(a.type.dist == DistType::fully_sharded);
-  // The engine runs what the last stage holds.
-  CHECK(compiled->engine().forward_trace().bsyms.size() == stages.back().traces[0].bsyms.size());
+  // The engine runs what the last stage holds, claimed by the CPU executor
+  // and fused (fusion auto is the engine's default).
+  const Trace exec = execution_trace(stages.back().traces[0], "cpu", "auto");
+  CHECK(compiled->engine().forward_trace().bsyms.size() == exec.bsyms.size());
+  CHECK(exec.bsyms.size() < stages.back().traces[0].bsyms.size());
 }
 
 // Run by the test below under `mpirun -np 2`: each rank holds its own rows

@@ -21,12 +21,14 @@ struct Golden {
 // and 3 (3 pads 64 rows to 66) for zero2 and zero3 at every stage; gpt2-tiny
 // zero3 with unit buckets and prefetch 1, no_shard with buckets, hybrid on a
 // 2x2 mesh; a tied-weight model; and the execution traces (CPU kernels and
-// MPI collectives) of mlp and gpt2-tiny.
+// MPI collectives) of mlp and gpt2-tiny. Those pin the unfused execution
+// traces (--fusion none); the fused ones (the default) have goldens of their
+// own below.
 const Golden kGoldens[] = {
-    {"mlp-zero3-w2.trace", "--model mlp --world-size 2 --strategy zero3 --stage all"},
-    {"mlp-zero2-w2.trace", "--model mlp --world-size 2 --strategy zero2 --stage all"},
-    {"mlp-zero3-w3.trace", "--model mlp --world-size 3 --strategy zero3 --stage all"},
-    {"mlp-zero2-w3.trace", "--model mlp --world-size 3 --strategy zero2 --stage all"},
+    {"mlp-zero3-w2.trace", "--model mlp --world-size 2 --strategy zero3 --stage all --fusion none"},
+    {"mlp-zero2-w2.trace", "--model mlp --world-size 2 --strategy zero2 --stage all --fusion none"},
+    {"mlp-zero3-w3.trace", "--model mlp --world-size 3 --strategy zero3 --stage all --fusion none"},
+    {"mlp-zero2-w3.trace", "--model mlp --world-size 3 --strategy zero2 --stage all --fusion none"},
     {"gpt2-tiny-zero3-unit.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --prefetch 1 "
      "--stage forward,backward,schedule"},
@@ -34,9 +36,11 @@ const Golden kGoldens[] = {
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy no_shard --bucket-mb 0.1 --stage schedule"},
     {"gpt2-tiny-hybrid-2x2.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --strategy hybrid --mesh 2,2 --bucketing unit --stage schedule"},
-    {"mlp-zero3-w2-exec.trace", "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cpu"},
+    {"mlp-zero3-w2-exec.trace",
+     "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cpu --fusion none"},
     {"gpt2-tiny-zero3-unit-exec.trace",
-     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec"},
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec "
+     "--fusion none"},
     // Fused execution traces (--stage fusion): elementwise ops and row reductions as cpu_fusionN
     // regions, every collective and wait where the schedule put it.
     {"mlp-zero3-w2-fusion.trace", "--model mlp --world-size 2 --strategy zero3 --stage fusion --executor cpu"},
@@ -69,10 +73,11 @@ const Golden kGoldens[] = {
 // stream, waits on the compute stream, and no collective buffer freed before
 // its wait (executors/cuda/stream_plan.h). No GPU is needed to print them.
 const Golden kCudaGoldens[] = {
-    {"mlp-zero3-w2-cuda-exec.trace", "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cuda"},
+    {"mlp-zero3-w2-cuda-exec.trace",
+     "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cuda --fusion none"},
     {"gpt2-tiny-zero3-unit-cuda-exec.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec "
-     "--executor cuda"},
+     "--executor cuda --fusion none"},
     // Fused for the CUDA fusion executor (NVRTC): cuda_fusionN regions, the
     // stream plan applied after fusion.
     {"mlp-zero3-w2-cuda-fusion.trace", "--model mlp --world-size 2 --strategy zero3 --stage fusion --executor cuda"},

@@ -22,7 +22,7 @@ struct DumpArgs {
   int world = 1, rank = 0;
   std::string stages = "del";
   bool no_sync = false, accumulate = false, stats = false, memory = false;
-  std::string format = "text", output, executor = "cpu", fusion = "none";
+  std::string format = "text", output, executor = "cpu", fusion = "auto";
   // --memory: the step fsdpc train would run.
   int grad_accum = 1;
   std::string optimizer = "adamw";
@@ -189,8 +189,8 @@ Command add_dump_command(CLI::App& app) {
                    if (all || a->stages.find("exec") != std::string::npos)
                      stages.push_back({"exec", {execution_trace(last.traces[0], executor, a->fusion),
                                                 execution_trace(last.traces[1], executor, a->fusion)}});
-                   // The fused execution traces, whatever --fusion says; named
-                   // only (`all` keeps printing what it printed before fusion).
+                   // The fused execution traces whatever --fusion says (`exec`
+                   // follows --fusion); named only, so `all` prints exec once.
                    if (a->stages.find("fusion") != std::string::npos)
                      stages.push_back({"fusion", {execution_trace(last.traces[0], executor, "auto"),
                                                   execution_trace(last.traces[1], executor, "auto")}});
