@@ -6,7 +6,7 @@
 # the second node's daemon through `ip netns exec` (an rsh agent written for
 # this run). The namespaces and the link are always removed on exit.
 #
-# Usage: tools/netns_cluster.sh [--rate RATE] [--slots N] [--pin] [--] COMMAND [ARG...]
+# Usage: tools/netns_cluster.sh [--rate RATE] [--slots N] [--pin] [--each] [--] COMMAND [ARG...]
 #   --rate RATE  shape each direction of the link to RATE (tc's units:
 #                10gbit, 1gbit, 500mbit); default: unshaped
 #   --slots N    ranks per node (default 1)
@@ -14,7 +14,15 @@
 #                (taskset), as separate machines would have; otherwise both
 #                nodes' ranks share every core, and each rank, alone on its
 #                node, sizes its CPU threads for all of them
-# COMMAND runs in node 0's namespace with these set (so a plain
+#   --each       start COMMAND itself as every rank, N per node, instead of
+#                once in node 0 (for launchers other than mpirun, such as
+#                torch.distributed's env:// rendezvous); each copy runs in its
+#                node's namespace, CPUs and host name with RANK, WORLD_SIZE,
+#                LOCAL_RANK, NODE_RANK, MASTER_ADDR (node 0's address),
+#                MASTER_PORT (29500 unless set) and GLOO_SOCKET_IFNAME (its
+#                node's end of the link) set. The exit status is the first
+#                failing copy's (the others are then stopped), else 0.
+# Without --each, COMMAND runs in node 0's namespace with these set (so a plain
 # `mpirun -np 2 ...` spans both nodes, N ranks per node filled in order):
 #   OMPI_MCA_plm_rsh_agent, OMPI_MCA_orte_default_hostfile (also in
 #   FSDPC_CLUSTER_HOSTFILE), OMPI_MCA_btl=tcp,self,vader and the btl/oob
@@ -29,12 +37,13 @@
 # no `ip`, or `ip netns add` refused), with the reason on stderr.
 set -uo pipefail
 
-rate="" slots=1 pin=0
+rate="" slots=1 pin=0 each=0
 while (($#)); do
   case $1 in
     --rate) rate=${2:?--rate needs a value}; shift 2 ;;
     --slots) slots=${2:?--slots needs a value}; shift 2 ;;
     --pin) pin=1; shift ;;
+    --each) each=1; shift ;;
     --) shift; break ;;
     -h|--help) awk 'NR>1 && /^#/{sub(/^# ?/,""); print; next} NR>1{exit}' "$0"; exit 0 ;;
     -*) echo "netns_cluster: unknown option $1" >&2; exit 2 ;;
@@ -158,5 +167,32 @@ export FSDPC_CLUSTER_SLOTS="$slots" FSDPC_CLUSTER_RATE="${rate:-unshaped}"
 # Each node has its own host name (a UTS namespace), as real nodes do: Open
 # MPI names its session directories and shared-memory segments after it, and
 # two nodes called alike would collide in this host's /tmp and /dev/shm.
+if ((each)); then
+  # Every rank is a child of this script, in its node's namespace, so the
+  # teardown's kill of each namespace's processes also ends the ones still
+  # running when another has failed.
+  export WORLD_SIZE=$((2 * slots)) MASTER_ADDR=${addr[0]} MASTER_PORT=${MASTER_PORT:-29500}
+  pids=()
+  for i in 0 1; do
+    for ((l = 0; l < slots; ++l)); do
+      RANK=$((i * slots + l)) LOCAL_RANK=$l NODE_RANK=$i GLOO_SOCKET_IFNAME=${veth[$i]} \
+        ip netns exec "${ns[$i]}" $(run_on "$i") unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' \
+        "${ns[$i]}" "$@" &
+      pids+=($!)
+    done
+  done
+  while ((${#pids[@]})); do
+    running=()
+    for p in "${pids[@]}"; do
+      if kill -0 "$p" 2>/dev/null; then running+=("$p"); continue; fi
+      wait "$p"
+      rc=$?
+      ((rc)) && { echo "netns_cluster: a rank exited with status $rc; stopping the others" >&2; exit "$rc"; }
+    done
+    pids=("${running[@]}")
+    ((${#pids[@]})) && sleep 0.1
+  done
+  exit 0
+fi
 ip netns exec "${ns[0]}" $(run_on 0) unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "${ns[0]}" "$@"
 exit $?
