@@ -1,16 +1,30 @@
 // The candidates of fsdpc advise: every strategy with the knobs that change
 // its schedule, each compiled as fsdpc dump compiles it (sharding_pipeline),
 // planned with the memory plan and timed with the step simulator. Every
-// rank of a candidate runs the same traces, so each is compiled once.
+// rank of a candidate runs the same traces, so each is compiled once, and
+// candidates of one strategy and mesh share the passes before their knobs.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <exception>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "executors/claim.h"
 #include "ir/error.h"
+#include "passes/autocast.h"
+#include "passes/bucketing.h"
+#include "passes/cse.h"
+#include "passes/dce.h"
+#include "passes/del.h"
+#include "passes/fsdp.h"
+#include "passes/grad.h"
 #include "passes/pipeline.h"
+#include "passes/remat.h"
+#include "passes/schedule.h"
+#include "passes/split.h"
+#include "passes/wrap.h"
 #include "runtime/memory_plan.h"
 #include "tools/advise.h"
 #include "tools/cli_io.h"
@@ -28,7 +42,7 @@ std::string mesh_text(const Mesh& m) { return std::to_string(m.replicas) + "," +
 // and both moments, writes parameter and moments, all f32.
 constexpr double kAdamwBytesPerElement = 7 * 4;
 
-void evaluate(const AdviseSetup& s, Candidate& c) {
+PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
   ShardingArgs a;
   a.strategy = c.strategy;
   a.mesh = is_hybrid_name(c.strategy) ? mesh_text(c.mesh) : "";
@@ -38,9 +52,26 @@ void evaluate(const AdviseSetup& s, Candidate& c) {
   a.remat = c.remat;
   PipelineOptions o = sharding_pipeline(a, s.world, "--world-size is " + std::to_string(s.world));
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
-  std::vector<Stage> stages = compile(s.captured, o);
-  const EngineTraces traces{StepTraces{std::move(stages.back().traces.at(0)), std::move(stages.back().traces.at(1))},
-                            {}, {}};
+  return o;
+}
+
+// As compile()'s sync_saved_types (passes/pipeline.cpp): after bucketing, the
+// backward's arguments take the types the forward now returns.
+void sync_saved_types(const Trace& fwd, Trace& bwd) {
+  const ReturnTree& saved = fwd.returns.items.at(1);
+  FSDPC_CHECK(saved.items.size() <= bwd.args.size()) << "backward takes fewer arguments than saved";
+  std::unordered_map<std::string, const TensorType*> types;
+  for (const Proxy& a : fwd.args) types[a.name] = &a.type;
+  for_each_bsym(fwd.bsyms, [&](const BoundSymbol& b) {
+    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
+  });
+  for (size_t i = 0; i < saved.items.size(); ++i) bwd.args[i].type = *types.at(saved.items[i].name);
+}
+
+// The memory plan, the lowered traces and the simulation of one compiled
+// candidate.
+void evaluate(const AdviseSetup& s, const PipelineOptions& o, StepTraces&& step, Candidate& c) {
+  const EngineTraces traces{std::move(step), {}, {}};
   EngineOptions e;  // the step fsdpc train runs by default: one micro-batch, AdamW
   e.executor = s.executor;
   e.optimizer.kind = OptimizerOptions::Kind::adamw;
@@ -60,6 +91,51 @@ void evaluate(const AdviseSetup& s, Candidate& c) {
   c.tokens_per_second = static_cast<double>(s.tokens_per_rank) * s.world / c.sim.seconds;
   const double peak = s.precision == "f32" ? s.hw.peak_flops_f32.value : s.hw.peak_flops_bf16.value;
   c.mfu = c.sim.flops / c.sim.seconds / peak;
+}
+
+// One strategy on one mesh: its candidates differ only in remat, bucketing
+// and prefetch, so they share the passes before those knobs act. compile()
+// runs fsdp, autocast, grad, split, dce, cse, bucketing, schedule, del for
+// each; here fsdp..grad run once per family, split..cse once per remat
+// mode, bucketing once per (remat, bucketing), and only schedule and del
+// per candidate: the same passes with the same options in the same order,
+// so the traces are compile()'s (advise_test holds every candidate's peak
+// and bytes equal to fsdpc dump's, which calls compile()).
+void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family) {
+  std::vector<PipelineOptions> opts;
+  for (const Candidate* c : family) opts.push_back(pipeline_options(s, *c));
+  const PipelineOptions& o = opts.front();
+  Trace sharded = fsdp(s.captured, FsdpOptions{o.strategy, o.mesh});
+  const std::vector<Unit> units = wrap_units(sharded, o.wrap);
+  const std::vector<std::string> grad_params = gradient_params(sharded);
+  if (o.precision != DType::f32) sharded = autocast(sharded, o.precision);
+  const Trace joint = grad(sharded, GradOptions{o.sync_grads, o.accumulate_grads});
+  sharded = Trace{};
+  const bool regather = regathers_in_backward(o.strategy);
+  std::vector<bool> done(family.size(), false);
+  for (size_t i = 0; i < family.size(); ++i) {
+    if (done[i]) continue;
+    FSDPC_CHECK(opts[i].remat.mode != RematMode::auto_cut) << "advise: remat auto is not a candidate";
+    const RematPlan remat{opts[i].remat.mode, units, SIZE_MAX, regather};
+    const std::unordered_set<std::string> recompute = remat_recomputable(joint, remat);
+    SplitResult fb = split(joint, SplitOptions{regather, &recompute});
+    const Trace fwd = cse(dce(fb.forward)), bwd = cse(dce(fb.backward));
+    fb = SplitResult{};
+    for (size_t j = i; j < family.size(); ++j) {
+      if (done[j] || opts[j].remat.mode != opts[i].remat.mode) continue;
+      const BucketingOptions bucket{o.strategy, units, opts[j].bucketing, o.bucket_mb, grad_params};
+      const Trace bf = bucketing(fwd, bucket);
+      Trace bb = bucketing(bwd, bucket);
+      sync_saved_types(bf, bb);
+      for (size_t k = j; k < family.size(); ++k) {
+        if (done[k] || opts[k].remat.mode != opts[i].remat.mode || opts[k].bucketing != opts[j].bucketing) continue;
+        const ScheduleOptions sched{opts[k].prefetch, opts[k].max_inflight, units};
+        evaluate(s, opts[k], StepTraces{insert_dels(schedule(bf, sched)), insert_dels(schedule(bb, sched))},
+                 *family[k]);
+        done[k] = true;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -128,22 +204,35 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
 }
 
 void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs) {
-  // The passes copy traces and share nothing mutable, so candidates compile
-  // on threads of their own; the first error is the one reported.
+  // Families (a strategy on a mesh) share their passes' prefix; they share
+  // nothing mutable with each other (the passes copy traces), so each
+  // compiles on a thread of its own; the first error is the one reported.
+  std::vector<std::vector<Candidate*>> families;
+  for (Candidate& c : cs) {
+    auto same = [&](const std::vector<Candidate*>& f) {
+      return f.front()->strategy == c.strategy && f.front()->mesh.replicas == c.mesh.replicas &&
+             f.front()->mesh.shards == c.mesh.shards;
+    };
+    auto it = std::find_if(families.begin(), families.end(), same);
+    if (it == families.end()) families.push_back({&c});
+    else it->push_back(&c);
+  }
+  // The largest families first, so the last one to start is a short one.
+  std::stable_sort(families.begin(), families.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
   std::atomic<size_t> next{0};
   std::exception_ptr error;
   std::atomic<bool> failed{false};
   auto work = [&] {
-    for (size_t i; !failed && (i = next++) < cs.size();) {
+    for (size_t i; !failed && (i = next++) < families.size();) {
       try {
-        evaluate(s, cs[i]);
+        compile_family(s, families[i]);
       } catch (...) {
         if (!failed.exchange(true)) error = std::current_exception();
       }
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < std::min<int>(s.threads, static_cast<int>(cs.size())); ++t) pool.emplace_back(work);
+  for (int t = 1; t < std::min<int>(s.threads, static_cast<int>(families.size())); ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
