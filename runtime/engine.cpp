@@ -9,6 +9,7 @@
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_executor.h"
 #include "executors/cpu/cpu_executor.h"
+#include "executors/fusion/fusion_kernel.h"
 #include "ir/error.h"
 #include "runtime/clip.h"
 #include "runtime/profiler.h"
@@ -69,6 +70,14 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     FSDPC_CHECK(traces.no_sync && traces.accumulate) << "no_sync accumulation needs its traces";
     no_sync_ = lowered(*traces.no_sync);
     accumulate_ = lowered(*traces.accumulate);
+  }
+  // The CPU fusion executor's regions compile here, all at once on every
+  // thread of the rank, rather than one by one as the first step meets them.
+  if (options_.executor == "cpu" && options_.fusion == "auto") {
+    std::vector<const Trace*> traces = {&sync_.forward, &sync_.backward};
+    for (const std::optional<StepTraces>* t : {&no_sync_, &accumulate_})
+      if (t->has_value()) traces.insert(traces.end(), {&(*t)->forward, &(*t)->backward});
+    fusion::precompile_regions(traces);
   }
   interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(options_.executor), device_->kernels(),
                                                [this] { device_->progress(); });

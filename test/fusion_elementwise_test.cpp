@@ -238,6 +238,48 @@ TEST_CASE("fusion: a disk cache directory serves a region to a later JIT", "[fus
   std::filesystem::remove_all(dir);
 }
 
+// compile_all lowers and optimises regions on several threads at once (each
+// its own LLVM context and target machine): the code must be what compile()
+// makes one region at a time, equal regions compile once, and a region
+// compiled already is not compiled again.
+TEST_CASE("fusion: compile_all on 3 threads gives compile()'s code, each distinct region once", "[fusion]") {
+  std::vector<fusion::Region> regions;
+  std::vector<int64_t> cols;
+  for (int64_t n : {5, 7, 5, 9, 11, 7}) {  // 5 and 7 twice: four distinct regions
+    Trace t;
+    TraceBuilder b(t);
+    const Proxy x = b.add_arg(arg("x", tt({3, n})));
+    const Proxy y = b.emit1(OpId::Tanh, {Operand::of(b.emit1(OpId::Mul, {Operand::of(x.name), Operand::lit(3.0)}).name)});
+    const Proxy z = b.emit1(OpId::Exp, {Operand::of(y.name)});
+    t.returns = ReturnTree::tuple({ReturnTree::leaf(z.name)});
+    const Trace fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+    REQUIRE(count_regions(fused) == 1);
+    regions.push_back(fusion::describe_region(fused.bsyms[0], {x.type}));
+    cols.push_back(n);
+  }
+  fusion::LlvmJit one, many;
+  const fusion::RegionFn first = many.compile(regions[3]);  // already compiled when compile_all runs
+  const std::vector<fusion::RegionFn> fns = many.compile_all(regions, 3);
+  REQUIRE(fns.size() == regions.size());
+  CHECK(fns[3] == first);
+  CHECK(fns[0] == fns[2]);
+  CHECK(fns[1] == fns[5]);
+  CHECK(fns[0] != fns[1]);
+  for (size_t r = 0; r < regions.size(); ++r) {
+    INFO("region " << r);
+    const size_t n = static_cast<size_t>(3 * cols[r]);
+    std::vector<float> in(n), want(n, 0), got(n, 0);
+    for (size_t i = 0; i < n; ++i) in[i] = 0.05f * static_cast<float>(i) - 0.6f;
+    const void* ins[] = {in.data()};
+    void* out_want[] = {want.data()};
+    void* out_got[] = {got.data()};
+    one.compile(regions[r])(ins, out_want, 0, 3);
+    fns[r](ins, out_got, 0, 3);
+    CHECK(got == want);
+    CHECK(got[n - 1] == Approx(std::exp(std::tanh(3.0 * in[n - 1]))).epsilon(1e-6));
+  }
+}
+
 // Run by hand (`fusion_elementwise_test "[fusion_bench]"`): a gelu-like chain
 // of eight elementwise ops over 4096 x 1024, fused vs the CPU executor's
 // kernels one by one. For people: timings on a shared machine are noisy.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "executors/cpu/cpu_executor.h"
 #include "executors/fusion/llvm_jit.h"
@@ -93,6 +94,45 @@ JitCacheStats jit_cache_stats() {
 
 void precompile(const BoundSymbol& b, const std::vector<TensorType>& input_types) {
   code_for(describe_region(b, input_types));
+}
+
+void precompile_regions(const std::vector<const Trace*>& traces) {
+  std::vector<Region> regions;
+  for (const Trace* t : traces) {
+    std::unordered_map<std::string, TensorType> types;
+    for (const Proxy& a : t->args) types[a.name] = a.type;
+    for (const BoundSymbol& b : t->bsyms) {
+      const bool loop = b.op == OpId::Fusion &&
+                        std::none_of(b.subsymbols.begin(), b.subsymbols.end(), [](const BoundSymbol& s) {
+                          return s.op == OpId::Matmul || s.op == OpId::Linear;
+                        });
+      if (loop) {
+        std::vector<TensorType> in;
+        for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
+        regions.push_back(describe_region(b, in));
+      }
+      for (const Proxy& p : b.outputs) types[p.name] = p.type;
+    }
+  }
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::vector<Region> todo;
+  std::unordered_set<std::string> seen;
+  for (Region& r : regions) {
+    std::string key = r.signature();
+    if (!c.code.count(key) && seen.insert(key).second) todo.push_back(std::move(r));
+  }
+  if (todo.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!c.jit) {
+    const char* dir = std::getenv("FSDPC_JIT_CACHE");
+    c.jit = std::make_unique<LlvmJit>(dir ? dir : "");
+  }
+  const std::vector<RegionFn> fns = c.jit->compile_all(todo, cpu_threads());
+  c.stats.compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  c.stats.compiled += static_cast<int64_t>(todo.size());
+  c.stats.from_disk = c.jit->disk_hits();
+  for (size_t i = 0; i < todo.size(); ++i) c.code.emplace(todo[i].signature(), fns[i]);
 }
 
 }  // namespace fsdpc::fusion

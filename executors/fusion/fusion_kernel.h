@@ -26,4 +26,11 @@ JitCacheStats jit_cache_stats();
 // Compiles `b`'s region ahead of its first run (what the kernel would do).
 void precompile(const BoundSymbol& b, const std::vector<TensorType>& input_types);
 
+// Compiles every loop region of `traces` (CPU execution traces) not compiled
+// yet, on all of the rank's threads (cpu_threads()) at once, so the engine
+// pays the JIT before its first step on every core rather than region by
+// region on one. Regions holding a matmul (passes/fold_transpose.h) are not
+// loop nests and are skipped.
+void precompile_regions(const std::vector<const Trace*>& traces);
+
 }  // namespace fsdpc::fusion

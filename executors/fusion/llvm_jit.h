@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "executors/fusion/region.h"
 
@@ -30,6 +31,12 @@ class LlvmJit {
 
   // Compiles `region` as a new function; not thread-safe (the cache locks).
   RegionFn compile(const Region& region);
+
+  // Compiles every region not compiled yet, up to `threads` at once (each
+  // worker its own LLVM context and target machine: lowering, optimising and
+  // emitting are independent per region), then links them in order; returns
+  // each region's code. Not thread-safe, like compile().
+  std::vector<RegionFn> compile_all(const std::vector<Region>& regions, int threads);
 
   // The textual LLVM IR of `region` before and after optimisation, for
   // tests (is the row loop vectorised?) and debugging.
