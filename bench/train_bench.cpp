@@ -50,19 +50,24 @@ double process_cpu_seconds() {
 
 // FLOPs of the matmuls (2 per multiply-add) of a trace, per rank: matmul and
 // linear from their contraction length, attention's q·kᵀ and p·v from its
-// output [.., Tq, Dv] and Tk = Tq (self-attention).
+// output [.., Tq, Dv] and Tk = Tq (self-attention); a region's statements
+// count too (a matmul with its transposes folded in is a region).
 double matmul_flops(const Trace& t) {
   std::unordered_map<std::string, const TensorType*> types;
   for (const Proxy& a : t.args) types[a.name] = &a.type;
   double f = 0;
-  for (const BoundSymbol& b : t.bsyms) {
-    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
-    const Shape& out = b.outputs.empty() ? Shape{} : b.outputs[0].type.shape;
-    if (b.op == OpId::Matmul || b.op == OpId::Linear)
-      f += 2.0 * static_cast<double>(numel(out)) * static_cast<double>(types.at(b.inputs[0].name)->shape.back());
-    else if (b.op == OpId::ScaledDotProductAttention)
-      f += 4.0 * static_cast<double>(numel(out)) * static_cast<double>(out[out.size() - 2]);
-  }
+  auto count = [&](auto& self, const std::vector<BoundSymbol>& bsyms) -> void {
+    for (const BoundSymbol& b : bsyms) {
+      if (b.op == OpId::Fusion) self(self, b.subsymbols.get());
+      for (const Proxy& o : b.outputs) types[o.name] = &o.type;
+      const Shape& out = b.outputs.empty() ? Shape{} : b.outputs[0].type.shape;
+      if (b.op == OpId::Matmul || b.op == OpId::Linear)
+        f += 2.0 * static_cast<double>(numel(out)) * static_cast<double>(types.at(b.inputs[0].name)->shape.back());
+      else if (b.op == OpId::ScaledDotProductAttention)
+        f += 4.0 * static_cast<double>(numel(out)) * static_cast<double>(out[out.size() - 2]);
+    }
+  };
+  count(count, t.bsyms);
   return f;
 }
 
