@@ -80,8 +80,11 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, StepTraces&& step,
   c.peak_where = plan.worst().peak_where();
   c.fits = s.cap <= 0 || c.peak_bytes <= s.cap;
 
-  const Trace fwd = execution_trace(traces.sync.forward, s.executor);
-  const Trace bwd = execution_trace(traces.sync.backward, s.executor);
+  // Lowered as the engine lowers them (the same fusion default as fsdpc
+  // train and the memory plan), so the simulated kernels are the ones a run
+  // launches: fused regions are one kernel each, priced by their bytes.
+  const Trace fwd = execution_trace(traces.sync.forward, s.executor, e.fusion);
+  const Trace bwd = execution_trace(traces.sync.backward, s.executor, e.fusion);
   double elements = 0;
   for (const Proxy& p : fwd.args)
     if (p.is_param() && p.requires_grad) elements += static_cast<double>(numel(p.type.shape));
