@@ -11,7 +11,8 @@
 //       (until the oldest is waited); its wait [+ reshape/slice/unpack] sits
 //       right before its first consumer. Each reduce_scatter or gradient
 //       all_reduce, with the div/pad/reshape/cat/pack feeding it, is issued as
-//       soon as its inputs exist; its wait [+ all_reduce/wait/unpack] comes
+//       soon as its inputs exist (hybrid's replica all_reduce once its
+//       reduce_scatter's wait is placed); its wait [+ unpack] comes
 //       right before its first consumer, or at the end — or, when
 //       max_inflight reductions are outstanding and another is issued, the
 //       oldest is waited first (its full-size gradient buffer lives until
@@ -64,10 +65,10 @@ bool is_feed_op(OpId op) {
 }
 bool is_gather_tail_op(OpId op) { return op == OpId::Reshape || op == OpId::Slice || op == OpId::Unpack; }
 // A convert after a reduction's wait is mixed precision's cast of the
-// reduced gradient back to f32: it moves with the wait.
-bool is_reduce_tail_op(OpId op) {
-  return op == OpId::AllReduce || op == OpId::Wait || op == OpId::Unpack || op == OpId::ConvertElementType;
-}
+// reduced gradient back to f32: it moves with the wait. Hybrid's replica
+// all_reduce of a reduce_scatter's result is not tail: it is a reduction of
+// its own, issued once that wait is placed and waited as late as any other.
+bool is_reduce_tail_op(OpId op) { return op == OpId::Wait || op == OpId::Unpack || op == OpId::ConvertElementType; }
 
 class Schedule {
  public:
@@ -245,14 +246,13 @@ void Schedule::find_gathers(const std::vector<Unit>& units) {
   }
 }
 
-// reduce_scatters and gradient all_reduces (not the replica all_reduce that
-// follows a reduce_scatter's wait: that moves with the wait).
+// reduce_scatters and gradient all_reduces, hybrid's replica all_reduce of a
+// reduce_scatter's waited result included (ready once that wait is placed).
 void Schedule::find_reduces() {
   std::vector<size_t> issues;
   for (size_t i = 0; i < in_.bsyms.size(); ++i) {
     const BoundSymbol& b = in_.bsyms[i];
     if (b.op != OpId::ReduceScatter && b.op != OpId::AllReduce) continue;
-    if (auto d = def_.find(b.inputs[0].name); d != def_.end() && in_.bsyms[d->second].op == OpId::Wait) continue;
     std::optional<size_t> w = sole_wait(in_, users_, b.output().name);
     if (!w) continue;
     std::vector<size_t> issue = feed(i), wait = tail(*w, is_reduce_tail_op);
