@@ -15,6 +15,7 @@
 #include "executors/comm/mpi_executor.h"
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
+#include "passes/fold_transpose.h"
 #include "passes/fuse.h"
 #ifdef FSDPC_HAVE_CUDA
 #include "executors/comm/nccl_executor.h"
@@ -109,6 +110,7 @@ Trace execution_trace(const Trace& trace, const std::string& executor, const std
   check_fusion_mode(fusion);
   Trace claimed = claim(trace, executors_for(executor));
   if (fusion == "auto" && has_fusion_executor(executor)) claimed = fuse(claimed, executor);
+  if (fusion == "auto" && folds_transposes(executor)) claimed = fold_transposes(claimed, executor);
 #ifdef FSDPC_HAVE_CUDA
   if (executor == "cuda") return cuda::plan_streams(claimed);
 #endif

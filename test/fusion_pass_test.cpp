@@ -17,6 +17,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/fold_transpose.h"
 #include "passes/fuse.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
@@ -114,6 +115,8 @@ TEST_CASE("fuse: gpt2-tiny zero3 regions verify, round-trip and keep the collect
         ++regions;
         CHECK(b.executor == "cpu");
         CHECK(b.subsymbols.size() >= 2);
+        // A matmul holding the transposes it reads (passes/fold_transpose.h).
+        if (transposed_matmul(b)) continue;
         for (const BoundSymbol& s : b.subsymbols) {
           CHECK(s.executor.empty());
           CHECK((op_info(s.op).category == OpCategory::elementwise || s.op == OpId::BroadcastInDim ||
@@ -185,7 +188,7 @@ TEST_CASE("fuse: JIT compile time of every gpt2 region", "[.][jit_time]") {
     std::unordered_map<std::string, TensorType> types;
     for (const Proxy& a : fused.args) types[a.name] = a.type;
     for (const BoundSymbol& b : fused.bsyms) {
-      if (b.op == OpId::Fusion) {
+      if (b.op == OpId::Fusion && !transposed_matmul(b)) {
         std::vector<TensorType> in;
         for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
         fusion::precompile(b, in);

@@ -157,8 +157,12 @@ CachedPrimitive make_gemm(const Gemm& g, const dnnl::memory::desc& a_md, const d
 void gemm(const Gemm& g, const float* a, const float* b, const float* bias, float* c) {
   FSDPC_CHECK(g.batched_b || (g.a_step == 0 && g.c_step == 0)) << "a shared-b gemm folds packed rows";
   // A shared right operand folds the batch into the rows: one bigger gemm.
-  const int64_t batch = g.batched_b ? g.batch : 1, m = g.batched_b ? g.m : g.batch * g.m;
+  // A transposed a cannot fold (its rows are not contiguous): b is then
+  // broadcast over the batch, a [1, k, n] operand.
+  const bool fold_rows = !g.batched_b && !g.a_transposed;
+  const int64_t batch = fold_rows ? 1 : g.batch, m = fold_rows ? g.batch * g.m : g.m;
   const int64_t k = g.k, n = g.n;
+  const bool broadcast_b = !g.batched_b && batch > 1;
   const int64_t sa = g.a_step ? g.a_step : m * k, sb = g.b_step ? g.b_step : k * n;
   const int64_t sc = g.c_step ? g.c_step : m * n;
   if (batch == 0 || m == 0 || n == 0) return;
@@ -168,12 +172,13 @@ void gemm(const Gemm& g, const float* a, const float* b, const float* bias, floa
         for (int64_t j = 0; j < n; ++j) c[p * sc + r * n + j] = bias ? g.scale * bias[j] : 0.0f;
     return;
   }
-  const auto a_md = batched_desc(batch, m, k, sa, k, 1);
-  const auto b_md = g.b_transposed ? batched_desc(batch, k, n, sb, 1, k) : batched_desc(batch, k, n, sb, n, 1);
+  const auto a_md = g.a_transposed ? batched_desc(batch, m, k, sa, 1, m) : batched_desc(batch, m, k, sa, k, 1);
+  const int64_t b_rows = g.b_transposed ? 1 : n, b_cols = g.b_transposed ? k : 1;
+  const auto b_md = broadcast_b ? f32_desc({1, k, n}, {sb, b_rows, b_cols}) : batched_desc(batch, k, n, sb, b_rows, b_cols);
   const auto c_md = batched_desc(batch, m, n, sc, n, 1);
   const auto bias_md = batch == 1 ? f32_desc({1, n}) : f32_desc({1, 1, n});
-  const PrimKey key{int64_t(PrimTag::gemm), batch, m, k, n, g.b_transposed, bias != nullptr,
-                    float_bits(g.scale), sa, sb, sc};
+  const PrimKey key{int64_t(PrimTag::gemm), batch, m, k, n, g.a_transposed, g.b_transposed, broadcast_b,
+                    bias != nullptr, float_bits(g.scale), sa, sb, sc};
   CachedPrimitive& p =
       cached_primitive(key, [&] { return make_gemm(g, a_md, b_md, bias ? &bias_md : nullptr, c_md, m); });
   dnnl::memory b_mem = wrap(b_md, b);

@@ -44,14 +44,17 @@ void execute(dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& ar
 // dst[i] = f(src[i]) for a oneDNN eltwise algorithm (src may equal dst).
 void eltwise(dnnl::algorithm alg, float alpha, float beta, const float* src, float* dst, int64_t n);
 
-// c[p] = scale * (a[p] @ op(b[p]) + bias), p over `batch`: a is [m, k]; b
-// is [k, n], or [n, k] when b_transposed (linear's weight, attention's keys);
-// batched_b false shares one b across the batch. bias is [n] or null. Rows
-// are contiguous; the batch entries of a batched gemm may sit `*_step`
-// elements apart (0: packed one after another), which lets attention work on
-// a block of query rows of every head in place.
+// c[p] = scale * (op(a[p]) @ op(b[p]) + bias), p over `batch`: a is [m, k],
+// or [k, m] when a_transposed (a transpose folded into a matmul,
+// passes/fold_transpose.h); b is [k, n], or [n, k] when b_transposed
+// (linear's weight, attention's keys); batched_b false shares one b across
+// the batch. bias is [n] or null. Rows of c are contiguous; the batch
+// entries of a batched gemm may sit `*_step` elements apart (0: packed one
+// after another), which lets attention work on a block of query rows of
+// every head in place.
 struct Gemm {
   int64_t batch = 1, m = 0, k = 0, n = 0;
+  bool a_transposed = false;
   bool b_transposed = false;
   bool batched_b = false;
   float scale = 1.0f;

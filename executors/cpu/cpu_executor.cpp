@@ -6,7 +6,7 @@
 #include <array>
 
 #include "executors/cpu/cpu_kernels.h"
-#include "executors/fusion/fusion_kernel.h"
+#include "executors/cpu/cpu_region.h"
 
 namespace fsdpc {
 
@@ -69,8 +69,8 @@ class CpuExecutor final : public Executor {
   }
 
   // nullptr for an op it never claims. Fusion regions are formed after
-  // claiming (passes/fuse.h) and run by the fusion executor's kernel.
-  KernelFn kernel(OpId op) const override { return op == OpId::Fusion ? fusion::fusion_kernel : kernel_of(op); }
+  // claiming (passes/fuse.h, passes/fold_transpose.h); cpu_region.h runs them.
+  KernelFn kernel(OpId op) const override { return op == OpId::Fusion ? cpu::region_kernel : kernel_of(op); }
 };
 
 }  // namespace

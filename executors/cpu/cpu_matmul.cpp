@@ -1,23 +1,50 @@
 // matmul and linear on oneDNN's matmul (brgemm JIT, at the core's FMA limit).
 // linear reads w [out, in] in place as a transposed [in, out] operand and
-// adds its bias in the same primitive, so neither needs a copy or a pass.
+// adds its bias in the same primitive, so neither needs a copy or a pass; a
+// matmul region (passes/fold_transpose.h) reads its permuted operands the
+// same way, through transposed strides.
 #include "executors/cpu/cpu_dnnl.h"
 #include "executors/cpu/cpu_kernels.h"
+#include "executors/cpu/cpu_region.h"
+#include "passes/fold_transpose.h"
 
 namespace fsdpc::cpu {
 
-FSDPC_CPU_KERNEL(matmul_kernel) {
-  require_f32(b, in[0], "a");
-  require_f32(b, in[1], "b");
-  const Shape& as = shape_of(in[0]);
-  const Shape& bs = shape_of(in[1]);
+namespace {
+
+// The last two dims of s, swapped when the operand is read transposed.
+std::pair<int64_t, int64_t> rows_cols(const Shape& s, bool transposed) {
+  const int64_t r = s[s.size() - 2], c = s.back();
+  return transposed ? std::make_pair(c, r) : std::make_pair(r, c);
+}
+
+// out = op(a) @ op(b), where op swaps the last two dims of a transposed
+// operand: a [..., M, K] (stored [..., K, M] when transposed), b [..., K, N]
+// or [K, N] shared by every batch (stored with its last two dims swapped
+// when transposed).
+void matmul_of(const BoundSymbol& b, const TensorView& a, bool a_t, const TensorView& bv, bool b_t, const TensorView& out) {
+  require_f32(b, a, "a");
+  require_f32(b, bv, "b");
+  const Shape& as = shape_of(a);
+  const Shape& bs = shape_of(bv);
   Gemm g;
   g.batch = prod(as, 0, as.size() - 2);
-  g.m = as[as.size() - 2];
-  g.k = as.back();
-  g.n = bs.back();
+  std::tie(g.m, g.k) = rows_cols(as, a_t);
+  g.n = rows_cols(bs, b_t).second;
+  g.a_transposed = a_t;
+  g.b_transposed = b_t;
   g.batched_b = bs.size() > 2;  // else one [K, N] shared by every batch
-  gemm(g, cdata<float>(in[0]), cdata<float>(in[1]), nullptr, mdata<float>(out[0]));
+  gemm(g, cdata<float>(a), cdata<float>(bv), nullptr, mdata<float>(out));
+}
+
+}  // namespace
+
+FSDPC_CPU_KERNEL(matmul_kernel) { matmul_of(b, in[0], false, in[1], false, out[0]); }
+
+FSDPC_CPU_KERNEL(transposed_matmul_kernel) {
+  const std::optional<TransposedMatmul> t = transposed_matmul(b);
+  FSDPC_CHECK(t) << "transposed_matmul_kernel runs a region of permutes and one matmul";
+  matmul_of(b, in[t->a], t->a_transposed, in[t->b], t->b_transposed, out[0]);
 }
 
 FSDPC_CPU_KERNEL(linear_kernel) {
