@@ -16,7 +16,8 @@
 //       right before its first consumer, or at the end — or, when
 //       max_inflight reductions are outstanding and another is issued, the
 //       oldest is waited first (its full-size gradient buffer lives until
-//       then).
+//       then). Replica all_reduces of shards do not count toward
+//       max_inflight: their buffers are shard-sized.
 //
 //   ft1 = all_gather(t_a); t2 = wait(ft1); t3 = linear(x, t2)
 //   ft4 = all_gather(t_b); t5 = wait(ft4); t6 = linear(t3, t5)
@@ -48,7 +49,7 @@ enum class PartKind { gather_issue, gather_wait, reduce_issue, reduce_wait };
 struct Part {
   PartKind kind;
   std::vector<size_t> stmts;  // in trace order
-  size_t item = 0;            // gathers: index into Schedule::gathers_
+  size_t item = 0;            // gathers: index into Schedule::gathers_; reduce issues: 1 for a second stage
   bool done = false;
 };
 
@@ -257,7 +258,12 @@ void Schedule::find_reduces() {
     if (!w) continue;
     std::vector<size_t> issue = feed(i), wait = tail(*w, is_reduce_tail_op);
     if (!unclaimed(issue) || !unclaimed(wait)) continue;
-    issues.push_back(claim(PartKind::reduce_issue, std::move(issue), 0));
+    // A reduction of a waited reduction's result (hybrid's replica
+    // all_reduce of a reduce_scatter's shard) holds only shard-sized
+    // buffers, so it does not count against max_inflight.
+    const auto d = def_.find(b.inputs[0].name);
+    const bool second = d != def_.end() && in_.bsyms[d->second].op == OpId::Wait;
+    issues.push_back(claim(PartKind::reduce_issue, std::move(issue), second ? 1 : 0));
     claim(PartKind::reduce_wait, std::move(wait), 0);
   }
   // An issue part is ready once every value it reads from outside exists.
@@ -381,6 +387,10 @@ void Schedule::flush_ready_reduces() {
   while (!ready_.empty()) {
     const size_t p = ready_.front();
     ready_.pop_front();
+    if (parts_[p].item == 1) {  // a second stage: no limit, waited where needed or at the end
+      emit_part(p);
+      continue;
+    }
     while (reduces_in_flight_.size() >= static_cast<size_t>(o_.max_inflight)) {
       emit_part(reduces_in_flight_.front() + 1);  // its wait part, claimed right after it
       reduces_in_flight_.pop_front();
@@ -415,6 +425,14 @@ Trace Schedule::run() {
   // What no compute statement reads: gathers never used, gradient waits.
   release(kEnd);
   for (size_t g : issue_order_) wait_gather(g);
+  // First-stage reductions still outstanding are waited oldest first, each
+  // second stage issued as soon as its input is, before any of them waits.
+  for (size_t p = 1; p < parts_.size(); ++p)
+    if (parts_[p].kind == PartKind::reduce_wait && parts_[p - 1].kind == PartKind::reduce_issue &&
+        parts_[p - 1].item == 0) {
+      emit_part(p);
+      flush_ready_reduces();
+    }
   for (size_t p = 0; p < parts_.size(); ++p) emit_part(p);
   return out_;
 }
