@@ -80,13 +80,19 @@ PY
 }
 
 # CALIBRATE=1: the rate of memory-bound kernels measured on the spot, from a
-# profiled gpt2-tiny step on 2 ranks here (`fsdpc train --profile`: bytes over
-# time of every compute kernel without matmul FLOPs), written into a copy of
-# PROFILE as memory_sustained_fraction. The local profile prices them at a
-# memcpy's rate; this host's fused elementwise kernels (exp, tanh, one thread)
-# run far below it. gpt2-tiny calibrates; the 4x512 rows then test it.
+# profiled step of a third GPT-2 here (2 layers, n_embd 256, vocab 4096,
+# batch 8 x 256 on 2 ranks: tensors of up to 32 MiB, out of cache, and a shape
+# neither validated model has; `fsdpc train --profile`: bytes over time of
+# every compute kernel without matmul FLOPs), written into a copy of PROFILE
+# as memory_sustained_fraction. The local profile prices those kernels at a
+# memcpy's rate; this host's fused elementwise kernels (exp, tanh, one
+# thread) run far below it on large tensors.
 calibrate() {  # PROFILE OUT
-  "${lock[@]}" mpirun --allow-run-as-root --oversubscribe -np 2 "$fsdpc" train --model gpt2-tiny --steps 6 \
+  cat >"$work/cal-config.json" <<'JSON'
+{"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 256, "vocab_size": 4096, "n_positions": 256}
+JSON
+  "${lock[@]}" mpirun --allow-run-as-root --oversubscribe -np 2 "$fsdpc" train --config "$work/cal-config.json" \
+    --batch 16 --seq 256 --steps 6 \
     --profile "$work/cal.json" --profile-steps 2:6 >/dev/null 2>"$work/cal.err" || {
     echo "advise_validation.sh: calibration run failed: $(tail -1 "$work/cal.err")" >&2; return 1; }
   python3 - "$1" "$work/cal.json" "$2" "$(date -u +%FT%RZ)" <<'PY'
@@ -106,7 +112,7 @@ rate = nbytes / max(seconds, 1e-9)
 bw = p["compute"]["memory_bandwidth"]["value"]
 p["compute"]["memory_sustained_fraction"] = {
     "value": min(1.0, rate / bw),
-    "source": "measured %s: memory-bound kernels of a profiled gpt2-tiny step on 2 ranks here ran at %.3g B/s "
+    "source": "measured %s: memory-bound kernels of a profiled step of a 2-layer, 256-wide GPT-2 (batch 8 x 256 per rank, 2 ranks) here ran at %.3g B/s "
               "(bytes over time less the kernel overhead), this fraction of the memcpy rate" % (when, rate)}
 p["name"] += "-calibrated"
 json.dump(p, open(out, "w"), indent=2)

@@ -209,6 +209,13 @@ TEST_CASE("advise finds the shipped profiles and measures this host once") {
   const Json h100 = advise("--model gpt2-tiny --world-size 2 --hardware h100-sxm-nvlink-ib --executor cpu --precision f32");
   CHECK(h100["hardware"]["name"] == "h100-sxm-nvlink-ib");
   CHECK(h100["cap_bytes"].get<int64_t>() == 80000000000);
+  // The two emulated nodes (tools/netns_cluster.sh): one rank per node, so
+  // the flat dp group crosses the veth link.
+  const Json netns = advise("--model gpt2-tiny --world-size 2 --hardware netns-veth");
+  CHECK(netns["hardware"]["name"] == "netns-veth");
+  CHECK(netns["hardware"]["gpus_per_node"].get<double>() == 1);
+  for (const Json& c : netns["candidates"])
+    for (const Json& st : c["comm"]) CHECK(st["inter_node"].get<bool>());
   const fs::path cache = scratch("cache");
   fs::remove_all(cache);
   const Run first = fsdpc_run("advise --model mlp --world-size 2 --hardware local");
