@@ -41,6 +41,22 @@ double matmul_flops(const BoundSymbol& b, const InputTypes& inputs) {
       const double s = static_cast<double>(inputs[1]->shape.end()[-2]);
       return 2.0 * rows * s * static_cast<double>(q.back() + inputs[2]->shape.back());  // QK^T, then PV
     }
+    case OpId::Fusion: {  // a region's matmuls (transposes folded into a matmul make one)
+      std::unordered_map<std::string, const TensorType*> types;
+      for (size_t i = 0; i < b.inputs.size() && i < inputs.size(); ++i)
+        if (!b.inputs[i].is_scalar()) types[b.inputs[i].name] = inputs[i];
+      double flops = 0;
+      for (const BoundSymbol& sub : b.subsymbols) {
+        InputTypes sub_inputs;
+        for (const Operand& x : sub.inputs) {
+          auto it = x.is_scalar() ? types.end() : types.find(x.name);
+          sub_inputs.push_back(it == types.end() ? nullptr : it->second);
+        }
+        flops += matmul_flops(sub, sub_inputs);
+        for (const Proxy& o : sub.outputs) types[o.name] = &o.type;
+      }
+      return flops;
+    }
     default:
       return 0;
   }

@@ -12,6 +12,7 @@
 #include "ir/json.h"
 #include "ir/parser.h"
 #include "passes/fold_transpose.h"
+#include "runtime/step_simulator.h"
 #include "test/fusion_check.h"
 
 using namespace fsdpc;
@@ -204,4 +205,22 @@ def f(x, w):
         CHECK((!tm->a_transposed && tm->b_transposed));
       }
   }
+}
+
+// The profiler's matmul track, its step breakdown and advise's step
+// simulator price a statement by matmul_flops: a folded region must count
+// as the matmul it holds, not as memory-bound work.
+TEST_CASE("fold_transposes: a folded region counts the FLOPs of its matmul", "[fusion]") {
+  const Shape a = {2, 6, 5}, b = {5, 4};
+  const Trace plain = execution_trace(matmul_trace(a, b, false, false), "cpu", "none");
+  const Trace folded = execution_trace(matmul_trace(a, b, true, false), "cpu", "auto");
+  REQUIRE(count_op(folded, OpId::Fusion) == 1);
+  const BoundSymbol& region = folded.bsyms[0];
+  REQUIRE(transposed_matmul(region));
+  InputTypes in;
+  for (const Operand& x : region.inputs) in.push_back(&folded.args[x.name == folded.args[0].name ? 0 : 1].type);
+  const BoundSymbol& mm = plain.bsyms[0];
+  const double want = matmul_flops(mm, {&plain.args[0].type, &plain.args[1].type});
+  CHECK(want == 2.0 * 2 * 6 * 4 * 5);
+  CHECK(matmul_flops(region, in) == want);
 }
