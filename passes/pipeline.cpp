@@ -29,20 +29,6 @@ void check(const Trace& t, const std::string& stage) {
   }
 }
 
-// The backward receives saved_for_backward positionally; after passes
-// rewrite the forward (bucketing builds gathered parameters from a flat
-// buffer), its argument types follow what the forward now returns.
-void sync_saved_types(const Trace& fwd, Trace& bwd) {
-  const ReturnTree& saved = fwd.returns.items.at(1);
-  FSDPC_CHECK(saved.items.size() <= bwd.args.size()) << "backward takes fewer arguments than saved";
-  std::unordered_map<std::string, const TensorType*> types;
-  for (const Proxy& a : fwd.args) types[a.name] = &a.type;
-  for_each_bsym(fwd.bsyms, [&](const BoundSymbol& b) {
-    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
-  });
-  for (size_t i = 0; i < saved.items.size(); ++i) bwd.args[i].type = *types.at(saved.items[i].name);
-}
-
 // The passes after split, in order. `both(name, pass)` applies a pass to the
 // forward and backward traces the previous one left and keeps the result;
 // `sync()` follows bucketing (sync_saved_types on the current pair).
@@ -107,6 +93,18 @@ void validate(const PipelineOptions& o) {
   if (o.mesh.world() < 1) fail("world size must be at least 1");
 }
 }  // namespace
+
+void sync_saved_types(const Trace& fwd, Trace& bwd) {
+  const ReturnTree& saved = fwd.returns.items.at(1);
+  FSDPC_CHECK(saved.items.size() <= bwd.args.size()) << "backward takes fewer arguments than saved";
+  std::unordered_map<std::string, const TensorType*> types;
+  for (const Proxy& a : fwd.args) types[a.name] = &a.type;
+  for_each_bsym(fwd.bsyms, [&](const BoundSymbol& b) {
+    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
+  });
+  for (size_t i = 0; i < saved.items.size(); ++i) bwd.args[i].type = *types.at(saved.items[i].name);
+}
+
 
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   validate(o);

@@ -40,4 +40,10 @@ struct Stage {
 // Runs every pass, verifying after each; throws fsdpc::Error on bad options.
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& options);
 
+// The backward receives saved_for_backward positionally; after passes
+// rewrite the forward (bucketing builds gathered parameters from a flat
+// buffer), its argument types follow what the forward now returns. compile()
+// calls it after bucketing; so must anything that runs the passes itself.
+void sync_saved_types(const Trace& fwd, Trace& bwd);
+
 }  // namespace fsdpc

@@ -23,6 +23,7 @@
 #include "frontend/models.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
+#include "test/fusion_check.h"
 
 using namespace fsdpc;
 using namespace fsdpc::fusion;
@@ -45,17 +46,10 @@ Regions regions_of(const std::string& model, int batch, int seq) {
   const std::vector<Trace> traces = compile(place(capture(*make_model(model), co), Device{}), o).back().traces;
   for (const Trace& t : traces) {
     const Trace fused = execution_trace(t, "cpu", "auto");
-    std::unordered_map<std::string, TensorType> types;
-    for (const Proxy& a : fused.args) types[a.name] = a.type;
-    for (const BoundSymbol& b : fused.bsyms) {
-      if (b.op == OpId::Fusion) {
-        std::vector<TensorType> in;
-        for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
-        Region r = describe_region(b, in);
-        out.unique.emplace(r.signature(), std::move(r));
-        ++out.count;
-      }
-      for (const Proxy& p : b.outputs) types[p.name] = p.type;
+    for (const auto& [b, in] : test::loop_regions(fused)) {
+      Region r = describe_region(*b, in);
+      out.unique.emplace(r.signature(), std::move(r));
+      ++out.count;
     }
   }
   return out;

@@ -8,16 +8,38 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "executors/claim.h"
 #include "executors/cpu/cpu_executor.h"
 #include "executors/reference/reference.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/fold_transpose.h"
 #include "passes/fuse.h"
 #include "runtime/interpreter.h"
 
 namespace fsdpc::test {
+
+// The loop regions of an execution trace, each with its inputs' types: the
+// fusion statements a fusion executor compiles (describe_region takes
+// them), not the matmuls with folded transposes (passes/fold_transpose.h).
+inline std::vector<std::pair<const BoundSymbol*, std::vector<TensorType>>> loop_regions(const Trace& exec) {
+  std::unordered_map<std::string, TensorType> types;
+  for (const Proxy& a : exec.args) types[a.name] = a.type;
+  std::vector<std::pair<const BoundSymbol*, std::vector<TensorType>>> out;
+  for (const BoundSymbol& b : exec.bsyms) {
+    if (b.op == OpId::Fusion && !transposed_matmul(b)) {
+      std::vector<TensorType> in;
+      for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
+      out.emplace_back(&b, std::move(in));
+    }
+    for (const Proxy& p : b.outputs) types[p.name] = p.type;
+  }
+  return out;
+}
 
 inline Proxy arg(std::string name, TensorType type) {
   Proxy p;

@@ -14,6 +14,7 @@
 #include "frontend/models.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
+#include "test/fusion_check.h"
 
 using namespace fsdpc;
 using namespace fsdpc::fusion;
@@ -75,13 +76,8 @@ TEST_CASE("cuda codegen: gpt2-tiny's regions, reductions as f64 block reductions
   int sums = 0, amaxes = 0;
   for (const Trace& t : traces) {
     const Trace fused = execution_trace(t, "cpu", "auto");
-    std::unordered_map<std::string, TensorType> types;
-    for (const Proxy& a : fused.args) types[a.name] = a.type;
-    for (const BoundSymbol& b : fused.bsyms) {
-      for (const Proxy& p : b.outputs) types[p.name] = p.type;
-      if (b.op != OpId::Fusion) continue;
-      std::vector<TensorType> in;
-      for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
+    for (const auto& [bp, in] : test::loop_regions(fused)) {
+      const BoundSymbol& b = *bp;
       const Region r = describe_region(b, in);
       const CudaKernelSource k = cuda_source(r);
       INFO(r.signature() << "\n" << k.source);

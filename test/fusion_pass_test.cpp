@@ -22,6 +22,7 @@
 #include "passes/pipeline.h"
 #include "passes/place.h"
 #include "passes/stats.h"
+#include "test/fusion_check.h"
 
 using namespace fsdpc;
 
@@ -185,16 +186,9 @@ TEST_CASE("fuse: JIT compile time of every gpt2 region", "[.][jit_time]") {
   const auto t0 = std::chrono::steady_clock::now();
   for (const Trace& t : traces) {
     const Trace fused = execution_trace(t, "cpu", "auto");
-    std::unordered_map<std::string, TensorType> types;
-    for (const Proxy& a : fused.args) types[a.name] = a.type;
-    for (const BoundSymbol& b : fused.bsyms) {
-      if (b.op == OpId::Fusion && !transposed_matmul(b)) {
-        std::vector<TensorType> in;
-        for (const Operand& x : b.inputs) in.push_back(types.at(x.name));
-        fusion::precompile(b, in);
-        ++regions;
-      }
-      for (const Proxy& p : b.outputs) types[p.name] = p.type;
+    for (const auto& [b, in] : test::loop_regions(fused)) {
+      fusion::precompile(*b, in);
+      ++regions;
     }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

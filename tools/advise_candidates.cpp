@@ -55,19 +55,6 @@ PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
   return o;
 }
 
-// As compile()'s sync_saved_types (passes/pipeline.cpp): after bucketing, the
-// backward's arguments take the types the forward now returns.
-void sync_saved_types(const Trace& fwd, Trace& bwd) {
-  const ReturnTree& saved = fwd.returns.items.at(1);
-  FSDPC_CHECK(saved.items.size() <= bwd.args.size()) << "backward takes fewer arguments than saved";
-  std::unordered_map<std::string, const TensorType*> types;
-  for (const Proxy& a : fwd.args) types[a.name] = &a.type;
-  for_each_bsym(fwd.bsyms, [&](const BoundSymbol& b) {
-    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
-  });
-  for (size_t i = 0; i < saved.items.size(); ++i) bwd.args[i].type = *types.at(saved.items[i].name);
-}
-
 // The memory plan, the lowered traces and the simulation of one compiled
 // candidate.
 void evaluate(const AdviseSetup& s, const PipelineOptions& o, StepTraces&& step, Candidate& c) {
