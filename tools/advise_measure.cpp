@@ -45,7 +45,12 @@ Measurement run_one(const AdviseSetup& s, const std::string& mpirun, const std::
   fs::remove(log);
   // Every rank lives on this host, so Open MPI needs --oversubscribe when N
   // exceeds the cores; --allow-run-as-root lets it start in containers.
-  const std::string cmd = quote(mpirun) + " -np " + std::to_string(s.world) + " --oversubscribe --allow-run-as-root " +
+  // --bind-to none: for up to 2 ranks Open MPI binds each to one core, and a
+  // rank's kernels then get one thread (cpu_threads() follows the affinity
+  // mask), while the local profile prices every rank with the host's cores
+  // divided among the ranks; unbound, each rank gets that share.
+  const std::string cmd = quote(mpirun) + " -np " + std::to_string(s.world) +
+                          " --oversubscribe --bind-to none --allow-run-as-root " +
                           quote(fs::read_symlink("/proc/self/exe").string()) + " train " + model_flags + " " +
                           c.flags() + " --precision " + s.precision + " --steps " + std::to_string(steps) +
                           " --log-json " + quote(log.string()) + " </dev/null >/dev/null 2>" + quote(err.string());
