@@ -102,6 +102,19 @@ struct Outcome {
   std::string worst_at;  // "output k element i: got g, want w"
 };
 
+// Runs an execution trace of the CPU executor through the interpreter on
+// `args` and returns its outputs, read back as doubles.
+inline std::vector<reference::Value> run_on_cpu(const Trace& exec, const std::vector<reference::Value>& args) {
+  Allocator alloc;
+  KernelContext ctx;
+  Interpreter interp(alloc, {&cpu_executor()}, ctx);
+  std::vector<TensorValue> in;
+  for (const reference::Value& a : args) in.push_back(write(alloc, a.type, a.data));
+  std::vector<reference::Value> out;
+  for (const TensorValue& v : interp.run(exec, in)) out.push_back({v.type, read(v)});
+  return out;
+}
+
 // Claims and fuses `t`, runs it through the interpreter and compares every
 // returned value with the reference run of the unfused trace. Errors are
 // relative to max(|want|, floor); a negative floor means relative to the
@@ -116,15 +129,10 @@ inline Outcome fused_vs_reference(const Trace& t, std::mt19937& rng, double lo =
   o.regions = count_regions(o.fused);
   const std::vector<reference::Value> args = random_args(t, rng, lo, hi);
   const std::vector<reference::Value> want = reference::run(t, args);
-  Allocator alloc;
-  KernelContext ctx;
-  Interpreter interp(alloc, {&cpu_executor()}, ctx);
-  std::vector<TensorValue> in;
-  for (const reference::Value& a : args) in.push_back(write(alloc, a.type, a.data));
-  const std::vector<TensorValue> got = interp.run(o.fused, in);
+  const std::vector<reference::Value> got = run_on_cpu(o.fused, args);
   REQUIRE(got.size() == want.size());
   for (size_t k = 0; k < got.size(); ++k) {
-    const std::vector<double> g = read(got[k]);
+    const std::vector<double>& g = got[k].data;
     double scale = floor;
     if (floor < 0) {
       scale = 1e-30;
