@@ -6,7 +6,6 @@
 #include "executors/cpu/cpu_dnnl.h"
 #include "executors/cpu/cpu_kernels.h"
 #include "executors/cpu/cpu_region.h"
-#include "passes/fold_transpose.h"
 
 namespace fsdpc::cpu {
 
@@ -41,10 +40,9 @@ void matmul_of(const BoundSymbol& b, const TensorView& a, bool a_t, const Tensor
 
 FSDPC_CPU_KERNEL(matmul_kernel) { matmul_of(b, in[0], false, in[1], false, out[0]); }
 
-FSDPC_CPU_KERNEL(transposed_matmul_kernel) {
-  const std::optional<TransposedMatmul> t = transposed_matmul(b);
-  FSDPC_CHECK(t) << "transposed_matmul_kernel runs a region of permutes and one matmul";
-  matmul_of(b, in[t->a], t->a_transposed, in[t->b], t->b_transposed, out[0]);
+void run_transposed_matmul(const BoundSymbol& b, const TransposedMatmul& t, const std::vector<TensorView>& in,
+                           const std::vector<TensorView>& out) {
+  matmul_of(b, in[t.a], t.a_transposed, in[t.b], t.b_transposed, out[0]);
 }
 
 FSDPC_CPU_KERNEL(linear_kernel) {

@@ -3,12 +3,11 @@
 #include "executors/cpu/cpu_region.h"
 
 #include "executors/fusion/fusion_kernel.h"
-#include "passes/fold_transpose.h"
 
 namespace fsdpc::cpu {
 
 FSDPC_CPU_KERNEL(region_kernel) {
-  if (transposed_matmul(b)) return transposed_matmul_kernel(ctx, b, in, out);
+  if (const std::optional<TransposedMatmul> t = transposed_matmul(b)) return run_transposed_matmul(b, *t, in, out);
   fusion::fusion_kernel(ctx, b, in, out);
 }
 

@@ -6,10 +6,14 @@
 #pragma once
 
 #include "executors/cpu/cpu_kernels.h"
+#include "passes/fold_transpose.h"
 
 namespace fsdpc::cpu {
 
 FSDPC_CPU_KERNEL(region_kernel);
-FSDPC_CPU_KERNEL(transposed_matmul_kernel);  // cpu_matmul.cpp
+
+// The folded matmul `t` of region `b` (cpu_matmul.cpp).
+void run_transposed_matmul(const BoundSymbol& b, const TransposedMatmul& t, const std::vector<TensorView>& in,
+                           const std::vector<TensorView>& out);
 
 }  // namespace fsdpc::cpu
