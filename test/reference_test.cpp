@@ -593,10 +593,9 @@ TEST_CASE("gpt2-tiny at initialisation has a loss near log(vocab)", "[reference]
   REQUIRE(out.size() == 1);
   REQUIRE(out[0].type.shape == Shape{});
   const double loss = out[0].data[0];
-  INFO("loss " << loss << ", forward " << seconds << " s");
+  INFO("loss " << loss << ", forward " << seconds << " s");  // the time is reported, not tested
   CHECK(std::isfinite(loss));
   CHECK(std::abs(loss - std::log(256.0)) < 0.1);
-  CHECK(seconds < 5.0);  // well under a second on a quiet machine; generous for CI load
   check_close(run(without_decompositions(t), args)[0], out[0], 1e-10);
 }
 
