@@ -397,8 +397,12 @@ void run_train(const TrainArgs& a) {
     std::printf("\n");
     std::fflush(stdout);
   }
-  std::map<std::string, HostTensor> state = compiled->full_state_dict();
-  if (rank == 0 && !a.save_state.empty()) save_state(a.save_state, state);
+  // Gathering the full state is collective and costs a copy of the model:
+  // only when it is saved (the flag is the same on every rank).
+  if (!a.save_state.empty()) {
+    std::map<std::string, HostTensor> state = compiled->full_state_dict();
+    if (rank == 0) save_state(a.save_state, state);
+  }
 }
 
 }  // namespace
