@@ -181,12 +181,28 @@ void started(KernelContext& kctx, const BoundSymbol& b, const Call& c, PendingCo
 
 // ---- Kernels ---------------------------------------------------------------
 
+// A group of one rank: every collective is the identity, so it is a copy
+// made here, registered like any other so its wait, the watchdog and the
+// flight recorder see it. MPI would copy too, and Open MPI's non-blocking
+// reduce_scatter first copied into a temporary it freed again: at world
+// size 1 that was a fresh page fault on every gradient byte of every step.
+bool copied_locally(KernelContext& kctx, const BoundSymbol& b, const Call& c) {
+  if (c.size != 1) return false;
+  PendingCollective p = pending_for(c);
+  FSDPC_CHECK(numel(c.in->shape) * c.elem == p.bytes) << where(b) << ": a group of one changes no shape";
+  if (c.in_data != c.out_data && p.bytes > 0) std::memcpy(c.out_data, c.in_data, static_cast<size_t>(p.bytes));
+  started(kctx, b, c, std::move(p), mpi_count(b, numel(c.in->shape)));
+  return true;
+}
+
+
 // Members' inputs side by side along `dim`. Along dim 0 (what traces gather)
 // that is their concatenation, gathered straight into the future; along a
 // later dim the blocks land in scratch and are interleaved at wait.
 void all_gather(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
                 const std::vector<TensorView>& out) {
   Call c = prepare(kctx, b, in, out);
+  if (copied_locally(kctx, b, c)) return;
   const size_t dim = static_cast<size_t>(b.attrs.get_int("dim"));
   const Shape& xs = c.in->shape;
   FSDPC_CHECK(dim < xs.size() && numel(c.out->shape) == numel(xs) * c.size) << where(b);
@@ -212,6 +228,7 @@ void all_gather(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
 void reduce_scatter(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
                     const std::vector<TensorView>& out) {
   Call c = prepare(kctx, b, in, out);
+  if (copied_locally(kctx, b, c)) return;
   const size_t dim = static_cast<size_t>(b.attrs.get_int("dim"));
   const Shape& xs = c.in->shape;
   FSDPC_CHECK(dim < xs.size() && numel(c.out->shape) * c.size == numel(xs)) << where(b);
@@ -239,6 +256,7 @@ void reduce_scatter(KernelContext& kctx, const BoundSymbol& b, const std::vector
 void all_reduce(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
                 const std::vector<TensorView>& out) {
   Call c = prepare(kctx, b, in, out);
+  if (copied_locally(kctx, b, c)) return;
   FSDPC_CHECK(c.out->shape == c.in->shape) << where(b);
   PendingCollective p = pending_for(c);
   const int count = mpi_count(b, numel(c.in->shape));
@@ -256,6 +274,7 @@ void broadcast(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tens
   const int64_t root = b.attrs.get_int("root");
   if (root < 0 || root >= c.size)
     fail(where(b), ": root ", root, " is outside a group of ", c.size, " ranks");
+  if (copied_locally(kctx, b, c)) return;
   PendingCollective p = pending_for(c);
   if (c.me == root && c.in_data != c.out_data && p.bytes > 0)
     std::memcpy(c.out_data, c.in_data, p.bytes);
