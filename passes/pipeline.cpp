@@ -8,6 +8,7 @@
 #include "passes/bucketing.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/elide_identities.h"
 #include "passes/del.h"
 #include "passes/autocast.h"
 #include "passes/fsdp.h"
@@ -131,6 +132,11 @@ std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   keep("fsdp", {std::move(sharded)});
   if (o.precision != DType::f32) keep("autocast", {autocast(stages.back().traces[0], o.precision)});
   keep("grad", {grad(stages.back().traces[0], GradOptions{o.sync_grads, o.accumulate_grads})});
+  // At world size 1, or on a mesh dimension of 1, the gathers, reductions
+  // and 1/N scaling copy without changing a value: shown only when it did.
+  if (Trace elided = elide_identities(stages.back().traces[0]);
+      elided.bsyms.size() != stages.back().traces[0].bsyms.size())
+    keep("elide", {std::move(elided)});
   const Trace& joint = stages.back().traces[0];
   // auto checkpoints whole units only when a budget asks for it.
   const size_t blocked = o.remat.mode == RematMode::auto_cut ? 0 : SIZE_MAX;

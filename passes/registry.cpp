@@ -9,6 +9,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"fsdp", "shard parameters (zero3/zero2/hybrid) or replicate them (no_shard); synchronize before first use"},
       {"autocast", "mixed precision (--precision bf16): cast parameters before gathering; matmuls in bf16, the rest in f32"},
       {"grad", "joint forward+backward trace; lowers synchronize to all_gather/wait and div/reduce_scatter/wait"},
+      {"elide", "drop collectives over a group of one rank and divisions by 1 (world size 1, or a mesh dimension of 1)"},
       {"split", "cut the joint trace into forward and backward; zero3 re-gathers parameters in the backward"},
       {"dce", "remove statements whose results are never used"},
       {"cse", "reuse the result of an identical earlier statement"},

@@ -1,0 +1,91 @@
+// elide_identities: collectives over one rank and divisions by one are
+// dropped and their results renamed; everything else stays as it was.
+#include <catch2/catch.hpp>
+
+#include "frontend/models.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/elide_identities.h"
+#include "passes/pipeline.h"
+
+using namespace fsdpc;
+
+namespace {
+
+int collectives(const Trace& t) {
+  int n = 0;
+  for (const BoundSymbol& b : t.bsyms) n += op_info(b.op).category == OpCategory::collective;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a gather, a reduction and a division by one disappear, their users renamed", "[elide]") {
+  const Trace t = parse_trace(R"(def f(x, t_w):
+  # x: "cpu f32[4, 4]"
+  # t_w: "cpu f32[4, 4]" fully_sharded param=w
+  ft0 = all_gather(t_w, group=dp, size=1, dim=0)  # ft0: "FUTURE cpu f32[4, 4]" replicated
+  t1 = wait(ft0)  # t1: "cpu f32[4, 4]" replicated
+  t2 = matmul(x, t1)  # t2: "cpu f32[4, 4]"
+  t3 = div(t2, 1.0)  # t3: "cpu f32[4, 4]"
+  ft4 = reduce_scatter(t3, group=dp, size=1, dim=0, op=sum)  # ft4: "FUTURE cpu f32[4, 4]" fully_sharded
+  t5 = wait(ft4)  # t5: "cpu f32[4, 4]" fully_sharded
+  t6 = div(t5, 2.0)  # t6: "cpu f32[4, 4]"
+  return t1, t6
+)",
+                                "f.trace");
+  const Trace e = elide_identities(t);
+  REQUIRE_NOTHROW(verify(e));
+  CHECK(print_trace(e) == R"(# Constructed by elide_identities
+def f(x, t_w):
+  # x: "cpu f32[4, 4]"
+  # t_w: "cpu f32[4, 4]" replicated param=w
+  t2 = matmul(x, t_w)  # t2: "cpu f32[4, 4]"
+  t6 = div(t2, 2.0)  # t6: "cpu f32[4, 4]"
+  return t_w, t6
+)");
+}
+
+TEST_CASE("collectives over more than one rank and divisions that change the type stay", "[elide]") {
+  const Trace t = parse_trace(R"(def f(x, i):
+  # x: "cpu f32[4, 4]"
+  # i: "cpu i64[4]"
+  ft0 = all_reduce(x, group=dp, size=2, op=sum)  # ft0: "FUTURE cpu f32[4, 4]" replicated
+  t1 = wait(ft0)  # t1: "cpu f32[4, 4]" replicated
+  t2 = div(i, 1.0)  # t2: "cpu f32[4]"
+  t3 = div(1.0, t1)  # t3: "cpu f32[4, 4]"
+  return t1, t2, t3
+)",
+                                "f.trace");
+  const Trace e = elide_identities(t);
+  REQUIRE(e.bsyms.size() == t.bsyms.size());
+  for (size_t i = 0; i < t.bsyms.size(); ++i) CHECK(e.bsyms[i] == t.bsyms[i]);
+}
+
+TEST_CASE("at world size 1 every strategy compiles to traces without collectives", "[elide]") {
+  for (const char* model : {"mlp", "gpt2-tiny"})
+    for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard}) {
+      PipelineOptions o;
+      o.strategy = s;
+      o.mesh = flat_mesh(1);
+      const std::vector<Stage> stages = compile(capture(*make_model(model)), o);
+      INFO(model << " " << strategy_name(s));
+      for (const Trace& t : stages.back().traces) {
+        CHECK(collectives(t) == 0);
+        for (const BoundSymbol& b : t.bsyms)
+          if (b.op == OpId::Div && b.inputs.size() == 2 && b.inputs[1].is_scalar()) CHECK(*b.inputs[1].scalar != 1.0);
+      }
+    }
+}
+
+TEST_CASE("at world size 2 the collectives are all still there", "[elide]") {
+  PipelineOptions o;
+  o.mesh = flat_mesh(2);
+  const std::vector<Stage> stages = compile(capture(*make_model("mlp")), o);
+  int after = 0;
+  for (const Trace& t : stages.back().traces) after += collectives(t);
+  // forward: 2 gathers and their waits; backward: 1 regather and 2
+  // gradient reductions, and their waits.
+  CHECK(after == 4 + 6);
+}
