@@ -1,12 +1,12 @@
 // elide_identities(): one walk to count each future's uses, one to drop the
-// identities and rename what used their results.
+// identities and rename what used their results, and, when something went,
+// one to retype the parameters and re-infer every statement's distribution.
 #include "passes/elide_identities.h"
 
 #include <unordered_map>
 #include <vector>
 
 #include "ir/meta.h"
-#include <vector>
 
 namespace fsdpc {
 
