@@ -1,8 +1,12 @@
 // The device mesh and its process groups, by the names collectives use in a
-// trace: "dp" (every rank), and on a 2-D mesh of R replicas x S shards,
-// "shard" (the S ranks of one replica) and "replicate" (the R ranks holding
-// the same shard). Ranks are laid out replica-major, as PyTorch's HSDP does:
-// rank = replica * S + shard_index.
+// trace. The data-parallel part is R replicas x S shards, laid out
+// replica-major as PyTorch's HSDP does; a tensor-parallel dimension of T ranks
+// is innermost, so the T ranks of one tp group are adjacent (a node's GPUs):
+//   rank = (replica * S + shard_index) * T + tp_index.
+// Groups: "dp" (the R*S data-parallel ranks with this rank's tp index; every
+// rank when T = 1), "shard" (the S ranks of one replica), "replicate" (the R
+// ranks holding the same shard) and "tp" (the T ranks of one tensor-parallel
+// group). FSDP's collectives use dp/shard/replicate, tensor parallelism's tp.
 #pragma once
 
 #include <string>
@@ -13,8 +17,11 @@ namespace fsdpc {
 struct Mesh {
   int replicas = 1;
   int shards = 1;
+  int tp = 1;  // tensor-parallel ranks per group (--tp)
 
-  int world() const { return replicas * shards; }
+  int world() const { return replicas * shards * tp; }
+  // Ranks that hold different data: world() / tp.
+  int data_parallel() const { return replicas * shards; }
   // Ranks of group `name` that contain `rank`, ascending; throws fsdpc::Error
   // for an unknown group name or a rank outside the mesh.
   std::vector<int> group_ranks(const std::string& name, int rank) const;

@@ -1,6 +1,8 @@
 // Meta functions of the distributed ops and flat buffers (docs/ir.md
 // "Distributed"). These are the only ops whose outputs are replicated,
 // fully_sharded or futures; sharding pads dim 0 to ceil(d0/size) rows.
+#include <initializer_list>
+
 #include "ir/meta_rules.h"
 
 namespace fsdpc::meta {
@@ -53,11 +55,31 @@ Shape sharded_full_shape(const MetaArgs& a, const TensorType& x, int64_t size) {
   return shape;
 }
 
+// The optional `grad` attribute names what the backward does with the
+// cotangent. FSDP's synchronize averages it over the group (mean, the
+// default); tensor parallelism's f (identity forward before a column-parallel
+// block) sums it; its g (all_reduce after a row-parallel layer) passes it on
+// unchanged (identity), as every tp rank computes the same loss.
+void check_grad_attr(const MetaArgs& a, std::initializer_list<const char*> allowed) {
+  if (!a.has("grad")) return;
+  const std::string& g = a.get_str("grad");
+  std::string names;
+  for (const char* n : allowed) {
+    if (g == n) return;
+    names += std::string(names.empty() ? "" : " or ") + n;
+  }
+  a.fail("grad '", g, "' is not supported (expected ", names, ")");
+}
+
 }  // namespace
 
 TensorType meta_synchronize(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   const int64_t size = group_size(a);
+  check_grad_attr(a, {"mean", "sum"});
+  // Tensor parallelism's f: an activation every tp rank holds whole.
+  if (x.dist == DistType::none && a.has("grad") && a.get_str("grad") == "sum")
+    return collective_out(x, x.shape, DistType::none, false);
   if (x.dist == DistType::none)
     a.fail("input ", desc(x), " has distribution none; expected fully_sharded or replicated");
   if (x.dist == DistType::fully_sharded)
@@ -93,6 +115,7 @@ TensorType meta_all_reduce(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   group_size(a);
   require_sum(a);
+  check_grad_attr(a, {"sum", "identity"});
   // A shard all-reduced across replicas (hybrid) is still a shard: the same
   // rows on every replica, different rows within the shard group.
   DistType dist = x.dist == DistType::fully_sharded ? DistType::fully_sharded : DistType::replicated;

@@ -193,6 +193,10 @@ void Backward::step(const Step& s) {
 // synchronize, however often (tied weights) it is used.
 void Backward::sync_step(const BoundSymbol& sync, Proxy g) {
   const std::string& x = sync.inputs[0].name;
+  // Tensor parallelism's f reduces an activation's cotangent: never skipped
+  // by no_sync, never accumulated.
+  if (sync.attrs.has("grad") && sync.attrs.get_str("grad") == "sum")
+    return accumulate(x, reduce_synchronized_grad(b_, sync, g));
   if (auto it = acc_.find(x); it != acc_.end())
     g = b_.emit1(OpId::Add, {Operand::of(g.name), Operand::of(it->second)});
   if (options_.sync_grads) return accumulate(x, reduce_synchronized_grad(b_, sync, g));

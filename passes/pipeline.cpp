@@ -16,6 +16,7 @@
 #include "passes/remat.h"
 #include "passes/schedule.h"
 #include "passes/split.h"
+#include "passes/tensor_parallel.h"
 #include "passes/stats.h"
 #include "passes/wrap.h"
 
@@ -91,6 +92,7 @@ void validate(const PipelineOptions& o) {
   if (o.prefetch < 0) fail("--prefetch must be >= 0, got ", o.prefetch);
   if (o.max_inflight < 1) fail("--max-inflight must be >= 1, got ", o.max_inflight);
   if (!(o.bucket_mb > 0)) fail("--bucket-mb must be positive, got ", o.bucket_mb);
+  if (o.mesh.tp < 1) fail("--tp must be at least 1, got ", o.mesh.tp);
   if (o.mesh.world() < 1) fail("world size must be at least 1");
 }
 }  // namespace
@@ -126,7 +128,10 @@ std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   };
 
   keep("trace", {captured});
-  Trace sharded = fsdp(captured, FsdpOptions{o.strategy, o.mesh});
+  // Tensor parallelism splits the layers first; fsdp then shards the local
+  // parameters over the data-parallel ranks.
+  if (o.mesh.tp > 1) keep("tp", {tensor_parallel(captured, TensorParallelOptions{o.mesh.tp})});
+  Trace sharded = fsdp(stages.back().traces[0], FsdpOptions{o.strategy, o.mesh});
   const std::vector<Unit> units = wrap_units(sharded, o.wrap);  // FSDP units, for bucketing and schedule
   const std::vector<std::string> grad_params = gradient_params(sharded);
   keep("fsdp", {std::move(sharded)});

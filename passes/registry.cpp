@@ -6,6 +6,7 @@ namespace fsdpc {
 const std::vector<PassInfo>& pass_registry() {
   static const std::vector<PassInfo> kPasses = {
       {"trace", "the captured trace of the model (no pass run)"},
+      {"tp", "tensor parallelism (--tp T > 1): column/row-parallel attention and MLP, f/g collectives on group tp"},
       {"fsdp", "shard parameters (zero3/zero2/hybrid) or replicate them (no_shard); synchronize before first use"},
       {"autocast", "mixed precision (--precision bf16): cast parameters before gathering; matmuls in bf16, the rest in f32"},
       {"grad", "joint forward+backward trace; lowers synchronize to all_gather/wait and div/reduce_scatter/wait"},

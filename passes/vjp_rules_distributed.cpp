@@ -3,7 +3,10 @@
 // collective's VJP is its transpose: all_gather <-> reduce_scatter,
 // all_reduce(sum) -> all_reduce(sum), pack <-> unpack. Cotangents are never
 // futures: wait's rule hands its cotangent to the collective, whose rule
-// waits on the collective it emits.
+// waits on the collective it emits. Tensor parallelism is the exception: its
+// tp ranks compute one replicated loss, so Megatron's g (an all_reduce with
+// grad=identity) passes its cotangent on and f (a synchronize of an
+// activation with grad=sum) all-reduces it without dividing.
 #include "ir/error.h"
 #include "passes/vjp_rules_util.h"
 
@@ -69,7 +72,9 @@ Cotangents vjp_distributed(const VjpCall& c) {
       return {reduce_scatter(c.b, c.g(), group(c), size(c), c.bsym.attrs.get_int("dim"))};
     case OpId::ReduceScatter:
       return {all_gather(c.b, c.g(), group(c), size(c), c.bsym.attrs.get_int("dim"))};
-    case OpId::AllReduce: return {all_reduce(c.b, c.g(), group(c), size(c))};
+    case OpId::AllReduce:
+      if (c.bsym.attrs.has("grad") && c.bsym.attrs.get_str("grad") == "identity") return {c.g()};
+      return {all_reduce(c.b, c.g(), group(c), size(c))};
     case OpId::Broadcast:
       // The root's cotangent is the sum over the group, every other rank's
       // is zero: that needs the rank, which the IR cannot name.
@@ -92,7 +97,7 @@ Proxy lower_synchronize(TraceBuilder& b, const BoundSymbol& sync) {
   Proxy x;
   x.name = sync.inputs.at(0).name;
   x.type = b.type_of(x.name);
-  if (x.type.dist == DistType::replicated) return x;
+  if (x.type.dist != DistType::fully_sharded) return x;
   const Attrs& a = sync.attrs;
   const Shape shape = a.get_ints("shape");
   Proxy full = all_gather(b, x, a.get_str("group"), a.get_int("size"), 0);
@@ -110,6 +115,8 @@ Proxy reduce_synchronized_grad(TraceBuilder& b, const BoundSymbol& sync, const P
   const std::string& group = a.get_str("group");
   const int64_t size = a.get_int("size");
   const int64_t replicas = a.get_int_or("replicate_size", 1);
+  // tp's f: the ranks' partial cotangents of one activation add up.
+  if (a.has("grad") && a.get_str("grad") == "sum") return all_reduce(b, g, group, size);
   // Divide before summing so low-precision sums cannot overflow.
   Proxy r = binary(b, OpId::Div, g, static_cast<double>(size * replicas));
   if (x.dist == DistType::fully_sharded) {

@@ -1,5 +1,5 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
-// --bucket-mb, --precision, --remat: shared by fsdpc dump and fsdpc train.
+// --bucket-mb, --precision, --remat, --tp: shared by fsdpc dump and fsdpc train.
 #include "ir/error.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -10,6 +10,10 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
   cmd->add_option("--strategy", s.strategy, "zero3 | zero2 | no_shard | hybrid | hybrid_zero2")
       ->check(CLI::IsMember({"zero3", "zero2", "no_shard", "hybrid", "hybrid_zero2"}))->capture_default_str();
   cmd->add_option("--mesh", s.mesh, "R,S: R replicas of S-way sharding (hybrid strategies)");
+  cmd->add_option("--tp", s.tp,
+                  "T: tensor parallelism over T adjacent ranks (column/row-parallel attention and MLP); the "
+                  "world is (data-parallel ranks) x T, the data-parallel part laid out by --strategy and --mesh")
+      ->capture_default_str();
   cmd->add_option("--wrap", s.wrap, "FSDP units: block | size:N | none")->capture_default_str();
   cmd->add_option("--bucketing", s.bucketing, "none | unit")->check(CLI::IsMember({"none", "unit"}))
       ->capture_default_str();
@@ -33,14 +37,21 @@ PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::s
   auto strategy = parse_strategy(s.strategy);
   FSDPC_CHECK(strategy) << "CLI11 admitted strategy " << s.strategy;
   o.strategy = *strategy;
+  if (s.tp < 1) fail("--tp must be at least 1, got ", s.tp);
   if (is_hybrid(o.strategy)) {
     if (s.mesh.empty()) fail("--strategy ", s.strategy, " needs --mesh R,S");
     o.mesh = parse_mesh(s.mesh);
+    o.mesh.tp = s.tp;
     if (!world_source.empty() && o.mesh.world() != world)
-      fail("--mesh ", s.mesh, " has ", o.mesh.world(), " ranks but ", world_source);
+      fail("--mesh ", s.mesh, (s.tp > 1 ? " with --tp " + std::to_string(s.tp) : std::string()), " has ",
+           o.mesh.world(), " ranks but ", world_source);
   } else {
     if (!s.mesh.empty()) fail("--mesh applies to hybrid strategies; ", s.strategy, " runs on a flat world");
-    o.mesh = flat_mesh(world);
+    if (world % s.tp != 0)
+      fail("--tp ", s.tp, " does not divide the world of ", world, " ranks (",
+           world_source.empty() ? "--world-size" : world_source, "): the world is (data-parallel ranks) x T");
+    o.mesh = flat_mesh(world / s.tp);
+    o.mesh.tp = s.tp;
   }
   o.wrap = s.wrap;
   o.bucketing = s.bucketing == "unit";

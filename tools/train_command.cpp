@@ -59,6 +59,9 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   JitOptions o;
   o.pipeline = sharding_pipeline(a.sharding, world, "mpirun started " + std::to_string(world));
   o.pipeline.verify = false;  // verified by the tests; training runs the passes only
+  if (o.pipeline.mesh.tp > 1)
+    fail("--tp ", o.pipeline.mesh.tp, ": training with tensor parallelism is not implemented yet (the engine, ",
+         "init and the MPI groups do not know the tp dimension); `fsdpc dump --tp` shows the traces");
   int64_t batch = a.src.batch ? a.src.batch : (is_lm ? 2 * world : 64);  // global
   if (batch % world != 0) fail("--batch ", batch, " must be divisible by the ", world, " data-parallel ranks");
   o.capture.batch = batch / world;

@@ -1,0 +1,353 @@
+// tp: column- and row-parallel linears by a plan over parameter paths; see
+// passes/tensor_parallel.h. Each value carries a layout (replicated, split on
+// one dim, or a partial sum) and every statement a split value reaches is
+// re-emitted with its rank-local shapes; the rest is copied unchanged.
+#include "passes/tensor_parallel.h"
+
+#include <unordered_map>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+
+namespace fsdpc {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// dim < 0: replicated (every tp rank holds the whole value).
+struct Layout {
+  int64_t dim = -1;
+  int64_t blocks = 1;
+  bool split() const { return dim >= 0; }
+};
+
+struct Local {
+  std::string name;  // the value's name in the new trace
+  Layout layout;
+};
+
+class TensorParallel {
+ public:
+  TensorParallel(Trace& out, int tp) : b_(out), tp_(tp) {}
+  void param(const Proxy& p, Layout l) { values_[p.name] = {p.name, l}; }
+  void statement(const BoundSymbol& s);
+  const std::unordered_map<std::string, std::string>& renames() const { return renamed_; }
+  Layout layout_of(const std::string& old) const {
+    auto it = values_.find(old);
+    return it == values_.end() ? Layout{} : it->second.layout;
+  }
+
+ private:
+  Local in(const BoundSymbol& s, size_t i) const;
+  void define(const BoundSymbol& s, const Proxy& out, Layout l);
+  std::string f(const std::string& x);
+  Proxy g(const Proxy& partial);
+  Operand localized(const BoundSymbol& s, size_t i, Layout want);
+  void matmul(const BoundSymbol& s);
+  void reshape(const BoundSymbol& s, const Local& x);
+  void slice(const BoundSymbol& s, const Local& x);
+  [[noreturn]] void unsupported(const BoundSymbol& s, const std::string& why) const;
+
+  TraceBuilder b_;
+  int tp_;
+  std::unordered_map<std::string, Local> values_;     // old name -> new name, layout
+  std::unordered_map<std::string, std::string> renamed_;  // old name -> new, where they differ
+  std::unordered_map<std::string, std::string> f_;    // new name -> its f output
+  std::unordered_map<std::string, const BoundSymbol*> broadcasts_;  // old name -> broadcast_in_dim
+};
+
+void TensorParallel::unsupported(const BoundSymbol& s, const std::string& why) const {
+  fail("tp ", tp_, ": ", op_name(s.op), " -> ", s.outputs.empty() ? "" : s.outputs[0].name, ": ", why);
+}
+
+Local TensorParallel::in(const BoundSymbol& s, size_t i) const {
+  const Operand& o = s.inputs[i];
+  if (o.is_scalar()) return {"", {}};
+  auto it = values_.find(o.name);
+  return it == values_.end() ? Local{o.name, {}} : it->second;
+}
+
+void TensorParallel::define(const BoundSymbol& s, const Proxy& out, Layout l) {
+  values_[s.outputs.at(0).name] = {out.name, l};
+  renamed_[s.outputs.at(0).name] = out.name;
+}
+
+// Megatron's f, once per replicated value feeding column-parallel layers
+// (Llama's q, k and v projections share one).
+std::string TensorParallel::f(const std::string& x) {
+  auto it = f_.find(x);
+  if (it != f_.end()) return it->second;
+  Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"grad", std::string("sum")}};
+  return f_[x] = b_.emit1(OpId::Synchronize, {Operand::of(x)}, std::move(a)).name;
+}
+
+// Megatron's g: the ranks' partial sums added; the cotangent passes through.
+Proxy TensorParallel::g(const Proxy& partial) {
+  Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"op", std::string("sum")},
+          {"grad", std::string("identity")}};
+  Proxy fut = b_.emit1(OpId::AllReduce, {Operand::of(partial.name)}, std::move(a));
+  return b_.emit1(OpId::Wait, {Operand::of(fut.name)});
+}
+
+// Input i as an operand of a statement whose split values have layout `want`.
+// A replicated input made by broadcast_in_dim along the split dim is
+// broadcast again to the local shape (Llama's rotary cos/sin over heads).
+Operand TensorParallel::localized(const BoundSymbol& s, size_t i, Layout want) {
+  const Local x = in(s, i);
+  if (x.name.empty()) return s.inputs[i];
+  if (x.layout.split()) {
+    if (x.layout.dim != want.dim || x.layout.blocks != want.blocks)
+      unsupported(s, "inputs split on different dims");
+    return Operand::of(x.name);
+  }
+  auto bc = broadcasts_.find(s.inputs[i].name);
+  if (bc == broadcasts_.end()) unsupported(s, "mixes a split value with a replicated " + s.inputs[i].name);
+  const BoundSymbol& src = *bc->second;
+  IntList dims = src.attrs.get_ints("broadcast_dims");
+  Shape shape = src.attrs.get_ints("shape");
+  const Local source = in(src, 0);
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (dims[k] == want.dim && b_.type_of(source.name).shape[k] != 1)
+      unsupported(s, "mixes a split value with " + s.inputs[i].name + ", which varies along the split dim");
+  shape[want.dim] /= tp_;
+  Attrs a = src.attrs;
+  a.set("shape", shape);
+  return Operand::of(b_.emit1(OpId::BroadcastInDim, {Operand::of(source.name)}, std::move(a)).name);
+}
+
+// Column-parallel: replicated x times a weight split on its output features.
+// Row-parallel: x split on its features times a weight split on its input
+// features, a partial sum that g completes (a bias is added after g).
+void TensorParallel::matmul(const BoundSymbol& s) {
+  const Local x = in(s, 0), w = in(s, 1);
+  const bool linear = s.op == OpId::Linear;
+  const int64_t wr = static_cast<int64_t>(b_.type_of(w.name).shape.size());
+  const int64_t out_dim = linear ? 0 : wr - 1, in_dim = linear ? wr - 1 : wr - 2;
+  const int64_t last = static_cast<int64_t>(s.outputs[0].type.shape.size()) - 1;
+  std::vector<Operand> ins{Operand::of(x.name), Operand::of(w.name)};
+  if (!x.layout.split() && w.layout.dim == out_dim) {
+    ins[0] = Operand::of(f(x.name));
+    if (s.inputs.size() == 3) {
+      const Local bias = in(s, 2);
+      if (bias.layout.dim != 0 || bias.layout.blocks != w.layout.blocks)
+        unsupported(s, "the bias of a column-parallel linear must be split like its weight");
+      ins.push_back(Operand::of(bias.name));
+    }
+    define(s, b_.emit1(s.op, std::move(ins), s.attrs), Layout{last, w.layout.blocks});
+    return;
+  }
+  if (x.layout.dim == last && x.layout.blocks == 1 && w.layout.dim == in_dim && w.layout.blocks == 1) {
+    Proxy y = g(b_.emit1(s.op, std::move(ins), s.attrs));
+    if (s.inputs.size() == 3) {  // the bias once, after the partial sums are added
+      const Local bias = in(s, 2);
+      if (bias.layout.split()) unsupported(s, "the bias of a row-parallel linear must be replicated");
+      Attrs a{{"shape", y.type.shape}, {"broadcast_dims", IntList{last}}};
+      Proxy full = b_.emit1(OpId::BroadcastInDim, {Operand::of(bias.name)}, std::move(a));
+      y = b_.emit1(OpId::Add, {Operand::of(y.name), Operand::of(full.name)});
+    }
+    define(s, y, Layout{});
+    return;
+  }
+  unsupported(s, "only column-parallel (replicated input, weight split on its outputs) and row-parallel "
+                 "(input split on its features, weight on its inputs) products are supported");
+}
+
+// Dims of `from` and `to` grouped where their products agree; the split dim
+// must lead its group (heads before head_dim), and the group's leading output
+// dim takes the split.
+void TensorParallel::reshape(const BoundSymbol& s, const Local& x) {
+  if (x.layout.blocks != 1) unsupported(s, "reshape of a value split in several blocks");
+  const Shape& from = b_.type_of(x.name).shape;  // local
+  Shape full_from = from;
+  full_from[x.layout.dim] *= tp_;
+  Shape to = s.attrs.get_ints("shape");
+  size_t i = 0, j = 0;
+  while (i < full_from.size() && j < to.size()) {
+    const size_t gi = i, gj = j;
+    int64_t a = full_from[i++], c = to[j++];
+    while (a != c) {
+      if (a < c && i < full_from.size()) a *= full_from[i++];
+      else if (c < a && j < to.size()) c *= to[j++];
+      else unsupported(s, "cannot group the reshape's dims");
+    }
+    if (static_cast<int64_t>(gi) <= x.layout.dim && x.layout.dim < static_cast<int64_t>(i)) {
+      if (static_cast<int64_t>(gi) != x.layout.dim)
+        unsupported(s, "the split dim does not lead its group of reshaped dims");
+      if (to[gj] % tp_ != 0)
+        fail("tp ", tp_, ": ", op_name(s.op), " -> ", s.outputs[0].name, " splits ", to[gj],
+             " heads (attention heads, or Llama's key/value heads) across ", tp_,
+             " tensor-parallel ranks; ", to[gj], " is not divisible by ", tp_);
+      to[gj] /= tp_;
+      Attrs a = s.attrs;
+      a.set("shape", to);
+      define(s, b_.emit1(OpId::Reshape, {Operand::of(x.name)}, std::move(a)), Layout{static_cast<int64_t>(gj), 1});
+      return;
+    }
+  }
+  unsupported(s, "the split dim is not reshaped");
+}
+
+// A slice along the split dim must take whole blocks (GPT-2's q|k|v).
+void TensorParallel::slice(const BoundSymbol& s, const Local& x) {
+  IntList starts = s.attrs.get_ints("starts"), ends = s.attrs.get_ints("ends");
+  const IntList& strides = s.attrs.get_ints("strides");
+  const int64_t d = x.layout.dim;
+  const int64_t local = b_.type_of(x.name).shape[d], full = local * tp_;
+  const int64_t block = full / x.layout.blocks;
+  Layout l = x.layout;
+  if (starts[d] == 0 && ends[d] == full && strides[d] == 1) {
+    ends[d] = local;
+  } else {
+    if (strides[d] != 1 || starts[d] % block != 0 || ends[d] % block != 0)
+      unsupported(s, "a slice across the split dim must take whole blocks");
+    l.blocks = (ends[d] - starts[d]) / block;
+    starts[d] /= tp_;
+    ends[d] /= tp_;
+  }
+  Attrs a = s.attrs;
+  a.set("starts", starts).set("ends", ends);
+  define(s, b_.emit1(OpId::Slice, {Operand::of(x.name)}, std::move(a)), l);
+}
+
+bool follows_layout(OpId op) {
+  return op_info(op).category == OpCategory::elementwise || op == OpId::Gelu || op == OpId::Silu ||
+         op == OpId::ScaledDotProductAttention || op == OpId::Cat;
+}
+
+void TensorParallel::statement(const BoundSymbol& s) {
+  std::optional<Layout> split;
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    if (const Local x = in(s, i); x.layout.split() && !split) split = x.layout;
+  if (!split) {
+    BoundSymbol copy = s;
+    rename_uses(copy, renames());
+    if (s.op == OpId::BroadcastInDim) broadcasts_[s.outputs[0].name] = &s;
+    b_.append(std::move(copy));
+    for (const Proxy& o : s.outputs) values_[o.name] = {o.name, {}};
+    return;
+  }
+  if (s.op == OpId::Matmul || s.op == OpId::Linear) return matmul(s);
+  const Local x = in(s, 0);
+  switch (s.op) {
+    case OpId::Reshape: return reshape(s, x);
+    case OpId::Slice: return slice(s, x);
+    case OpId::Permute: {
+      const IntList& dims = s.attrs.get_ints("dims");
+      int64_t at = 0;
+      while (dims[at] != x.layout.dim) ++at;
+      return define(s, b_.emit1(s.op, {Operand::of(x.name)}, s.attrs), Layout{at, x.layout.blocks});
+    }
+    case OpId::BroadcastInDim: {
+      const IntList& dims = s.attrs.get_ints("broadcast_dims");
+      const int64_t at = dims.at(x.layout.dim);
+      Shape shape = s.attrs.get_ints("shape");
+      if (shape[at] != b_.type_of(x.name).shape[x.layout.dim] * tp_) unsupported(s, "broadcast along the split dim");
+      shape[at] /= tp_;
+      Attrs a = s.attrs;
+      a.set("shape", shape);
+      return define(s, b_.emit1(s.op, {Operand::of(x.name)}, std::move(a)), Layout{at, x.layout.blocks});
+    }
+    default: break;
+  }
+  if (!follows_layout(s.op)) unsupported(s, "this op on a value split across tensor-parallel ranks is not supported");
+  if (s.op == OpId::Cat && s.attrs.get_int("dim") == split->dim) unsupported(s, "cat along the split dim");
+  std::vector<Operand> ins;
+  for (size_t i = 0; i < s.inputs.size(); ++i) ins.push_back(localized(s, i, *split));
+  define(s, b_.emit1(s.op, std::move(ins), s.attrs), *split);
+}
+
+}  // namespace
+
+std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& path) {
+  struct Row {
+    const char* tail;
+    int64_t dim, blocks;
+  };
+  // GPT-2's Conv1D weights are [in, out]; Llama's Linear weights [out, in].
+  static const Row kPlan[] = {
+      {"attn.c_attn.weight", 1, 3}, {"attn.c_attn.bias", 0, 3},   // column: q|k|v heads
+      {"attn.c_proj.weight", 0, 1},                                // row
+      {"mlp.c_fc.weight", 1, 1},    {"mlp.c_fc.bias", 0, 1},      // column
+      {"mlp.c_proj.weight", 0, 1},                                 // row
+      {"self_attn.q_proj.weight", 0, 1}, {"self_attn.q_proj.bias", 0, 1},
+      {"self_attn.k_proj.weight", 0, 1}, {"self_attn.k_proj.bias", 0, 1},
+      {"self_attn.v_proj.weight", 0, 1}, {"self_attn.v_proj.bias", 0, 1},
+      {"self_attn.o_proj.weight", 1, 1},                           // row
+      {"mlp.gate_proj.weight", 0, 1},    {"mlp.gate_proj.bias", 0, 1},
+      {"mlp.up_proj.weight", 0, 1},      {"mlp.up_proj.bias", 0, 1},
+      {"mlp.down_proj.weight", 1, 1},                              // row
+  };
+  for (const Row& r : kPlan)
+    if (ends_with(path, std::string(".") + r.tail)) return TensorParallelSplit{path, r.dim, r.blocks};
+  return std::nullopt;
+}
+
+std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured) {
+  std::vector<TensorParallelSplit> out;
+  for (const Proxy& p : captured.args)
+    if (p.is_param())
+      if (auto s = tensor_parallel_split(p.param_path)) out.push_back(*s);
+  return out;
+}
+
+std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
+                                         const std::vector<double>& data, int tp, int rank) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < split.dim; ++i) outer *= full[i];
+  for (size_t i = split.dim + 1; i < full.size(); ++i) inner *= full[i];
+  const int64_t n = full[split.dim], block = n / split.blocks, chunk = block / tp;
+  std::vector<double> out;
+  out.reserve(data.size() / tp);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t b = 0; b < split.blocks; ++b) {
+      const int64_t first = (o * n + b * block + rank * chunk) * inner;
+      out.insert(out.end(), data.begin() + first, data.begin() + first + chunk * inner);
+    }
+  return out;
+}
+
+Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options) {
+  const int tp = options.tp;
+  if (tp < 1) fail("--tp must be at least 1, got ", tp);
+  Trace out;
+  out.name = trace.name;
+  out.provenance = "tp";
+  out.returns = trace.returns;
+  out.next_id = trace.next_id;
+  std::unordered_map<std::string, Layout> params;
+  for (Proxy p : trace.args) {
+    if (p.is_param()) {
+      if (p.type.dist != DistType::none) fail("tp: parameter ", p.name, " is already ", dist_name(p.type.dist));
+      if (auto s = tensor_parallel_split(p.param_path)) {
+        const int64_t n = p.type.shape.at(s->dim);
+        if (n % (s->blocks * tp) != 0)
+          fail("tp ", tp, ": parameter ", p.param_path, " has ", n, " entries on dim ", s->dim,
+               (s->blocks > 1 ? " in " + std::to_string(s->blocks) + " blocks" : std::string()),
+               ", not divisible across ", tp, " tensor-parallel ranks");
+        p.type.shape[s->dim] = n / tp;
+        params[p.name] = Layout{s->dim, s->blocks};
+      }
+    }
+    out.args.push_back(std::move(p));
+  }
+  TensorParallel pass(out, tp);
+  for (const auto& [name, l] : params) {
+    Proxy p;
+    p.name = name;
+    pass.param(p, l);
+  }
+  for (const BoundSymbol& s : trace.bsyms) pass.statement(s);
+  std::vector<std::string> names;
+  trace.returns.collect_names(names);
+  for (const std::string& n : names)
+    if (!params.count(n) && pass.layout_of(n).split())
+      fail("tp ", tp, ": the returned value ", n, " is split across tensor-parallel ranks; only replicated "
+           "outputs are supported");
+  rename_returns(out.returns, pass.renames());
+  return out;
+}
+
+}  // namespace fsdpc

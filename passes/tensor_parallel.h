@@ -1,0 +1,61 @@
+// tp: Megatron-style tensor parallelism as a trace transform, run before fsdp
+// on the captured trace when the mesh has a tp dimension (--tp T > 1).
+//
+// Pre:  a captured, unsharded trace of GPT-2 or Llama (parameters dist none).
+// Post: every tp rank runs this same trace (SPMD) on local parameters:
+//       attention's q/k/v projections and the MLP's first projection(s) are
+//       column-parallel (their output features, i.e. heads, split T ways),
+//       attention's output projection and the MLP's last are row-parallel
+//       (input features split). Before each column-parallel block its input
+//       goes through Megatron's f, `synchronize(x, group=tp, grad=sum)`
+//       (identity forward, all_reduce of the cotangent); after each
+//       row-parallel matmul Megatron's g, `all_reduce(.., group=tp,
+//       grad=identity)` + wait (the partial sums added, cotangent passed on),
+//       before the bias. Norms, embeddings, the LM head and the loss stay
+//       replicated. Heads (and Llama's kv heads) not divisible by T, or a
+//       statement the split values cannot pass through, are an fsdpc::Error.
+//
+//   t21 = matmul(t5, t_h_0_attn_c_attn_weight)  # f32[2, 64, 192], weight [64, 192]
+// becomes, for T = 2 (weight [64, 96]: each of q, k, v keeps its rank's heads):
+//   t250 = synchronize(t5, group=tp, size=2, grad=sum)
+//   t251 = matmul(t250, t_h_0_attn_c_attn_weight)  # f32[2, 64, 96]
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/trace.h"
+
+namespace fsdpc {
+
+struct TensorParallelOptions {
+  int tp = 1;  // ranks per tensor-parallel group
+};
+
+// How one parameter is split across the tp ranks: `dim` of the full shape is
+// `blocks` equal blocks (GPT-2's fused q|k|v: 3), each cut into T equal
+// chunks; tp rank t holds chunk t of every block, in block order.
+struct TensorParallelSplit {
+  std::string param_path;
+  int64_t dim = 0;
+  int64_t blocks = 1;
+};
+
+// The split of a parameter by its module path (the plan: GPT-2's c_attn,
+// c_proj, c_fc; Llama's q/k/v/o, gate/up/down projections), or none when it
+// is replicated on the tp group.
+std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& param_path);
+
+// The splits of every split parameter of `captured`, in argument order: what
+// init and checkpoints need to cut a full parameter into a tp rank's part.
+std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured);
+
+// Tp rank `rank`'s part of a full parameter of shape `full` held row-major in
+// `data` (the slicing init and checkpoints do).
+std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
+                                         const std::vector<double>& data, int tp, int rank);
+
+Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options);
+
+}  // namespace fsdpc

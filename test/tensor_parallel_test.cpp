@@ -1,0 +1,333 @@
+// Tensor parallelism (passes/tensor_parallel.h) on the float64 reference
+// executor: T tp ranks, alone or times D data-parallel ranks under an FSDP
+// strategy, give one process's loss and gradients (1e-12). Each rank gets
+// its tp part of every split parameter (tensor_parallel_part), then its FSDP
+// shard of that; gradients are compared part by part. Also: the bytes tp
+// moves per step against Megatron's count, and bad T refused clearly.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <sys/wait.h>
+
+#include "executors/reference/reference.h"
+#include "frontend/llama.h"
+#include "frontend/models.h"
+#include "ir/error.h"
+#include "passes/grad.h"
+#include "passes/pipeline.h"
+#include "passes/stats.h"
+#include "passes/tensor_parallel.h"
+
+using namespace fsdpc;
+using reference::Value;
+
+namespace {
+
+struct Case {
+  std::string model;
+  Strategy strategy;
+  Mesh mesh;  // tp > 1
+  bool bucketing = false;
+};
+
+std::unique_ptr<Model> model_of(const std::string& name) {
+  if (name != "llama-biases") return make_model(name);
+  // Llama with every bias (Qwen2's q/k/v, attention_bias's o_proj, mlp_bias):
+  // column-parallel biases split, row-parallel ones added once after g.
+  LlamaConfig c;
+  c.vocab_size = 64;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 16;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  return std::make_unique<Llama>("llama-biases", c);
+}
+
+CaptureOptions capture_options(int64_t batch) {
+  CaptureOptions o;
+  o.batch = batch;
+  o.seq = 8;
+  return o;
+}
+
+Value random_value(const TensorType& t, std::mt19937& rng, double scale, int64_t int_bound) {
+  Value v{t, std::vector<double>(static_cast<size_t>(numel(t.shape)))};
+  v.type.dist = DistType::none;
+  std::normal_distribution<double> normal(0.0, scale);
+  std::uniform_int_distribution<int64_t> ints(0, std::max<int64_t>(int_bound - 1, 0));
+  for (double& x : v.data) x = int_bound ? static_cast<double>(ints(rng)) : normal(rng);
+  return v;
+}
+
+// Rows [begin, end) of dim 0, zero-padded past the end of `v`.
+Value rows(const Value& v, int64_t begin, int64_t end) {
+  const int64_t row = v.type.shape.empty() ? 1 : numel(v.type.shape) / v.type.shape[0];
+  Value out = v;
+  out.type.shape[0] = end - begin;
+  out.data.assign(static_cast<size_t>((end - begin) * row), 0.0);
+  for (int64_t r = begin; r < std::min(end, v.type.shape[0]); ++r)
+    std::copy_n(v.data.begin() + r * row, row, out.data.begin() + (r - begin) * row);
+  return out;
+}
+
+// Tp rank t's part of a full value of parameter `path` (the whole value when
+// the plan replicates it).
+Value tp_part(const Value& full, const std::string& path, int tp, int t) {
+  auto split = tensor_parallel_split(path);
+  if (!split) return full;
+  Value out = full;
+  out.data = tensor_parallel_part(*split, full.type.shape, full.data, tp, t);
+  out.type.shape[split->dim] /= tp;
+  return out;
+}
+
+void check_parity(const Case& c) {
+  const int world = c.mesh.world(), tp = c.mesh.tp, dp = c.mesh.data_parallel();
+  INFO(c.model << " " << strategy_name(c.strategy) << " mesh " << c.mesh.replicas << "x" << c.mesh.shards << " tp "
+               << tp << (c.bucketing ? " bucketed" : ""));
+  std::mt19937 rng(4321 + world);
+
+  // One process over the global batch (dp ranks' batches side by side).
+  auto model = model_of(c.model);
+  Trace joint = grad(capture(*model, capture_options(2 * dp)));
+  std::vector<Value> full_args;
+  for (const Proxy& a : joint.args) {
+    if (a.name == "cotangent") break;
+    const bool tokens = a.type.dtype == DType::i64;
+    full_args.push_back(random_value(a.type, rng, a.is_param() ? 0.3 : 1.0, tokens ? 64 : 0));
+  }
+  const Value cotangent{joint.args.back().type, {1.0}};
+  std::vector<Value> args = full_args;
+  args.push_back(cotangent);
+  const std::vector<Value> expect = reference::run(joint, args);
+
+  PipelineOptions po;
+  po.strategy = c.strategy;
+  po.mesh = c.mesh;
+  po.bucketing = c.bucketing;
+  const std::vector<Stage> stages = compile(capture(*model_of(c.model), capture_options(2)), po);
+  const Trace& fwd = stages.back().traces.at(0);
+  const Trace& bwd = stages.back().traces.at(1);
+
+  // Rank r = d * T + t: data-parallel rank d's batch, tp part t of each
+  // parameter, then its FSDP shard (shard index within its shard group).
+  std::vector<std::vector<Value>> fwd_args(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const int d = r / tp, t = r % tp, s = d % c.mesh.shards;
+    for (size_t i = 0; i < fwd.args.size(); ++i) {
+      const Proxy& p = fwd.args[i];
+      const Value& full = full_args.at(i);
+      if (!p.is_param()) {
+        const int64_t b = full.type.shape[0] / dp;
+        fwd_args[r].push_back(rows(full, d * b, (d + 1) * b));
+      } else {
+        Value part = tp_part(full, p.param_path, tp, t);
+        if (p.type.dist == DistType::fully_sharded)
+          part = rows(part, s * p.type.shape[0], (s + 1) * p.type.shape[0]);
+        fwd_args[r].push_back(part);
+      }
+      fwd_args[r].back().type = p.type;
+    }
+  }
+  const auto fwd_out = reference::run_spmd(fwd, c.mesh, fwd_args);
+  std::vector<std::vector<Value>> bwd_args(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    bwd_args[r].assign(fwd_out[r].begin() + 1, fwd_out[r].end());  // saved
+    bwd_args[r].push_back(cotangent);
+    REQUIRE(bwd_args[r].size() == bwd.args.size());
+    for (size_t i = 0; i < bwd.args.size(); ++i) bwd_args[r][i].type = bwd.args[i].type;
+  }
+  const auto grads = reference::run_spmd(bwd, c.mesh, bwd_args);
+
+  // Loss: every tp rank of a data-parallel rank computes the same one; their
+  // mean over data-parallel ranks is the global mean.
+  double mean = 0;
+  for (int r = 0; r < world; ++r) {
+    CHECK(fwd_out[r][0].data[0] == Approx(fwd_out[r - r % tp][0].data[0]).epsilon(1e-14));
+    if (r % tp == 0) mean += fwd_out[r][0].data[0] / dp;
+  }
+  CHECK(mean == Approx(expect[0].data[0]).epsilon(1e-12));
+
+  size_t gi = 0;
+  for (size_t i = 0; i < fwd.args.size(); ++i) {
+    const Proxy& p = fwd.args[i];
+    if (!p.is_param()) continue;
+    for (int r = 0; r < world; ++r) {
+      const int d = r / tp, t = r % tp, s = d % c.mesh.shards;
+      const Value& g = grads[r].at(gi);
+      Value want = tp_part(expect.at(1 + gi), p.param_path, tp, t);
+      if (p.type.dist == DistType::fully_sharded)
+        want = rows(want, s * g.type.shape[0], (s + 1) * g.type.shape[0]);
+      REQUIRE(g.data.size() == want.data.size());
+      double worst = 0;
+      for (size_t k = 0; k < g.data.size(); ++k)
+        worst = std::max(worst, std::abs(g.data[k] - want.data[k]) / (1e-3 + std::abs(want.data[k])));
+      INFO("gradient of " << p.name << " on rank " << r);
+      CHECK(worst < 1e-12);
+    }
+    ++gi;
+  }
+}
+
+std::vector<Case> cases(const std::string& model) {
+  return {
+      {model, Strategy::zero3, Mesh{1, 1, 2}},       // tp alone
+      {model, Strategy::zero3, Mesh{1, 2, 2}},       // tp 2 x zero3 on 2
+      {model, Strategy::zero2, Mesh{1, 2, 2}},       // tp 2 x zero2 on 2
+      {model, Strategy::no_shard, Mesh{1, 2, 2}},    // tp 2 x DDP on 2
+      {model, Strategy::hybrid, Mesh{2, 1, 2}},      // tp 2 x hybrid 2x1
+      {model, Strategy::zero3, Mesh{1, 2, 2}, true}, // unit buckets
+  };
+}
+
+std::string error_of(const std::string& model, int tp) {
+  PipelineOptions po;
+  po.mesh = Mesh{1, 1, tp};
+  try {
+    compile(capture(*model_of(model), capture_options(2)), po);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("tensor parallel: gpt2-tiny gives one process's loss and gradients", "[tp]") {
+  for (const Case& c : cases("gpt2-tiny")) check_parity(c);
+}
+
+TEST_CASE("tensor parallel: llama-tiny (grouped kv heads) gives one process's loss and gradients", "[tp]") {
+  for (const Case& c : cases("llama-tiny")) check_parity(c);
+}
+
+TEST_CASE("tensor parallel: Llama with q/k/v, o_proj and MLP biases", "[tp]") {
+  check_parity({"llama-biases", Strategy::zero3, Mesh{1, 1, 2}});
+  check_parity({"llama-biases", Strategy::zero2, Mesh{1, 2, 2}});
+}
+
+TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
+  auto model = make_model("gpt2-tiny");
+  const Trace captured = capture(*model, capture_options(2));
+  std::vector<std::string> paths;
+  for (const TensorParallelSplit& s : tensor_parallel_splits(captured)) paths.push_back(s.param_path);
+  CHECK(paths == std::vector<std::string>{"h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight",
+                                          "h.0.mlp.c_fc.weight",    "h.0.mlp.c_fc.bias",    "h.0.mlp.c_proj.weight",
+                                          "h.1.attn.c_attn.weight", "h.1.attn.c_attn.bias", "h.1.attn.c_proj.weight",
+                                          "h.1.mlp.c_fc.weight",    "h.1.mlp.c_fc.bias",    "h.1.mlp.c_proj.weight"});
+  CHECK_FALSE(tensor_parallel_split("h.0.ln_1.weight"));
+  CHECK_FALSE(tensor_parallel_split("wte.weight"));
+  CHECK_FALSE(tensor_parallel_split("h.0.attn.c_proj.bias"));  // added once, after g
+  // q|k|v of 2 rows x 6: rank 1 holds the second half of each of the 3 blocks.
+  const TensorParallelSplit qkv{"x", 1, 3};
+  std::vector<double> data(12);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<double>(i);
+  CHECK(tensor_parallel_part(qkv, {2, 6}, data, 2, 1) == std::vector<double>{1, 3, 5, 7, 9, 11});
+  CHECK(tensor_parallel_part({"x", 0, 1}, {2, 6}, data, 2, 1) == std::vector<double>{6, 7, 8, 9, 10, 11});
+}
+
+TEST_CASE("tensor parallel: mesh groups with tp ranks adjacent", "[tp]") {
+  const Mesh m{2, 2, 2};  // hybrid 2x2 x tp 2: 8 ranks
+  CHECK(m.world() == 8);
+  CHECK(m.group_ranks("tp", 5) == std::vector<int>{4, 5});
+  CHECK(m.group_ranks("dp", 5) == std::vector<int>{1, 3, 5, 7});
+  CHECK(m.group_ranks("shard", 5) == std::vector<int>{5, 7});
+  CHECK(m.group_ranks("replicate", 5) == std::vector<int>{1, 5});
+  CHECK(m.group_size("dp") == 4);
+  CHECK(m.group_size("tp") == 2);
+  const Mesh flat{1, 4};  // T = 1: the groups as before
+  CHECK(flat.group_ranks("dp", 2) == std::vector<int>{0, 1, 2, 3});
+  CHECK(flat.group_ranks("tp", 2) == std::vector<int>{2});
+}
+
+// Megatron without sequence parallelism: per layer, g's all_reduce after the
+// attention and after the MLP in the forward, f's two in the backward, each
+// of batch x seq x hidden elements; nothing else moves on tp.
+TEST_CASE("tensor parallel: bytes on the tp group per step match Megatron's count", "[tp]") {
+  struct Model_ {
+    const char* name;
+    int64_t layers, hidden;
+  };
+  for (const Model_& m : {Model_{"gpt2-tiny", 2, 64}, Model_{"llama-tiny", 2, 54}}) {
+    INFO(m.name);
+    auto model = make_model(m.name);
+    const Trace captured = capture(*model, capture_options(2));
+    const int tp = 2;
+    PipelineOptions po;
+    po.mesh = Mesh{1, 2, tp};
+    const std::vector<Stage> stages = compile(captured, po);
+    const int64_t n = 2 * 8 * m.hidden;  // batch x seq x hidden
+    const double ring = 2.0 * static_cast<double>(n) * 4 * (tp - 1) / tp;
+    for (const Trace& t : stages.back().traces) {
+      INFO(t.name);
+      int64_t tp_count = 0;
+      for_each_bsym(t.bsyms, [&](const BoundSymbol& b) {
+        if (op_info(b.op).category != OpCategory::collective || !b.attrs.has("group") ||
+            b.attrs.get_str("group") != "tp")
+          return;
+        CHECK(b.op == OpId::AllReduce);
+        CHECK(numel(b.output().type.shape) == n);
+        ++tp_count;
+      });
+      CHECK(tp_count == 2 * m.layers);
+      const TraceStats s = trace_stats(t);
+      CHECK(s.all_reduce.count == tp_count);  // zero3: FSDP moves nothing by all_reduce
+      CHECK(s.all_reduce.bytes == Approx(static_cast<double>(tp_count) * ring));
+    }
+  }
+}
+
+TEST_CASE("tensor parallel: a T that does not divide the heads, kv heads or features is refused", "[tp]") {
+  // gpt2-tiny: 2 heads; its weights divide by 4 but the heads do not.
+  CHECK_THAT(error_of("gpt2-tiny", 4), Catch::Contains("splits 2 heads") && Catch::Contains("not divisible by 4"));
+  // 3 does not divide q|k|v's 192 features in 3 blocks.
+  CHECK_THAT(error_of("gpt2-tiny", 3), Catch::Contains("h.0.attn.c_attn.weight") && Catch::Contains("3 blocks"));
+  // llama-tiny: MLP 94 wide.
+  CHECK_THAT(error_of("llama-tiny", 4), Catch::Contains("mlp.gate_proj.weight has 94 entries"));
+  // 2 kv heads of 8 (16 features) over 4 ranks: the features divide, the kv heads do not.
+  LlamaConfig c;
+  c.vocab_size = 64;
+  c.hidden_size = 64;
+  c.intermediate_size = 64;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 16;
+  Llama gqa("gqa", c);
+  PipelineOptions po;
+  po.mesh = Mesh{1, 1, 4};
+  CHECK_THROWS_WITH(compile(capture(gqa, capture_options(2)), po),
+                    Catch::Contains("splits 2 heads") && Catch::Contains("key/value heads"));
+  po.mesh = Mesh{1, 1, 0};
+  CHECK_THROWS_WITH(compile(capture(gqa, capture_options(2)), po), Catch::Contains("--tp must be at least 1"));
+}
+
+TEST_CASE("tensor parallel: fsdpc dump --tp", "[tp]") {
+  auto run = [](const std::string& args, std::string& out) {
+    const std::string cmd = std::string("'") + FSDPC_BIN + "' dump " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p);
+    char buf[4096];
+    out.clear();
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    const int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  REQUIRE(run("--model gpt2-tiny --world-size 4 --tp 2 --strategy zero3", out) == 0);
+  CHECK_THAT(out, Catch::Contains("all_gather(t_h_0_attn_c_attn_weight, group=dp, size=2, dim=0)"));
+  CHECK_THAT(out, Catch::Contains("group=tp, size=2, op=sum, grad=identity)"));  // g, forward
+  CHECK_THAT(out, Catch::Contains("group=tp, size=2, op=sum)"));                 // f's backward
+  CHECK_THAT(out, Catch::Contains("reduce_scatter("));
+  CHECK(run("--model gpt2-tiny --world-size 3 --tp 2", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--tp 2 does not divide the world of 3 ranks"));
+  CHECK(run("--model gpt2-tiny --world-size 2 --tp 0", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--tp must be at least 1"));
+  CHECK(run("--model gpt2-tiny --world-size 4 --tp 4", out) == 2);
+  CHECK_THAT(out, Catch::Contains("not divisible by 4"));
+  CHECK(run("--model gpt2-tiny --strategy hybrid --mesh 2,2 --world-size 4 --tp 2", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--mesh 2,2 with --tp 2 has 8 ranks but --world-size is 4"));
+}
