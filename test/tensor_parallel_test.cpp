@@ -28,6 +28,8 @@ struct Case {
   Strategy strategy;
   Mesh mesh;  // tp > 1
   bool bucketing = false;
+  DType precision = DType::f32;
+  RematMode remat = RematMode::none;
 };
 
 std::unique_ptr<Model> model_of(const std::string& name) {
@@ -87,7 +89,8 @@ Value tp_part(const Value& full, const std::string& path, int tp, int t) {
 void check_parity(const Case& c) {
   const int world = c.mesh.world(), tp = c.mesh.tp, dp = c.mesh.data_parallel();
   INFO(c.model << " " << strategy_name(c.strategy) << " mesh " << c.mesh.replicas << "x" << c.mesh.shards << " tp "
-               << tp << (c.bucketing ? " bucketed" : ""));
+               << tp << (c.bucketing ? " bucketed" : "") << " " << dtype_name(c.precision) << " remat "
+               << remat_name(RematOptions{c.remat}));
   std::mt19937 rng(4321 + world);
 
   // One process over the global batch (dp ranks' batches side by side).
@@ -108,6 +111,8 @@ void check_parity(const Case& c) {
   po.strategy = c.strategy;
   po.mesh = c.mesh;
   po.bucketing = c.bucketing;
+  po.precision = c.precision;
+  po.remat.mode = c.remat;
   const std::vector<Stage> stages = compile(capture(*model_of(c.model), capture_options(2)), po);
   const Trace& fwd = stages.back().traces.at(0);
   const Trace& bwd = stages.back().traces.at(1);
@@ -180,6 +185,13 @@ std::vector<Case> cases(const std::string& model) {
       {model, Strategy::no_shard, Mesh{1, 2, 2}},    // tp 2 x DDP on 2
       {model, Strategy::hybrid, Mesh{2, 1, 2}},      // tp 2 x hybrid 2x1
       {model, Strategy::zero3, Mesh{1, 2, 2}, true}, // unit buckets
+      {model, Strategy::no_shard, Mesh{1, 2, 2}, true},  // DDP buckets
+      // Mixed precision and activation checkpointing change no number here:
+      // the reference computes every dtype exactly.
+      {model, Strategy::zero3, Mesh{1, 2, 2}, false, DType::bf16},
+      {model, Strategy::zero3, Mesh{1, 2, 2}, false, DType::f32, RematMode::block},
+      {model, Strategy::zero2, Mesh{1, 2, 2}, false, DType::f32, RematMode::selective},
+      {model, Strategy::zero3, Mesh{1, 1, 2}, false, DType::f32, RematMode::auto_cut},
   };
 }
 
