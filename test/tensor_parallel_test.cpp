@@ -33,6 +33,17 @@ struct Case {
 };
 
 std::unique_ptr<Model> model_of(const std::string& name) {
+  if (name == "llama-tp3") {  // 6 heads over 3 kv heads: one kv head per rank at T = 3
+    LlamaConfig c;
+    c.vocab_size = 64;
+    c.hidden_size = 24;
+    c.intermediate_size = 30;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 6;
+    c.num_key_value_heads = 3;
+    c.max_position_embeddings = 16;
+    return std::make_unique<Llama>(name, c);
+  }
   if (name != "llama-biases") return make_model(name);
   // Llama with every bias (Qwen2's q/k/v, attention_bias's o_proj, mlp_bias):
   // column-parallel biases split, row-parallel ones added once after g.
@@ -219,6 +230,12 @@ TEST_CASE("tensor parallel: llama-tiny (grouped kv heads) gives one process's lo
 TEST_CASE("tensor parallel: Llama with q/k/v, o_proj and MLP biases", "[tp]") {
   check_parity({"llama-biases", Strategy::zero3, Mesh{1, 1, 2}});
   check_parity({"llama-biases", Strategy::zero2, Mesh{1, 2, 2}});
+}
+
+TEST_CASE("tensor parallel: three tp ranks, alone and times two data-parallel ranks", "[tp]") {
+  check_parity({"llama-tp3", Strategy::zero3, Mesh{1, 1, 3}});
+  check_parity({"llama-tp3", Strategy::zero3, Mesh{1, 2, 3}});
+  check_parity({"llama-tp3", Strategy::hybrid_zero2, Mesh{2, 1, 3}});
 }
 
 TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
