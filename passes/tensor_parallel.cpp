@@ -32,7 +32,7 @@ struct Local {
 class TensorParallel {
  public:
   TensorParallel(Trace& out, int tp) : b_(out), tp_(tp) {}
-  void param(const Proxy& p, Layout l) { values_[p.name] = {p.name, l}; }
+  void param(const std::string& name, Layout l) { values_[name] = {name, l}; }
   void statement(const BoundSymbol& s);
   const std::unordered_map<std::string, std::string>& renames() const { return renamed_; }
   Layout layout_of(const std::string& old) const {
@@ -295,10 +295,16 @@ std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured) {
 
 std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
                                          const std::vector<double>& data, int tp, int rank) {
+  if (split.dim < 0 || split.dim >= static_cast<int64_t>(full.size()))
+    fail("tensor_parallel_part: ", split.param_path, " has no dim ", split.dim);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < split.dim; ++i) outer *= full[i];
   for (size_t i = split.dim + 1; i < full.size(); ++i) inner *= full[i];
   const int64_t n = full[split.dim], block = n / split.blocks, chunk = block / tp;
+  if (tp < 1 || rank < 0 || rank >= tp || n % (split.blocks * tp) != 0 ||
+      static_cast<int64_t>(data.size()) != outer * n * inner)
+    fail("tensor_parallel_part: ", split.param_path, " of ", data.size(), " values cannot be cut into ", tp,
+         " parts on dim ", split.dim, " in ", split.blocks, " blocks (rank ", rank, ")");
   std::vector<double> out;
   out.reserve(data.size() / tp);
   for (int64_t o = 0; o < outer; ++o)
@@ -334,11 +340,7 @@ Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options) 
     out.args.push_back(std::move(p));
   }
   TensorParallel pass(out, tp);
-  for (const auto& [name, l] : params) {
-    Proxy p;
-    p.name = name;
-    pass.param(p, l);
-  }
+  for (const auto& [name, l] : params) pass.param(name, l);
   for (const BoundSymbol& s : trace.bsyms) pass.statement(s);
   std::vector<std::string> names;
   trace.returns.collect_names(names);

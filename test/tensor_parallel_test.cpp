@@ -256,6 +256,8 @@ TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<double>(i);
   CHECK(tensor_parallel_part(qkv, {2, 6}, data, 2, 1) == std::vector<double>{1, 3, 5, 7, 9, 11});
   CHECK(tensor_parallel_part({"x", 0, 1}, {2, 6}, data, 2, 1) == std::vector<double>{6, 7, 8, 9, 10, 11});
+  CHECK_THROWS_WITH(tensor_parallel_part({"x", 1, 3}, {2, 6}, data, 4, 0), Catch::Contains("cannot be cut into 4"));
+  CHECK_THROWS_WITH(tensor_parallel_part({"x", 2, 1}, {2, 6}, data, 2, 0), Catch::Contains("has no dim 2"));
 }
 
 TEST_CASE("tensor parallel: mesh groups with tp ranks adjacent", "[tp]") {
