@@ -13,6 +13,10 @@
 #include "frontend/llama.h"
 #include "frontend/models.h"
 #include "ir/error.h"
+#include "ir/json.h"
+#include "ir/meta.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
 #include "passes/grad.h"
 #include "passes/pipeline.h"
 #include "passes/stats.h"
@@ -258,6 +262,40 @@ TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
   CHECK(tensor_parallel_part({"x", 0, 1}, {2, 6}, data, 2, 1) == std::vector<double>{6, 7, 8, 9, 10, 11});
   CHECK_THROWS_WITH(tensor_parallel_part({"x", 1, 3}, {2, 6}, data, 4, 0), Catch::Contains("cannot be cut into 4"));
   CHECK_THROWS_WITH(tensor_parallel_part({"x", 2, 1}, {2, 6}, data, 2, 0), Catch::Contains("has no dim 2"));
+}
+
+// f and g are attributes on existing ops: every form reads them back, and
+// the meta functions refuse a grad they do not know.
+TEST_CASE("tensor parallel: f and g round-trip through text and JSON; bad grad attributes refused", "[tp]") {
+  PipelineOptions po;
+  po.mesh = Mesh{1, 2, 2};
+  for (const Stage& stage : compile(capture(*make_model("llama-tiny"), capture_options(2)), po))
+    for (const Trace& t : stage.traces) {
+      INFO(stage.name << " " << t.name);
+      CHECK(parse_trace(print_trace(t)) == t);
+      CHECK(trace_from_json(trace_to_json(t)) == t);
+    }
+  TensorType x;
+  x.shape = {2, 4};
+  x.dtype = DType::f32;
+  auto error = [&](OpId op, Attrs a) {
+    try {
+      infer_types(op, {OperandType::of(x)}, a);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const Attrs tp{{"group", std::string("tp")}, {"size", int64_t{2}}};
+  Attrs g = tp;
+  g.set("op", std::string("sum")).set("grad", std::string("mean"));
+  CHECK_THAT(error(OpId::AllReduce, g), Catch::Contains("grad 'mean' is not supported (expected sum or identity)"));
+  Attrs f = tp;
+  f.set("grad", std::string("identity"));
+  CHECK_THAT(error(OpId::Synchronize, f), Catch::Contains("grad 'identity' is not supported (expected mean or sum)"));
+  CHECK_THAT(error(OpId::Synchronize, tp), Catch::Contains("has distribution none"));  // FSDP's needs a param
+  f.set("grad", std::string("sum"));
+  CHECK(error(OpId::Synchronize, f).empty());
 }
 
 TEST_CASE("tensor parallel: mesh groups with tp ranks adjacent", "[tp]") {
