@@ -199,6 +199,7 @@ std::vector<Case> cases(const std::string& model) {
       {model, Strategy::zero2, Mesh{1, 2, 2}},       // tp 2 x zero2 on 2
       {model, Strategy::no_shard, Mesh{1, 2, 2}},    // tp 2 x DDP on 2
       {model, Strategy::hybrid, Mesh{2, 1, 2}},      // tp 2 x hybrid 2x1
+      {model, Strategy::hybrid, Mesh{2, 2, 2}},      // a 3-D mesh of 8: hybrid 2x2 x tp 2
       {model, Strategy::zero3, Mesh{1, 2, 2}, true}, // unit buckets
       {model, Strategy::no_shard, Mesh{1, 2, 2}, true},  // DDP buckets
       // Mixed precision and activation checkpointing change no number here:
