@@ -1,7 +1,8 @@
 // tp: column- and row-parallel linears by a plan over parameter paths; see
-// passes/tensor_parallel.h. Each value carries a layout (replicated, split on
-// one dim, or a partial sum) and every statement a split value reaches is
-// re-emitted with its rank-local shapes; the rest is copied unchanged.
+// passes/tensor_parallel.h. Each value carries a layout (replicated, or split
+// on one dim in blocks; a row-parallel product's partial sum is completed by
+// g at once) and every statement a split value reaches is re-emitted with its
+// rank-local shapes; the rest is copied unchanged, names kept.
 #include "passes/tensor_parallel.h"
 
 #include <unordered_map>
