@@ -118,13 +118,17 @@ class Schedule {
 
 Schedule::Schedule(const Trace& t, const ScheduleOptions& o)
     : in_(t), o_(o), emitted_(t.bsyms.size(), false), part_of_(t.bsyms.size(), -1) {
+  // Sized once: advise schedules a few hundred traces of thousands of names.
+  def_.reserve(t.bsyms.size());
+  users_.reserve(t.bsyms.size() + t.args.size());
+  defined_.reserve(t.bsyms.size() + t.args.size());
   for (size_t i = 0; i < t.bsyms.size(); ++i) {
     for (const Proxy& out : t.bsyms[i].outputs) def_[out.name] = i;
     for (const Operand& in : t.bsyms[i].inputs)
       if (!in.is_scalar()) users_[in.name].push_back(i);
   }
   for (const Proxy& a : t.args) args_.insert(a.name);
-  defined_ = args_;
+  defined_.insert(args_.begin(), args_.end());
   std::vector<std::string> names;
   t.returns.collect_names(names);
   returned_.insert(names.begin(), names.end());
@@ -406,6 +410,7 @@ Trace Schedule::run() {
   out_.args = in_.args;
   out_.returns = in_.returns;
   out_.next_id = in_.next_id;
+  out_.bsyms.reserve(in_.bsyms.size());
   std::unordered_map<size_t, std::vector<size_t>> due;  // compute statement -> gathers first used there
   for (size_t g : issue_order_) due[gathers_[g].first_use].push_back(g);
   auto release = [&](size_t step) {
