@@ -87,10 +87,15 @@ struct Held {
   TensorType type;
 };
 
-// One step's replay: the engine's actions, each recorded as a point.
+// One step's replay: the engine's actions, each recorded as a point. With
+// `peaks_only` each phase keeps only its first highest point, and a
+// statement's text is written once the step ends (its trace still lives),
+// not at every statement: advise plans a hundred candidates and reads only
+// the peak and where it is.
 class StepReplay {
  public:
-  StepReplay(AllocatorModel& mem, StepMemory& out) : mem_(mem), out_(out) {
+  StepReplay(AllocatorModel& mem, StepMemory& out, bool peaks_only)
+      : mem_(mem), out_(out), peaks_only_(peaks_only) {
     out_.start = mem.live();
     out_.peak = mem.live();
     out_.total_peak = mem.total();
@@ -98,17 +103,24 @@ class StepReplay {
     point(0, "live before the step");
   }
 
-  void phase(std::string name) { out_.phases.push_back({std::move(name), {}}); }
+  void phase(std::string name) {
+    out_.phases.push_back({std::move(name), {}});
+    pending_.push_back(nullptr);
+  }
 
-  void point(int64_t statement, std::string what) {
-    MemoryPhase& ph = out_.phases.back();
-    ph.points.push_back({statement, std::move(what), mem_.live(), mem_.total(), mem_.reserved()});
-    for (size_t c = 0; c < kNumMemCategories; ++c) out_.peak[c] = std::max(out_.peak[c], mem_.live()[c]);
-    if (mem_.total() > out_.total_peak || (out_.phases.size() == 1 && ph.points.size() == 1)) {
-      out_.total_peak = mem_.total();
-      out_.peak_phase = out_.phases.size() - 1;
-      out_.peak_point = ph.points.size() - 1;
-    }
+  // After an engine action.
+  void point(int64_t statement, std::string what) { add_point(statement, nullptr, std::move(what)); }
+  // After statement `b`.
+  void point(int64_t statement, const BoundSymbol& b) {
+    if (peaks_only_) add_point(statement, &b, {});
+    else add_point(statement, nullptr, one_line(b));
+  }
+
+  // Writes the text of the statements the kept points name (peaks_only).
+  void finish() {
+    for (size_t i = 0; i < pending_.size(); ++i)
+      if (pending_[i]) out_.phases[i].points.at(0).what = one_line(*pending_[i]);
+    pending_.clear();
   }
 
   // Interpreter::run: `args` are handed over (one reference each); the
@@ -116,9 +128,11 @@ class StepReplay {
   std::vector<Held> run(const Trace& t, const std::vector<int>& args) {
     FSDPC_CHECK(args.size() == t.args.size()) << "memory plan: " << t.name << " argument count";
     std::unordered_map<std::string, int> env;
+    env.reserve(t.args.size() + t.bsyms.size());
     for (size_t i = 0; i < args.size(); ++i) env[t.args[i].name] = args[i];
-    std::unordered_map<std::string, TensorType> types;
-    for (const Proxy& a : t.args) types[a.name] = a.type;
+    std::unordered_map<std::string, const TensorType*> types;  // into `t`, which outlives the replay
+    types.reserve(t.args.size() + t.bsyms.size());
+    for (const Proxy& a : t.args) types[a.name] = &a.type;
     for (size_t i = 0; i < t.bsyms.size(); ++i) {
       const BoundSymbol& b = t.bsyms[i];
       if (b.op == OpId::Del) {
@@ -137,7 +151,7 @@ class StepReplay {
             id = mem_.allocate(bytes_of(p.type), p.type.future ? MemCategory::communication : MemCategory::activations);
           }
           env[p.name] = id;
-          types[p.name] = p.type;
+          types[p.name] = &p.type;
         }
         if (b.op == OpId::Wait) {  // the future's name goes; its buffer lives under the wait's
           auto it = env.find(b.inputs.at(0).name);
@@ -145,7 +159,7 @@ class StepReplay {
           env.erase(it);
         }
       }
-      point(static_cast<int64_t>(i) + 1, one_line(b));
+      point(static_cast<int64_t>(i) + 1, b);
     }
     std::vector<std::string> names;
     t.returns.collect_names(names);
@@ -153,7 +167,7 @@ class StepReplay {
     for (const std::string& n : names) {
       const int id = env.at(n);
       mem_.hold(id);
-      results.push_back({id, types.at(n)});
+      results.push_back({id, *types.at(n)});
     }
     for (auto& [name, id] : env) mem_.drop(id);  // the environment goes out of scope
     point(0, "end of " + t.name + ": values neither freed nor returned go");
@@ -163,8 +177,28 @@ class StepReplay {
   AllocatorModel& mem() { return mem_; }
 
  private:
+  void add_point(int64_t statement, const BoundSymbol* b, std::string what) {
+    MemoryPhase& ph = out_.phases.back();
+    const bool first_of_step = out_.phases.size() == 1 && ph.points.empty();
+    for (size_t c = 0; c < kNumMemCategories; ++c) out_.peak[c] = std::max(out_.peak[c], mem_.live()[c]);
+    if (peaks_only_ && !ph.points.empty() && mem_.total() <= ph.points[0].total) return;
+    if (peaks_only_) {
+      ph.points.assign(1, {statement, std::move(what), mem_.live(), mem_.total(), mem_.reserved()});
+      pending_.back() = b;
+    } else {
+      ph.points.push_back({statement, std::move(what), mem_.live(), mem_.total(), mem_.reserved()});
+    }
+    if (mem_.total() > out_.total_peak || first_of_step) {
+      out_.total_peak = mem_.total();
+      out_.peak_phase = out_.phases.size() - 1;
+      out_.peak_point = ph.points.size() - 1;
+    }
+  }
+
   AllocatorModel& mem_;
   StepMemory& out_;
+  bool peaks_only_;
+  std::vector<const BoundSymbol*> pending_;  // per phase: the statement its kept point follows
 };
 
 struct ParamBlock {
@@ -253,8 +287,8 @@ void add_into(StepReplay& r, std::vector<Held>& sum, std::vector<Held>& grads) {
 
 // Engine::train_step.
 void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces, const EngineOptions& o,
-                RankState& s) {
-  StepReplay r(mem, out);
+                RankState& s, bool peaks_only) {
+  StepReplay r(mem, out, peaks_only);
   const int k_total = o.grad_accum;
   const bool no_sync = o.no_sync && k_total > 1;
   std::vector<Held> grads, sum, local;
@@ -288,12 +322,13 @@ void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces
   r.point(0, "update of the local shards");
   for (const Held& g : sum) mem.drop(g.id);
   r.point(0, "gradients freed at the step's end");
+  r.finish();
   out.reserved = mem.reserved();
 }
 
 // Engine::forward: the validation loss between steps.
 void evaluation(AllocatorModel& mem, StepMemory& out, const StepTraces& t, const RankState& s) {
-  StepReplay r(mem, out);
+  StepReplay r(mem, out, false);
   r.phase("evaluation forward");
   for (const Held& h : r.run(t.forward, forward_args(r, t.forward, s))) mem.drop(h.id);
   r.point(0, "outputs read and freed");
@@ -325,37 +360,57 @@ size_t backend_alignment(const std::string& executor) {
   fail("memory plan: unknown executor '", executor, "' (expected cpu or cuda)");
 }
 
-MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options) {
+namespace {
+
+// The replay of lowered traces; `peaks_only` as plan_memory_peaks says.
+MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, bool peaks_only) {
   if (options.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options.grad_accum);
   MemoryPlan plan;
   plan.executor = options.executor;
   plan.alignment = backend_alignment(options.executor);
   plan.grad_accum = options.grad_accum;
   plan.no_sync = options.no_sync && options.grad_accum > 1;
-  EngineTraces low{lowered(traces.sync, options), {}, {}};
   if (plan.no_sync) {
-    FSDPC_CHECK(traces.no_sync && traces.accumulate) << "memory plan: no_sync accumulation needs its traces";
-    low.no_sync = lowered(*traces.no_sync, options);
-    low.accumulate = lowered(*traces.accumulate, options);
+    FSDPC_CHECK(low.no_sync && low.accumulate) << "memory plan: no_sync accumulation needs its traces";
   }
   AllocatorModel mem(plan.alignment);
   RankState s;
   for (const Proxy& a : low.sync.forward.args)  // Engine::Engine, in argument order
     if (a.is_param()) s.params.push_back({a.name, mem.allocate(bytes_of(a.type), MemCategory::parameters), a.requires_grad});
-  train_step(mem, plan.first, low, options, s);
+  train_step(mem, plan.first, low, options, s, peaks_only);
   plan.reserved_after_step.push_back(plan.first.reserved);
   // Later steps repeat the same allocations; the cache grows until it holds
-  // a block for each of them, which takes a step or two.
-  for (int i = 0; i < 8; ++i) {
+  // a block for each of them, which takes a step or two. What is live does
+  // not depend on the cache, so every later step has the same peaks: the
+  // peaks alone need one.
+  for (int i = 0; i < (peaks_only ? 1 : 8); ++i) {
     StepMemory step;
-    train_step(mem, step, low, options, s);
+    train_step(mem, step, low, options, s, peaks_only);
     const bool settled = step.reserved == plan.reserved_after_step.back();
     plan.reserved_after_step.push_back(step.reserved);
     plan.steady = std::move(step);
     if (settled) break;
   }
-  evaluation(mem, plan.evaluation, low.sync, s);
+  if (!peaks_only) evaluation(mem, plan.evaluation, low.sync, s);
   return plan;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options) {
+  if (options.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options.grad_accum);
+  const bool no_sync = options.no_sync && options.grad_accum > 1;
+  EngineTraces low{lowered(traces.sync, options), {}, {}};
+  if (no_sync) {
+    FSDPC_CHECK(traces.no_sync && traces.accumulate) << "memory plan: no_sync accumulation needs its traces";
+    low.no_sync = lowered(*traces.no_sync, options);
+    low.accumulate = lowered(*traces.accumulate, options);
+  }
+  return plan_lowered(low, options, false);
+}
+
+MemoryPlan plan_memory_peaks(const EngineTraces& lowered_traces, const EngineOptions& options) {
+  return plan_lowered(lowered_traces, options, true);
 }
 
 MemBytes combined_peak(const StepMemory& step, const StepMemory* evaluation, int64_t& total) {

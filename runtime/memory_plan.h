@@ -74,6 +74,14 @@ size_t backend_alignment(const std::string& executor);
 // the same shape, so the plan holds for each rank.
 MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options);
 
+// The peaks of the same step from traces already lowered as plan_memory
+// lowers them (execution_trace for options.executor and options.fusion),
+// for a caller that lowers them anyway (fsdpc advise): `first` and `steady`
+// hold the same peaks and peak_where() as plan_memory's, but each phase keeps
+// only its first highest point, `steady` is the second step (its reserved
+// bytes need not have settled) and there is no evaluation.
+MemoryPlan plan_memory_peaks(const EngineTraces& lowered_traces, const EngineOptions& options);
+
 // Peaks per category of a step followed (or not) by an evaluation forward,
 // as fsdpc train measures them between two resets.
 MemBytes combined_peak(const StepMemory& step, const StepMemory* evaluation, int64_t& total);

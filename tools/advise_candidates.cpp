@@ -17,8 +17,10 @@
 #include "passes/bucketing.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/elide_identities.h"
 #include "passes/del.h"
 #include "passes/fsdp.h"
+#include "passes/fuse.h"
 #include "passes/grad.h"
 #include "passes/pipeline.h"
 #include "passes/remat.h"
@@ -56,22 +58,25 @@ PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
 }
 
 // The memory plan, the lowered traces and the simulation of one compiled
-// candidate.
-void evaluate(const AdviseSetup& s, const PipelineOptions& o, StepTraces&& step, Candidate& c) {
-  const EngineTraces traces{std::move(step), {}, {}};
+// candidate (its scheduled forward and backward). They are lowered once, as
+// the engine lowers them (the same fusion default as fsdpc train), and both
+// the memory plan and the simulation read that: the simulated kernels are
+// the ones a run launches, fused regions one kernel each.
+void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forward, const Trace& backward,
+              Candidate& c) {
   EngineOptions e;  // the step fsdpc train runs by default: one micro-batch, AdamW
   e.executor = s.executor;
   e.optimizer.kind = OptimizerOptions::Kind::adamw;
-  const MemoryPlan plan = plan_memory(traces, e);
+  const EngineTraces low{StepTraces{execution_trace(forward, s.executor, e.fusion),
+                                    execution_trace(backward, s.executor, e.fusion)},
+                         {},
+                         {}};
+  const MemoryPlan plan = plan_memory_peaks(low, e);
   c.peak_bytes = plan.worst().total_peak;
   c.peak_where = plan.worst().peak_where();
   c.fits = s.cap <= 0 || c.peak_bytes <= s.cap;
-
-  // Lowered as the engine lowers them (the same fusion default as fsdpc
-  // train and the memory plan), so the simulated kernels are the ones a run
-  // launches: fused regions are one kernel each, priced by their bytes.
-  const Trace fwd = execution_trace(traces.sync.forward, s.executor, e.fusion);
-  const Trace bwd = execution_trace(traces.sync.backward, s.executor, e.fusion);
+  const Trace& fwd = low.sync.forward;
+  const Trace& bwd = low.sync.backward;
   double elements = 0;
   for (const Proxy& p : fwd.args)
     if (p.is_param() && p.requires_grad) elements += static_cast<double>(numel(p.type.shape));
@@ -83,10 +88,33 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, StepTraces&& step,
   c.mfu = c.sim.flops / c.sim.seconds / peak;
 }
 
+// A candidate's scheduled traces, and the candidate whose predictions they gave.
+struct Evaluated {
+  Trace forward, backward;
+  const Candidate* candidate;
+};
+
+void copy_predictions(const Candidate& from, Candidate& to) {
+  to.peak_bytes = from.peak_bytes;
+  to.peak_where = from.peak_where;
+  to.fits = from.fits;
+  to.sim = from.sim;
+  to.optimizer_seconds = from.optimizer_seconds;
+  to.tokens_per_second = from.tokens_per_second;
+  to.mfu = from.mfu;
+}
+
+// compile()'s last pass. Lowering with fusion drops every del and places
+// them again on the fused trace, so there del here would be work thrown away
+// (the lowered traces are the same either way).
+bool lowering_places_dels(const std::string& executor) {
+  return EngineOptions{}.fusion == "auto" && has_fusion_executor(executor);
+}
+
 // One strategy on one mesh: its candidates differ only in remat, bucketing
 // and prefetch, so they share the passes before those knobs act. compile()
-// runs fsdp, autocast, grad, split, dce, cse, bucketing, schedule, del for
-// each; here fsdp..grad run once per family, split..cse once per remat
+// runs fsdp, autocast, grad, elide, split, dce, cse, bucketing, schedule, del
+// for each; here fsdp..elide run once per family, split..cse once per remat
 // mode, bucketing once per (remat, bucketing), and only schedule and del
 // per candidate: the same passes with the same options in the same order,
 // so the traces are compile()'s (advise_test holds every candidate's peak
@@ -99,9 +127,15 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
   const std::vector<Unit> units = wrap_units(sharded, o.wrap);
   const std::vector<std::string> grad_params = gradient_params(sharded);
   if (o.precision != DType::f32) sharded = autocast(sharded, o.precision);
-  const Trace joint = grad(sharded, GradOptions{o.sync_grads, o.accumulate_grads});
+  Trace joint = grad(sharded, GradOptions{o.sync_grads, o.accumulate_grads});
   sharded = Trace{};
+  // At world size 1 the gathers, reductions and 1/N scaling copy without
+  // changing a value, and compile() elides them (it keeps the result only
+  // when something went, as here).
+  if (Trace elided = elide_identities(joint); elided.bsyms.size() != joint.bsyms.size()) joint = std::move(elided);
   const bool regather = regathers_in_backward(o.strategy);
+  const bool dels_later = lowering_places_dels(s.executor);
+  auto place_dels = [&](Trace&& t) { return dels_later ? std::move(t) : insert_dels(t); };
   std::vector<bool> done(family.size(), false);
   for (size_t i = 0; i < family.size(); ++i) {
     if (done[i]) continue;
@@ -117,11 +151,22 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
       const Trace bf = bucketing(fwd, bucket);
       Trace bb = bucketing(bwd, bucket);
       sync_saved_types(bf, bb);
+      std::vector<Evaluated> evaluated;
       for (size_t k = j; k < family.size(); ++k) {
         if (done[k] || opts[k].remat.mode != opts[i].remat.mode || opts[k].bucketing != opts[j].bucketing) continue;
         const ScheduleOptions sched{opts[k].prefetch, opts[k].max_inflight, units};
-        evaluate(s, opts[k], StepTraces{insert_dels(schedule(bf, sched)), insert_dels(schedule(bb, sched))},
-                 *family[k]);
+        Trace sf = place_dels(schedule(bf, sched)), sb = place_dels(schedule(bb, sched));
+        // A knob that changes nothing gives the traces of an earlier
+        // candidate, and so its predictions: prefetch 2 under max_inflight 2
+        // (two all_gathers in flight, as prefetch 1 has) is a third of them.
+        auto same = std::find_if(evaluated.begin(), evaluated.end(),
+                                 [&](const Evaluated& e) { return e.forward == sf && e.backward == sb; });
+        if (same != evaluated.end()) {
+          copy_predictions(*same->candidate, *family[k]);
+        } else {
+          evaluate(s, opts[k], sf, sb, *family[k]);
+          evaluated.push_back({std::move(sf), std::move(sb), family[k]});
+        }
         done[k] = true;
       }
     }
