@@ -93,6 +93,10 @@ HardwareProfile parse_hardware_profile(const std::string& json_text, const std::
   p.memory_sustained_fraction = r.figure(c, "compute", "memory_sustained_fraction", 1);
   if (c.contains("memory_capacity")) p.memory_capacity = r.figure(c, "compute", "memory_capacity");
   if (c.contains("kernel_overhead")) p.kernel_overhead = r.figure(c, "compute", "kernel_overhead");
+  if (c.contains("region_overhead")) p.region_overhead = r.figure(c, "compute", "region_overhead");
+  if (c.contains("matmul_overhead")) p.matmul_overhead = r.figure(c, "compute", "matmul_overhead");
+  if (c.contains("elementwise_rate")) p.elementwise_rate = r.figure(c, "compute", "elementwise_rate");
+  if (c.contains("row_region_rate")) p.row_region_rate = r.figure(c, "compute", "row_region_rate");
   p.intra_node = r.link(j, "intra_node");
   p.inter_node = r.link(j, "inter_node");
   return p;
@@ -114,6 +118,10 @@ std::string hardware_profile_json(const HardwareProfile& p) {
          {"inter_node", link_json(p.inter_node)}};
   if (p.memory_capacity.value > 0) j["compute"]["memory_capacity"] = figure_json(p.memory_capacity);
   if (p.kernel_overhead.value > 0) j["compute"]["kernel_overhead"] = figure_json(p.kernel_overhead);
+  if (p.region_overhead.value > 0) j["compute"]["region_overhead"] = figure_json(p.region_overhead);
+  if (p.matmul_overhead.value > 0) j["compute"]["matmul_overhead"] = figure_json(p.matmul_overhead);
+  if (p.elementwise_rate.value > 0) j["compute"]["elementwise_rate"] = figure_json(p.elementwise_rate);
+  if (p.row_region_rate.value > 0) j["compute"]["row_region_rate"] = figure_json(p.row_region_rate);
   return j.dump(2) + "\n";
 }
 

@@ -29,6 +29,13 @@ struct HardwareProfile {
   Figure memory_bandwidth, memory_sustained_fraction;
   Figure memory_capacity;  // bytes per rank; optional (value 0: not stated)
   Figure kernel_overhead;  // seconds each compute statement costs beyond its work; optional (0)
+  // The same for a fused region and for a matmul-family kernel, where they
+  // differ from a plain statement's; optional (value 0: kernel_overhead).
+  Figure region_overhead, matmul_overhead;
+  // Element-operations per second of a fused region (one op on one
+  // element); optional (0: regions priced by their bytes alone). A region
+  // with a row reduction (amax, sum) at row_region_rate when given.
+  Figure elementwise_rate, row_region_rate;
   LinkProfile intra_node, inter_node;
 };
 

@@ -71,11 +71,33 @@ double memory_bytes(const BoundSymbol& b, const InputTypes& inputs) {
   return bytes;
 }
 
+double launch_seconds(const BoundSymbol& b, double flops, const HardwareProfile& hw) {
+  if (b.op == OpId::Reshape || b.op == OpId::Del || b.op == OpId::Wait || is_issue(b.op)) return 0;
+  // A region holding a matmul (its transposes folded in) launches as one.
+  if (flops > 0 && hw.matmul_overhead.value > 0) return hw.matmul_overhead.value;
+  if (flops <= 0 && b.op == OpId::Fusion && hw.region_overhead.value > 0) return hw.region_overhead.value;
+  return hw.kernel_overhead.value;
+}
+
 double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw) {
   if (b.op == OpId::Reshape) return 0;
-  if (const double f = matmul_flops(b, inputs); f > 0) return hw.kernel_overhead.value + f / matmul_rate(inputs, hw);
-  return hw.kernel_overhead.value +
-         memory_bytes(b, inputs) / (hw.memory_bandwidth.value * hw.memory_sustained_fraction.value);
+  const double f = matmul_flops(b, inputs);
+  if (f > 0) return launch_seconds(b, f, hw) + f / matmul_rate(inputs, hw);
+  const double moved = memory_bytes(b, inputs) / (hw.memory_bandwidth.value * hw.memory_sustained_fraction.value);
+  if (b.op == OpId::Fusion && hw.elementwise_rate.value > 0) {
+    bool rows = false;
+    for (const BoundSymbol& sub : b.subsymbols) rows = rows || sub.op == OpId::Sum || sub.op == OpId::Amax;
+    const double rate = rows && hw.row_region_rate.value > 0 ? hw.row_region_rate.value : hw.elementwise_rate.value;
+    return launch_seconds(b, f, hw) + std::max(moved, region_element_ops(b) / rate);
+  }
+  return launch_seconds(b, f, hw) + moved;
+}
+
+double region_element_ops(const BoundSymbol& b) {
+  double ops = 0;
+  for (const BoundSymbol& sub : b.subsymbols)
+    for (const Proxy& o : sub.outputs) ops += static_cast<double>(numel(o.type.shape));
+  return ops;
 }
 
 double collective_payload(const BoundSymbol& b) {

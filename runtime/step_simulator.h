@@ -26,9 +26,21 @@ double matmul_flops(const BoundSymbol& b, const InputTypes& inputs);
 // Bytes a memory-bound statement reads and writes (tensor inputs + outputs);
 // 0 for views (reshape), wait, del and collectives.
 double memory_bytes(const BoundSymbol& b, const InputTypes& inputs);
+// Host seconds to launch `b` (with `flops` matmul FLOPs): the profile's
+// matmul_overhead for a matmul-family kernel (a region holding one
+// included), region_overhead for any other fused region, kernel_overhead for
+// every other statement, each falling back to kernel_overhead when not
+// given; 0 for what launches no kernel (reshape, del) and for collectives
+// and waits, which the communication streams price.
+double launch_seconds(const BoundSymbol& b, double flops, const HardwareProfile& hw);
+// A fused region's element-operations: the elements each of its statements
+// writes, summed.
+double region_element_ops(const BoundSymbol& b);
 // Seconds on the compute stream: FLOPs at the sustained matmul rate of the
 // operands' dtype, other statements by bytes at the sustained memory
-// bandwidth, plus the profile's kernel overhead (0 for a reshape, a view).
+// bandwidth (a region without matmuls: or its element-operations at the
+// profile's elementwise_rate, when given, whichever is longer), plus
+// launch_seconds().
 double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw);
 
 // A collective's payload B: all_gather's output, the input of reduce_scatter,

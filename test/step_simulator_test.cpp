@@ -106,6 +106,52 @@ TEST_CASE("each compute statement pays the profile's kernel overhead; a reshape 
   CHECK(s.seconds == Approx(1.1e-3 + 0.1e-3 + neg));
 }
 
+TEST_CASE("launches are charged by kind; a region's arithmetic at its rate when slower than its bytes") {
+  HardwareProfile hw = toy_profile();
+  hw.kernel_overhead = {1e-6, "test"};
+  hw.region_overhead = {2e-6, "test"};
+  hw.matmul_overhead = {3e-6, "test"};
+  TensorType t;
+  t.shape = {256, 256};  // 256 KiB
+  auto statement = [&](OpId op) {
+    BoundSymbol b;
+    b.op = op;
+    b.inputs = {Operand::of("x")};
+    b.outputs = {Proxy{"y", t, "", true}};
+    return b;
+  };
+  const InputTypes in{&t};
+  const double bytes = 2 * 262144 / 1e9;
+  CHECK(compute_seconds(statement(OpId::Neg), in, hw) == Approx(1e-6 + bytes));
+  // A region of four elementwise statements: 4 x 65536 element-operations.
+  BoundSymbol region = statement(OpId::Fusion);
+  std::vector<BoundSymbol> subs;
+  for (OpId op : {OpId::Neg, OpId::Exp, OpId::Neg, OpId::Tanh}) subs.push_back(statement(op));
+  region.subsymbols = SubSymbols(subs);
+  CHECK(region_element_ops(region) == 4 * 65536);
+  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + bytes));  // no rate: its bytes
+  hw.elementwise_rate = {4 * 65536 / 1e-3, "test"};                 // 1 ms of arithmetic
+  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 1e-3));
+  hw.elementwise_rate = {1e15, "test"};  // faster than its bytes: the bytes
+  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + bytes));
+  // A row reduction in it: the row rate.
+  subs.push_back(statement(OpId::Sum));
+  region.subsymbols = SubSymbols(subs);
+  hw.row_region_rate = {5 * 65536 / 2e-3, "test"};
+  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 2e-3));
+  // A matmul's launch; a profile without the kinds falls back to kernel_overhead.
+  BoundSymbol mm = statement(OpId::Matmul);
+  mm.inputs = {Operand::of("x"), Operand::of("x")};
+  const InputTypes mm_in{&t, &t};
+  const double flops = 2.0 * 256 * 256 * 256;
+  CHECK(compute_seconds(mm, mm_in, hw) == Approx(3e-6 + 1e-3));
+  CHECK(launch_seconds(mm, flops, hw) == 3e-6);
+  hw.region_overhead = hw.matmul_overhead = Figure{};
+  CHECK(launch_seconds(mm, flops, hw) == 1e-6);
+  CHECK(launch_seconds(region, 0, hw) == 1e-6);
+  CHECK(launch_seconds(statement(OpId::Reshape), 0, hw) == 0);
+}
+
 TEST_CASE("bf16 operands run at the bf16 rate") {
   const Trace t = parse_trace(
       "# Constructed by exec\ndef forward(x, y):\n  # x: \"cuda:0 bf16[256, 256]\"\n  # y: \"cuda:0 bf16[256, 256]\"\n"
@@ -187,6 +233,19 @@ TEST_CASE("hardware profiles: the shipped ones parse, a bad field is named") {
     CHECK(back.peak_flops_bf16.value == p.peak_flops_bf16.value);
     CHECK(back.inter_node.latency.source == p.inter_node.latency.source);
     CHECK(back.kernel_overhead.value == p.kernel_overhead.value);
+  }
+  {  // The optional launch overheads and region rates survive a round trip.
+    HardwareProfile p = toy_profile();
+    p.region_overhead = {2e-6, "measured: test"};
+    p.matmul_overhead = {3e-6, "measured: test"};
+    p.elementwise_rate = {1e10, "measured: test"};
+    p.row_region_rate = {1e9, "measured: test"};
+    const HardwareProfile back = parse_hardware_profile(hardware_profile_json(p), "again");
+    CHECK(back.region_overhead.value == 2e-6);
+    CHECK(back.matmul_overhead.source == "measured: test");
+    CHECK(back.elementwise_rate.value == 1e10);
+    CHECK(back.row_region_rate.value == 1e9);
+    CHECK(back.kernel_overhead.value == 0);  // absent stays absent
   }
   const std::string good = hardware_profile_json(toy_profile());
   CHECK_THROWS_WITH(parse_hardware_profile("{", "f.json"), Catch::StartsWith("f.json: not JSON"));

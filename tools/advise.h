@@ -80,6 +80,16 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
 // measured (cached). `world` is the ranks that share this host under local.
 HardwareProfile load_hardware(const std::string& spec, int world);
 
+// Seconds of host time per launch beyond the work, through the Interpreter
+// and the CPU executor (tools/advise_overhead.cpp): a plain statement's
+// kernel, a fused region's, a matmul's; and the element-operations per
+// second a fused region computes, elementwise and with row reductions.
+struct LaunchOverheads {
+  double statement = 0, region = 0, matmul = 0;
+  double elementwise_rate = 0, row_region_rate = 0;
+};
+LaunchOverheads measure_launch_overheads();
+
 // The measurement behind `--hardware local`, for `world` ranks on this host.
 HardwareProfile measure_local_hardware(int world);
 
