@@ -54,7 +54,7 @@ Trace elide_identities(const Trace& trace) {
   for (const Proxy& a : trace.args) types[a.name] = &a.type;
 
   Trace out = trace;
-  out.provenance = "elide_identities";
+  out.provenance = "elide";
   out.bsyms.clear();
   std::unordered_map<std::string, std::string> renamed;  // elided result -> the value it equals
   std::unordered_map<std::string, std::string> future_of;  // elided future -> the collective's input

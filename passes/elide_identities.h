@@ -21,7 +21,7 @@ namespace fsdpc {
 //
 // Pre:  verify(trace) passes; no `del` yet (the del pass runs later).
 // Post: verify() passes; no collective of size 1 and no division by 1
-//       remains; provenance "elide_identities".
+//       remains; provenance "elide" (the stage's name).
 //
 //   # t_w: fully_sharded                            # t_w: replicated
 //   ft9 = all_gather(t_w, group=dp, size=1, dim=0)

@@ -37,7 +37,7 @@ TEST_CASE("a gather, a reduction and a division by one disappear, their users re
                                 "f.trace");
   const Trace e = elide_identities(t);
   REQUIRE_NOTHROW(verify(e));
-  CHECK(print_trace(e) == R"(# Constructed by elide_identities
+  CHECK(print_trace(e) == R"(# Constructed by elide
 def f(x, t_w):
   # x: "cpu f32[4, 4]"
   # t_w: "cpu f32[4, 4]" replicated param=w
