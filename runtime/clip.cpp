@@ -15,12 +15,11 @@ std::vector<DeviceBackend::Span> spans(const GradViews& grads) {
 }
 }  // namespace
 
-ClipCoefficient clip_grad_coefficient(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
-                                      double max_norm, const std::function<double(double)>& sum_across_ranks) {
+double sum_of_squares(DeviceBackend& backend, const GradViews& grads) { return backend.sum_squares(spans(grads)); }
+
+ClipCoefficient clip_coefficient(double global, double max_norm) {
   if (!(max_norm > 0) || std::isinf(max_norm))
     fail("clip_grad_norm: max_norm must be a positive number, got ", max_norm);
-  const double local = backend.sum_squares(spans(sharded));
-  const double global = (sum_across_ranks ? sum_across_ranks(local) : local) + backend.sum_squares(spans(replicated));
   const double norm = std::sqrt(global);
   const double coef = max_norm / (norm + 1e-6);
   // Written so that a NaN coefficient scales (and poisons), as torch's
@@ -28,6 +27,15 @@ ClipCoefficient clip_grad_coefficient(DeviceBackend& backend, const GradViews& s
   if (coef >= 1.0) return {norm, 1.0f};
   // torch multiplies float32 gradients by a float32 coefficient.
   return {norm, static_cast<float>(coef)};
+}
+
+ClipCoefficient clip_grad_coefficient(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
+                                      double max_norm, const std::function<double(double)>& sum_across_ranks) {
+  if (!(max_norm > 0) || std::isinf(max_norm))
+    fail("clip_grad_norm: max_norm must be a positive number, got ", max_norm);
+  const double local = sum_of_squares(backend, sharded);
+  return clip_coefficient((sum_across_ranks ? sum_across_ranks(local) : local) + sum_of_squares(backend, replicated),
+                          max_norm);
 }
 
 double clip_grad_norm(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,

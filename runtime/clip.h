@@ -40,4 +40,10 @@ struct ClipCoefficient {
 ClipCoefficient clip_grad_coefficient(DeviceBackend& backend, const GradViews& sharded, const GradViews& replicated,
                                       double max_norm, const std::function<double(double)>& sum_across_ranks);
 
+// The pieces, for a caller whose gradients are cut over more than one group
+// (tensor parallelism times FSDP): the local sum of squares of `grads` in
+// double, and the coefficient for a global sum of squares.
+double sum_of_squares(DeviceBackend& backend, const GradViews& grads);
+ClipCoefficient clip_coefficient(double global_sum_of_squares, double max_norm);
+
 }  // namespace fsdpc

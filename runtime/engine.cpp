@@ -11,6 +11,7 @@
 #include "executors/cpu/cpu_executor.h"
 #include "executors/fusion/fusion_kernel.h"
 #include "ir/error.h"
+#include "passes/tensor_parallel.h"
 #include "runtime/clip.h"
 #include "runtime/profiler.h"
 #include "runtime/safetensors.h"
@@ -42,6 +43,13 @@ const EngineOptions& before_collectives(const EngineOptions& options, const Engi
 }
 
 }  // namespace
+
+// Parameters that tensor parallelism cut are parts of the full tensors, which
+// checkpoints hold; putting them back together is not written yet.
+void Engine::refuse_with_tp(const char* what) const {
+  if (options_.mesh.tp > 1)
+    fail(what, " with tensor parallelism (--tp ", options_.mesh.tp, ") is not implemented yet");
+}
 
 Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const EngineOptions& options)
     : options_(before_collectives(options, traces)),
@@ -93,7 +101,16 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     FSDPC_CHECK(it != by_path.end()) << "no initialisation plan for parameter " << a.param_path;
     Param p{it->second, i, allocate_tensor(allocator_, a.type, MemCategory::parameters), 0, "", a.requires_grad};
     const Shape& full = p.plan.full_shape;
-    int64_t rows = full.empty() ? 1 : full[0];
+    // Tensor parallelism cut the parameter first (the tp pass's plan, by
+    // path); FSDP then shards this rank's part by rows.
+    std::optional<TpPart> part;
+    Shape local = full;
+    if (options_.mesh.tp > 1)
+      if (const std::optional<TensorParallelSplit> split = tensor_parallel_split(p.plan.path)) {
+        part = TpPart{split->dim, split->blocks, options_.mesh.tp, mpi_->groups().rank_in("tp")};
+        local[split->dim] /= options_.mesh.tp;
+      }
+    int64_t rows = local.empty() ? 1 : local[0];
     if (a.type.dist == DistType::fully_sharded) {
       p.group = shard_group;
       rows = a.type.shape[0];
@@ -101,14 +118,20 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     }
     // Each rank materialises only its own rows: on the host straight into
     // the parameter, elsewhere through a host buffer.
+    auto init = [&](float* out) {
+      if (part)
+        init_tp_shard(out, full, *part, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
+      else
+        init_shard(out, full, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
+    };
     if (backend().device().kind == DeviceKind::cpu) {
-      init_shard(static_cast<float*>(p.value.data()), full, p.row_begin, rows, p.plan.init, options_.seed,
-                 p.plan.path);
+      init(static_cast<float*>(p.value.data()));
     } else {
       std::vector<float> host(static_cast<size_t>(numel(a.type.shape)));
-      init_shard(host.data(), full, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
+      init(host.data());
       to_device(p.value, host);
     }
+    p.tp_split = part.has_value();
     params_.push_back(std::move(p));
   }
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, allocator_);
@@ -276,13 +299,17 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   // The gradients, one per parameter that requires grad, in argument order.
   std::vector<ParamRef> refs;
   GradViews sharded, replicated;  // for the clipping norm
+  GradViews sharded_tp, replicated_tp;  // the same, of parameters tensor parallelism cut
   size_t g = 0;
   for (Param& p : params_) {
     if (!p.requires_grad) continue;
     TensorValue& grad = sum.at(g++);
     float* d = static_cast<float*>(grad.data());
     int64_t n = numel(grad.type.shape);
-    (grad.type.dist == DistType::fully_sharded ? sharded : replicated).emplace_back(d, n);
+    if (grad.type.dist == DistType::fully_sharded)
+      (p.tp_split ? sharded_tp : sharded).emplace_back(d, n);
+    else
+      (p.tp_split ? replicated_tp : replicated).emplace_back(d, n);
     refs.push_back({p.plan.path, static_cast<float*>(p.value.data()), d, n});
   }
   StepResult r;
@@ -292,9 +319,18 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     // hold the same rows, so the sum runs over the shard group only.
     const std::string group = options_.mesh.replicas == 1 ? "dp" : "shard";
     ProfileSpan clip_span(profiler_, "clip");
-    const ClipCoefficient c =
-        clip_grad_coefficient(backend(), sharded, replicated, options_.clip,
-                              [&](double local) { return all_reduce_sum(local, group, "clip sum of squares"); });
+    auto over_shards = [&](double local) { return all_reduce_sum(local, group, "clip sum of squares"); };
+    ClipCoefficient c;
+    if (options_.mesh.tp == 1) {
+      c = clip_grad_coefficient(backend(), sharded, replicated, options_.clip, over_shards);
+    } else {
+      // A gradient tensor parallelism cut is also spread over the tp group;
+      // one it left whole is the same on every tp rank, counted once.
+      const double cut = over_shards(sum_of_squares(backend(), sharded_tp)) + sum_of_squares(backend(), replicated_tp);
+      c = clip_coefficient(over_shards(sum_of_squares(backend(), sharded)) + sum_of_squares(backend(), replicated) +
+                               all_reduce_sum(cut, "tp", "clip sum of squares"),
+                           options_.clip);
+    }
     r.grad_norm = c.norm;
     grad_scale = c.scale;  // applied as the optimizer reads each gradient
   }
@@ -307,7 +343,8 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   }
   device_->end_step();
   r.collectives = device_->take_collective_times();
-  r.loss = all_reduce_sum(loss_sum / k_total, "dp", "loss") / options_.mesh.world();
+  // The tp ranks of a group compute the same loss: the mean is over dp.
+  r.loss = all_reduce_sum(loss_sum / k_total, "dp", "loss") / options_.mesh.data_parallel();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -326,6 +363,7 @@ std::vector<HostTensor> Engine::forward(const std::vector<HostTensor>& inputs) {
 }
 
 void Engine::load_parameters(const ShardFill& fill) {
+  refuse_with_tp("loading parameters (--init-from, HF checkpoints)");
   for (Param& p : params_) {
     const Shape& full = p.plan.full_shape;
     const int64_t rows = p.group.empty() ? (full.empty() ? 1 : full[0]) : p.value.type.shape[0];
@@ -336,12 +374,13 @@ void Engine::load_parameters(const ShardFill& fill) {
 }
 
 double Engine::mean_over_ranks(double local) {
-  return all_reduce_sum(local, "dp", "mean over ranks") / options_.mesh.world();
+  return all_reduce_sum(local, "dp", "mean over ranks") / options_.mesh.data_parallel();
 }
 
 void Engine::barrier() { watched_barrier(mpi_->groups().comm("dp"), "barrier", "dp"); }
 
 void Engine::save_rank_state(const std::string& dir, int64_t step) {
+  refuse_with_tp("checkpoints (--save)");
   std::vector<SafetensorsTensor> tensors;
   std::map<std::string, std::string> meta = {{"step", std::to_string(step)},
                                              {"world", std::to_string(world())},
@@ -407,6 +446,7 @@ void read_rows_from_shards(const RankFiles& rf, const std::string& name, const s
 }  // namespace
 
 int64_t Engine::load_rank_state(const std::string& dir) {
+  refuse_with_tp("resuming (--resume)");
   RankFiles rf;
   rf.files.push_back(std::make_unique<SafetensorsFile>(dir + "/rank-0.safetensors"));
   const int64_t written_world = rf.meta(0, "world");
@@ -443,6 +483,45 @@ std::vector<Engine::Shard> Engine::shards() const {
   return out;
 }
 
+// The tp ranks' parts of parameter `p` (each rank passes its whole part),
+// put back together on tp rank 0 as the full tensor; the others get an
+// empty vector. Every rank of every tp group calls it.
+std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> part) {
+  const int tp = options_.mesh.tp;
+  const std::optional<TensorParallelSplit> split = tensor_parallel_split(p.plan.path);
+  FSDPC_CHECK(split) << p.plan.path << " has no tensor-parallel split";
+  const Shape& full_shape = p.plan.full_shape;
+  const int64_t n = numel(full_shape) / tp;
+  part.resize(static_cast<size_t>(n));  // a shard group's other members hold no rows
+  MPI_Comm comm = mpi_->groups().comm("tp");
+  const bool tp_root = mpi_->groups().rank_in("tp") == 0;
+  std::vector<float> parts(tp_root ? static_cast<size_t>(n * tp) : 0);
+  MPI_Request request = MPI_REQUEST_NULL;
+  FSDPC_MPI_CHECK(MPI_Igather(part.data(), static_cast<int>(n), MPI_FLOAT, tp_root ? parts.data() : nullptr,
+                              static_cast<int>(n), MPI_FLOAT, 0, comm, &request));
+  CollectiveWatch* watch = collective_watch();
+  const uint64_t id = watch ? watch->issued({"gather", "full_state_dict", "", "tp", comm, n, "f32",
+                                             n * static_cast<int64_t>(sizeof(float))})
+                            : 0;
+  mpi_wait_watched(&request, id);
+  if (watch) watch->completed(id);
+  if (!tp_root) return {};
+  // Part t holds, along dim, chunk t of every block (init_tp_shard's layout).
+  const size_t dim = static_cast<size_t>(split->dim);
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < dim; ++i) outer *= full_shape[i];
+  for (size_t i = dim + 1; i < full_shape.size(); ++i) inner *= full_shape[i];
+  const int64_t along = full_shape[dim], chunk = along / (split->blocks * tp), local = along / tp;
+  std::vector<float> full(static_cast<size_t>(numel(full_shape)));
+  for (int t = 0; t < tp; ++t)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < local; ++c) {
+        const int64_t to = (c / chunk * tp + t) * chunk + c % chunk;
+        std::copy_n(parts.begin() + (t * n + (o * local + c) * inner), inner, full.begin() + (o * along + to) * inner);
+      }
+  return full;
+}
+
 std::map<std::string, HostTensor> Engine::full_state_dict() {
   std::map<std::string, HostTensor> out;
   const bool root = rank() == 0;
@@ -468,8 +547,10 @@ std::map<std::string, HostTensor> Engine::full_state_dict() {
                                 : 0;
       mpi_wait_watched(&request, id);
       if (watch) watch->completed(id);
-      full.resize(static_cast<size_t>(numel(p.plan.full_shape)));  // drop the padding rows
+      // Drop the padding rows (of this tp rank's part, when tp cut it).
+      full.resize(static_cast<size_t>(numel(p.plan.full_shape) / (p.tp_split ? options_.mesh.tp : 1)));
     }
+    if (p.tp_split) full = gather_tp_parts(p, std::move(full));
     if (root) out[p.plan.path] = HostTensor::floats(p.plan.full_shape, std::move(full));
   }
   return out;

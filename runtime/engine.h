@@ -164,9 +164,12 @@ class Engine {
     int64_t row_begin = 0;
     std::string group;  // the group whose shards make up the parameter; "" when replicated
     bool requires_grad = true;
+    bool tp_split = false;  // tensor parallelism holds a part of it on each tp rank
   };
   std::vector<TensorValue> forward_args(const Trace& forward, const std::vector<HostTensor>& inputs);
   double all_reduce_sum(double v, const std::string& group, const char* label);
+  void refuse_with_tp(const char* what) const;
+  std::vector<float> gather_tp_parts(const Param& p, std::vector<float> part);
   // Runs one micro-batch; returns its local loss and its gradients.
   double micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                     const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads);

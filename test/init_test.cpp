@@ -66,6 +66,51 @@ TEST_CASE("shards concatenate to the unsharded init for any world size", "[init]
   }
 }
 
+TEST_CASE("tensor-parallel parts hold the full init's values where the split puts them", "[init][tp]") {
+  const ParamInit normal{ParamInit::Kind::normal, 0.02};
+  struct Split {
+    Shape shape;
+    int64_t dim, blocks;
+  };
+  // GPT-2's c_attn weight [in, 3 * out] (dim 1, 3 blocks) and bias, a
+  // row-parallel weight (dim 0), a 3-D tensor split in the middle; odd
+  // sizes put Box-Muller pairs across every boundary.
+  for (const Split& sp : {Split{{5, 12}, 1, 3}, Split{{12}, 0, 3}, Split{{6, 7}, 0, 1}, Split{{3, 4, 5}, 1, 2},
+                          Split{{4, 6}, 1, 1}}) {
+    const std::vector<float> full = full_init(sp.shape, normal, 7, "h.0.attn.c_attn.weight");
+    for (int tp : {1, 2}) {
+      if (sp.shape[sp.dim] % (sp.blocks * tp) != 0) continue;
+      Shape local = sp.shape;
+      local[sp.dim] /= tp;
+      const int64_t chunk = local[sp.dim] / sp.blocks;
+      int64_t outer = 1, inner = 1;
+      for (int64_t i = 0; i < sp.dim; ++i) outer *= sp.shape[i];
+      for (size_t i = sp.dim + 1; i < sp.shape.size(); ++i) inner *= sp.shape[i];
+      for (int t = 0; t < tp; ++t)
+        for (int64_t world = 1; world <= 3; ++world) {  // FSDP rows of the part, the last padded
+          CAPTURE(shape_str(sp.shape), sp.dim, sp.blocks, tp, t, world);
+          const int64_t rows = shard_rows(local[0], world), rs = row_size(local);
+          std::vector<float> part;
+          for (int64_t rank = 0; rank < world; ++rank) {
+            std::vector<float> shard(static_cast<size_t>(rows * rs), -1.0f);
+            init_tp_shard(shard.data(), sp.shape, TpPart{sp.dim, sp.blocks, tp, t}, rank * rows, rows, normal, 7,
+                          "h.0.attn.c_attn.weight");
+            part.insert(part.end(), shard.begin(), shard.end());
+          }
+          for (size_t i = static_cast<size_t>(local[0] * rs); i < part.size(); ++i) CHECK(part[i] == 0.0f);
+          // Element (o, c, k) of the part is element (o, block-mapped c, k) of the full tensor.
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t c = 0; c < local[sp.dim]; ++c)
+              for (int64_t k = 0; k < inner; ++k) {
+                const int64_t fc = (c / chunk * tp + t) * chunk + c % chunk;
+                CHECK(part[static_cast<size_t>((o * local[sp.dim] + c) * inner + k)] ==
+                      full[static_cast<size_t>((o * sp.shape[sp.dim] + fc) * inner + k)]);
+              }
+        }
+    }
+  }
+}
+
 TEST_CASE("a shard made only of padding rows is all zeros", "[init]") {
   // 3 rows on 4 ranks: ceil(3/4) = 1, so rank 3 holds row 3, which is padding.
   std::vector<float> shard(4, -1.0f);

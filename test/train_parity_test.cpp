@@ -1,7 +1,8 @@
 // The FSDP promise, end to end: `mpirun -np N fsdpc train` gives the same
 // per-step losses and final (gathered) weights as one process, for every
 // strategy, with padding (N = 3), unit bucketing, gradient clipping and
-// gradient accumulation (with and without no_sync), on
+// gradient accumulation (with and without no_sync), and with tensor
+// parallelism (--tp 2) alone and times zero3, zero2 and hybrid, on
 // gpt2-tiny over 10 steps. f32 sums run in a different order when sharded,
 // so values agree to rounding: with SGD (momentum 0.9) every weight agrees to
 // 1e-5 relative. AdamW divides each gradient by its own running RMS, which
@@ -109,6 +110,13 @@ const std::vector<Case> kCases = {
     {2, "--strategy zero3 --grad-accum 2 --no-sync"},
     {3, "--strategy zero2 --grad-accum 2 --no-sync --bucketing unit"},
     {2, "--strategy no_shard --grad-accum 3 --no-sync"},
+    // Tensor parallelism (Megatron's column/row-parallel attention and MLP on
+    // group tp), alone and times FSDP: --save-state puts the tp parts back
+    // together, so the weights are compared whole.
+    {2, "--strategy zero3 --tp 2"},
+    {4, "--strategy zero3 --tp 2"},
+    {4, "--strategy zero2 --tp 2 --bucketing unit"},
+    {8, "--strategy hybrid --mesh 2,2 --tp 2"},
 };
 
 }  // namespace

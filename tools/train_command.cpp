@@ -60,11 +60,15 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   o.pipeline = sharding_pipeline(a.sharding, world, "mpirun started " + std::to_string(world));
   o.pipeline.verify = false;  // verified by the tests; training runs the passes only
   if (o.pipeline.mesh.tp > 1)
-    fail("--tp ", o.pipeline.mesh.tp, ": training with tensor parallelism is not implemented yet (the engine, ",
-         "init and the MPI groups do not know the tp dimension); `fsdpc dump --tp` shows the traces");
-  int64_t batch = a.src.batch ? a.src.batch : (is_lm ? 2 * world : 64);  // global
-  if (batch % world != 0) fail("--batch ", batch, " must be divisible by the ", world, " data-parallel ranks");
-  o.capture.batch = batch / world;
+    for (const auto& [flag, value] : {std::pair{"--save", &a.save}, {"--resume", &a.resume}, {"--init", &a.init}})
+      if (!value->empty())
+        fail(flag, " with --tp ", o.pipeline.mesh.tp,
+             ": Hugging Face checkpoints with tensor parallelism are not implemented yet (--save-state works)");
+  // Tensor-parallel ranks share their batch: it is split over the dp ranks.
+  const int dp = o.pipeline.mesh.data_parallel();
+  int64_t batch = a.src.batch ? a.src.batch : (is_lm ? 2 * dp : 64);  // global
+  if (batch % dp != 0) fail("--batch ", batch, " must be divisible by the ", dp, " data-parallel ranks");
+  o.capture.batch = batch / dp;
   if (a.src.seq) o.capture.seq = a.src.seq;
   o.mean_square_loss = !is_lm;
   o.engine.optimizer.kind = a.optimizer == "sgd" ? OptimizerOptions::Kind::sgd : OptimizerOptions::Kind::adamw;
@@ -175,8 +179,12 @@ void print_header(const TrainArgs& a, const Model& model, const JitOptions& o, i
     const int t = cpu_threads();
     executor = "cpu: " + std::to_string(t) + " thread" + (t == 1 ? "" : "s") + " per rank; " + cpu_backend_info();
   }
+  const int tp = o.pipeline.mesh.tp;
+  const std::string layout = tp > 1 ? a.sharding.strategy + " on " + std::to_string(world / tp) +
+                                          " data-parallel ranks x tp " + std::to_string(tp)
+                                    : a.sharding.strategy;
   std::printf("train %s: %d rank%s, %s, executor %s\n", model.name().c_str(), world, world == 1 ? "" : "s",
-              a.sharding.strategy.c_str(), executor.c_str());
+              layout.c_str(), executor.c_str());
   std::ostringstream opt;
   opt << a.optimizer << " lr " << a.lr;
   if (e.optimizer.kind == OptimizerOptions::Kind::adamw)
@@ -278,6 +286,9 @@ void run_train(const TrainArgs& a) {
   int stop = 0;  // the signal that stopped the run
   bool memory_shown = false;  // predicted beside measured, at the first printed step
   int64_t stopped_at = 0;
+  // The batch is split over the data-parallel ranks; the ranks of a
+  // tensor-parallel group (adjacent) read the same part of it.
+  const int tp = o.pipeline.mesh.tp, data_ranks = world / tp, data_rank = rank / tp;
   for (int64_t step = first_step; step < a.steps; ++step) {
     watchdog.safe_point();  // a SIGUSR1 between steps
     if ((stop = agree_on_stop()) != 0) {  // every rank, at the same step
@@ -289,15 +300,15 @@ void run_train(const TrainArgs& a) {
     const Shape& s = shapes[0].shape;
     if (lm) {
       std::vector<int64_t> idx(static_cast<size_t>(numel(s))), targets(idx.size());
-      if (data) data->batch(step, rank, world, b_local * world, idx.data(), targets.data());
-      else tokens.batch(step, rank, world, b_local, s[1], idx.data(), targets.data());
+      if (data) data->batch(step, data_rank, data_ranks, b_local * data_ranks, idx.data(), targets.data());
+      else tokens.batch(step, data_rank, data_ranks, b_local, s[1], idx.data(), targets.data());
       batch = {HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))};
-      tokens_in_batch = numel(s) * world;
+      tokens_in_batch = numel(s) * data_ranks;
     } else {
       std::vector<float> x(static_cast<size_t>(numel(s)));
-      synthetic_features(a.seed, step, rank, world, b_local, numel(s) / b_local, x.data());
+      synthetic_features(a.seed, step, data_rank, data_ranks, b_local, numel(s) / b_local, x.data());
       batch = {HostTensor::floats(s, std::move(x))};
-      tokens_in_batch = b_local * world;
+      tokens_in_batch = b_local * data_ranks;
     }
     compiled->engine().reset_peak_memory();
     profile.before_step(compiled->engine(), step);
@@ -306,7 +317,7 @@ void run_train(const TrainArgs& a) {
     // Unset --eval-every with --val-data evaluates once, after the last step.
     const bool eval = val && a.eval_every != 0 &&
                       ((a.eval_every > 0 && (step + 1) % a.eval_every == 0) || step + 1 == a.steps);
-    const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, world, rank, b_local / a.grad_accum) : 0;
+    const double val_loss = eval ? validation_loss(*compiled, *val, a.eval_batches, data_ranks, data_rank, b_local / a.grad_accum) : 0;
     if (!a.save.empty() && ((a.save_every > 0 && (step + 1) % a.save_every == 0) || step + 1 == a.steps)) {
       save_checkpoint(compiled->engine(), *lm, a.save, step + 1, a.checkpoint == "full", save_shard_bytes(a));
       last_saved = step + 1;

@@ -245,19 +245,19 @@ void finalize_at_exit() {
 }
 
 // Every rank creates the same groups in the same order (collective calls).
-constexpr const char* kGroupNames[] = {"dp", "shard", "replicate"};
+constexpr const char* kGroupNames[] = {"dp", "shard", "replicate", "tp"};
 
 // Our communicators return error codes so FSDPC_MPI_CHECK can name the call.
 void return_errors(MPI_Comm comm) { FSDPC_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)); }
 
-// The communicator of group `name` holding `rank`. dp is the whole world in
-// world order, so it is a dup; the others are split with the group's lowest
-// rank as color (it names the group uniquely) and the world rank as key, so
-// members are ordered as Mesh::group_ranks lists them.
+// The communicator of group `name` holding `rank`. A group of the whole world
+// (dp without tensor parallelism) is a dup; the others are split with the
+// group's lowest rank as color (it names the group uniquely) and the world
+// rank as key, so members are ordered as Mesh::group_ranks lists them.
 MPI_Comm make_comm(const Mesh& mesh, const std::string& name, int rank) {
   const std::vector<int> members = mesh.group_ranks(name, rank);
   MPI_Comm comm = MPI_COMM_NULL;
-  if (name == "dp")
+  if (static_cast<int>(members.size()) == mesh.world())
     FSDPC_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
   else
     FSDPC_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, members.front(), rank, &comm));
@@ -465,16 +465,20 @@ double collective_timeout() {
 }
 
 std::string mesh_description(const Mesh& mesh) {
+  if (mesh.tp > 1) {
+    Mesh dp = mesh;
+    dp.tp = 1;
+    return mesh_description(dp) + " x " + std::to_string(mesh.tp) + " tensor-parallel ranks";
+  }
   if (mesh.replicas == 1) return "flat mesh of " + std::to_string(mesh.world()) + " ranks";
-  return std::to_string(mesh.replicas) + "x" + std::to_string(mesh.shards) +
-         " mesh (replicas x shards)";
+  return std::to_string(mesh.replicas) + "x" + std::to_string(mesh.shards) + " mesh (replicas x shards)";
 }
 
 ProcessGroups::ProcessGroups(const Mesh& mesh) : mesh_(mesh) {
   const int world = mpi_world_size();
   // Checked before any collective call: every rank sees the same sizes and
   // throws together, so none is left waiting in MPI_Comm_split.
-  if (mesh.replicas < 1 || mesh.shards < 1 || mesh.world() != world)
+  if (mesh.replicas < 1 || mesh.shards < 1 || mesh.tp < 1 || mesh.world() != world)
     fail("the ", mesh_description(mesh), " needs ", mesh.world(), " processes, mpirun started ",
          world, " (launch with mpirun -np ", mesh.world(), ")");
   rank_ = mpi_world_rank();

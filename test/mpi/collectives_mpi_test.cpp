@@ -264,9 +264,9 @@ TEST_CASE("a size attribute that is not the group's size is a user error", "[fla
                     Contains("group 'dp' has " + std::to_string(w) + " ranks") &&
                         Contains("the trace says size=" + std::to_string(w + 1)));
   const Trace unknown = collective_trace(OpId::AllReduce, tensor({4}, DType::f32),
-                                         {{"group", "tp"}, {"size", w}, {"op", "sum"}});
+                                         {{"group", "pp"}, {"size", w}, {"op", "sum"}});
   CHECK_THROWS_WITH(run_mpi(unknown, ctx, my_inputs(unknown)),
-                    Contains("unknown process group 'tp'"));
+                    Contains("unknown process group 'pp'"));
   CHECK(ctx.pending() == 0);
 }
 
