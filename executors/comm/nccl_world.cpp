@@ -16,7 +16,7 @@ namespace {
 
 // The order ProcessGroups creates its communicators in (mpi_world.cpp); any
 // order works as long as every rank uses the same one.
-constexpr const char* kGroupNames[] = {"dp", "shard", "replicate"};
+constexpr const char* kGroupNames[] = {"dp", "shard", "replicate", "tp"};
 
 // One group's communicator: its first member makes the unique id, the MPI
 // communicator of the group carries it to the others, and every member
