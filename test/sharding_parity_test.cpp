@@ -15,9 +15,12 @@
 #include "passes/fsdp.h"
 #include "passes/grad.h"
 #include "passes/pipeline.h"
+#include "test/parity_values.h"
 
 using namespace fsdpc;
 using reference::Value;
+using test::random_value;
+using test::rows;
 
 namespace {
 
@@ -30,25 +33,7 @@ struct Case {
   RematMode remat = RematMode::none;
 };
 
-Value random_value(const TensorType& t, std::mt19937& rng, double scale, int64_t int_bound = 0) {
-  Value v{t, std::vector<double>(static_cast<size_t>(numel(t.shape)))};
-  v.type.dist = DistType::none;
-  std::normal_distribution<double> normal(0.0, scale);
-  std::uniform_int_distribution<int64_t> ints(0, std::max<int64_t>(int_bound - 1, 0));
-  for (double& x : v.data) x = int_bound ? static_cast<double>(ints(rng)) : normal(rng);
-  return v;
-}
 
-// Rows [begin, end) of dim 0, zero-padded past the end of `v`.
-Value rows(const Value& v, int64_t begin, int64_t end) {
-  int64_t row = v.type.shape.empty() ? 1 : numel(v.type.shape) / v.type.shape[0];
-  Value out = v;
-  out.type.shape[0] = end - begin;
-  out.data.assign(static_cast<size_t>((end - begin) * row), 0.0);
-  for (int64_t r = begin; r < std::min(end, v.type.shape[0]); ++r)
-    std::copy_n(v.data.begin() + r * row, row, out.data.begin() + (r - begin) * row);
-  return out;
-}
 
 struct Unsharded {
   std::vector<Value> args;  // inputs of the global batch, then parameters
@@ -155,11 +140,8 @@ void check_parity(const Case& c) {
       Value want = p.type.dist == DistType::fully_sharded ? rows(expect, s * g.type.shape[0], (s + 1) * g.type.shape[0])
                                                           : expect;
       REQUIRE(g.data.size() == want.data.size());
-      double worst = 0;
-      for (size_t k = 0; k < g.data.size(); ++k)
-        worst = std::max(worst, std::abs(g.data[k] - want.data[k]) / (1e-3 + std::abs(want.data[k])));
       INFO("gradient of " << p.name << " on rank " << r);
-      CHECK(worst < 1e-12);
+      CHECK(test::worst_relative_error(g, want) < 1e-12);
     }
     ++gi;
   }
