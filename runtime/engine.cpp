@@ -363,12 +363,23 @@ std::vector<HostTensor> Engine::forward(const std::vector<HostTensor>& inputs) {
 }
 
 void Engine::load_parameters(const ShardFill& fill) {
-  refuse_with_tp("loading parameters (--init-from, HF checkpoints)");
   for (Param& p : params_) {
     const Shape& full = p.plan.full_shape;
-    const int64_t rows = p.group.empty() ? (full.empty() ? 1 : full[0]) : p.value.type.shape[0];
     std::vector<float> host(static_cast<size_t>(numel(p.value.type.shape)));
-    fill(p.plan.path, full, p.row_begin, rows, host.data());
+    if (p.tp_split) {
+      // The file holds the full parameter: read it whole, cut this rank's
+      // tp part, then take the part's FSDP rows (zero padding past its end).
+      std::vector<float> whole(static_cast<size_t>(numel(full)));
+      fill(p.plan.path, full, 0, full.empty() ? 1 : full[0], whole.data());
+      const std::vector<float> part = cut_tp_part(p, whole);
+      const int64_t row = p.value.type.shape.empty() ? 1 : numel(p.value.type.shape) / p.value.type.shape[0];
+      const int64_t begin = std::min(static_cast<int64_t>(part.size()), p.row_begin * row);
+      const int64_t n = std::min(static_cast<int64_t>(part.size()) - begin, static_cast<int64_t>(host.size()));
+      std::copy_n(part.begin() + begin, n, host.begin());
+    } else {
+      const int64_t rows = p.group.empty() ? (full.empty() ? 1 : full[0]) : p.value.type.shape[0];
+      fill(p.plan.path, full, p.row_begin, rows, host.data());
+    }
     to_device(p.value, host);
   }
 }
@@ -483,15 +494,45 @@ std::vector<Engine::Shard> Engine::shards() const {
   return out;
 }
 
+namespace {
+// Calls f(part_offset, full_offset, count) for the runs of contiguous
+// elements tp rank t's part of a parameter of `full` shares with it: along
+// `dim`, the part holds chunk t of each of `blocks` blocks (init_tp_shard's
+// and the tp pass's layout).
+template <class F>
+void for_each_tp_run(const Shape& full, const TensorParallelSplit& split, int tp, int t, F&& f) {
+  const size_t dim = static_cast<size_t>(split.dim);
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < dim; ++i) outer *= full[i];
+  for (size_t i = dim + 1; i < full.size(); ++i) inner *= full[i];
+  const int64_t along = full[dim], chunk = along / (split.blocks * tp), local = along / tp;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < local; c += chunk)
+      f((o * local + c) * inner, (o * along + (c / chunk * tp + t) * chunk) * inner, chunk * inner);
+}
+
+TensorParallelSplit split_of(const std::string& path) {
+  const std::optional<TensorParallelSplit> split = tensor_parallel_split(path);
+  FSDPC_CHECK(split) << path << " has no tensor-parallel split";
+  return *split;
+}
+}  // namespace
+
+std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>& whole) const {
+  const int tp = options_.mesh.tp;
+  std::vector<float> part(whole.size() / static_cast<size_t>(tp));
+  for_each_tp_run(p.plan.full_shape, split_of(p.plan.path), tp, mpi_->groups().rank_in("tp"),
+                  [&](int64_t at, int64_t from, int64_t n) { std::copy_n(whole.begin() + from, n, part.begin() + at); });
+  return part;
+}
+
 // The tp ranks' parts of parameter `p` (each rank passes its whole part),
 // put back together on tp rank 0 as the full tensor; the others get an
 // empty vector. Every rank of every tp group calls it.
 std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> part) {
   const int tp = options_.mesh.tp;
-  const std::optional<TensorParallelSplit> split = tensor_parallel_split(p.plan.path);
-  FSDPC_CHECK(split) << p.plan.path << " has no tensor-parallel split";
-  const Shape& full_shape = p.plan.full_shape;
-  const int64_t n = numel(full_shape) / tp;
+  const TensorParallelSplit split = split_of(p.plan.path);
+  const int64_t n = numel(p.plan.full_shape) / tp;
   part.resize(static_cast<size_t>(n));  // a shard group's other members hold no rows
   MPI_Comm comm = mpi_->groups().comm("tp");
   const bool tp_root = mpi_->groups().rank_in("tp") == 0;
@@ -506,19 +547,11 @@ std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> pa
   mpi_wait_watched(&request, id);
   if (watch) watch->completed(id);
   if (!tp_root) return {};
-  // Part t holds, along dim, chunk t of every block (init_tp_shard's layout).
-  const size_t dim = static_cast<size_t>(split->dim);
-  int64_t outer = 1, inner = 1;
-  for (size_t i = 0; i < dim; ++i) outer *= full_shape[i];
-  for (size_t i = dim + 1; i < full_shape.size(); ++i) inner *= full_shape[i];
-  const int64_t along = full_shape[dim], chunk = along / (split->blocks * tp), local = along / tp;
-  std::vector<float> full(static_cast<size_t>(numel(full_shape)));
+  std::vector<float> full(static_cast<size_t>(numel(p.plan.full_shape)));
   for (int t = 0; t < tp; ++t)
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t c = 0; c < local; ++c) {
-        const int64_t to = (c / chunk * tp + t) * chunk + c % chunk;
-        std::copy_n(parts.begin() + (t * n + (o * local + c) * inner), inner, full.begin() + (o * along + to) * inner);
-      }
+    for_each_tp_run(p.plan.full_shape, split, tp, t, [&](int64_t at, int64_t to, int64_t count) {
+      std::copy_n(parts.begin() + (t * n + at), count, full.begin() + to);
+    });
   return full;
 }
 

@@ -169,6 +169,9 @@ class Engine {
   std::vector<TensorValue> forward_args(const Trace& forward, const std::vector<HostTensor>& inputs);
   double all_reduce_sum(double v, const std::string& group, const char* label);
   void refuse_with_tp(const char* what) const;
+  // Tensor parallelism: this rank's part of a whole parameter, and the parts
+  // of a tp group put back together (on its first rank).
+  std::vector<float> cut_tp_part(const Param& p, const std::vector<float>& whole) const;
   std::vector<float> gather_tp_parts(const Param& p, std::vector<float> part);
   // Runs one micro-batch; returns its local loss and its gradients.
   double micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,

@@ -82,18 +82,24 @@ TEST_CASE("a saved checkpoint is Hugging Face safetensors and loads at any world
   }
   CHECK(!fs::exists(ck / "model.safetensors.tmp"));
 
-  // Training from it: one rank, and two ranks under zero3 and zero2, agree.
+  // Training from it: one rank, two ranks under zero3 and zero2, and four
+  // as tensor parallelism 2 x zero3 (each rank cuts its part of the full
+  // weights), agree.
   const std::string from = "--init '" + ck.string() + "' --steps 4" + kData + "'" + corpus().string() + "'";
   Result one = train(1, from), two = train(2, from + " --strategy zero3"), z2 = train(2, from + " --strategy zero2");
-  INFO(one.output << two.output);
+  Result tp = train(4, from + " --strategy zero3 --tp 2");
+  INFO(one.output << two.output << tp.output);
   REQUIRE(one.code == 0);
   REQUIRE(two.code == 0);
   REQUIRE(z2.code == 0);
+  REQUIRE(tp.code == 0);
   REQUIRE(one.losses.size() == 4);
   REQUIRE(two.losses.size() == 4);
+  REQUIRE(tp.losses.size() == 4);
   for (size_t i = 0; i < 4; ++i) {
     CHECK(two.losses[i] == Approx(one.losses[i]).epsilon(1e-5));
     CHECK(z2.losses[i] == Approx(one.losses[i]).epsilon(1e-5));
+    CHECK(tp.losses[i] == Approx(one.losses[i]).epsilon(1e-5));
   }
   // It starts where the first run ended (the loaded weights are the trained ones).
   CHECK(one.losses[0] < first.losses[0]);
