@@ -12,6 +12,8 @@
 //   del t7                                     del t7
 #include "executors/claim.h"
 
+#include <utility>
+
 #include "executors/comm/mpi_executor.h"
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
@@ -50,9 +52,8 @@ void claim_into(const BoundSymbol& b, const std::vector<const Executor*>& execut
     fail("claim: synchronize must be lowered by grad before execution (statement defining ",
          b.outputs.empty() ? "?" : b.outputs[0].name, ")");
   if (const Executor* e = first_claiming(b, executors)) {
-    BoundSymbol claimed = b;
-    claimed.executor = std::string(e->name());
-    out.push_back(std::move(claimed));
+    out.push_back(b);
+    out.back().executor = e->name();
     return;
   }
   if (op_info(b.op).composite && !b.subsymbols.empty()) {
@@ -109,10 +110,11 @@ void check_fusion_mode(const std::string& fusion) {
 Trace execution_trace(const Trace& trace, const std::string& executor, const std::string& fusion) {
   check_fusion_mode(fusion);
   Trace claimed = claim(trace, executors_for(executor));
-  if (fusion == "auto" && has_fusion_executor(executor)) claimed = fuse(claimed, executor);
-  if (fusion == "auto" && folds_transposes(executor)) claimed = fold_transposes(claimed, executor);
+  // Each step's input is dropped: its statements move into the next trace.
+  if (fusion == "auto" && has_fusion_executor(executor)) claimed = fuse(std::move(claimed), executor);
+  if (fusion == "auto" && folds_transposes(executor)) claimed = fold_transposes(std::move(claimed), executor);
 #ifdef FSDPC_HAVE_CUDA
-  if (executor == "cuda") return cuda::plan_streams(claimed);
+  if (executor == "cuda") return cuda::plan_streams(std::move(claimed));
 #endif
   return claimed;
 }

@@ -64,19 +64,22 @@ struct Index {
   const Trace& trace;
   std::unordered_map<std::string, std::vector<size_t>> users;
   std::unordered_map<std::string, const Proxy*> args;
-  std::unordered_map<std::string, TensorType> types;
+  std::unordered_map<std::string, const TensorType*> types;  // into the trace
   std::unordered_map<std::string, size_t> returned;  // name -> position in the returns
   std::unordered_map<std::string, size_t> def;       // name -> defining statement
 };
 
 Index index_of(const Trace& t) {
   Index ix{t, {}, {}, {}, {}, {}};
-  for (const Proxy& a : t.args) ix.types[a.name] = a.type;
+  ix.users.reserve(t.bsyms.size());
+  ix.types.reserve(t.args.size() + t.bsyms.size());
+  ix.def.reserve(t.bsyms.size());
+  for (const Proxy& a : t.args) ix.types[a.name] = &a.type;
   for (size_t i = 0; i < t.bsyms.size(); ++i) {
     for (const Operand& in : t.bsyms[i].inputs)
       if (!in.is_scalar()) ix.users[in.name].push_back(i);
     for (const Proxy& o : t.bsyms[i].outputs) {
-      ix.types[o.name] = o.type;
+      ix.types[o.name] = &o.type;
       ix.def[o.name] = i;
     }
   }
@@ -178,7 +181,7 @@ std::optional<Chain> reduce_chain(const Index& ix, size_t i, bool follow_replica
 using BucketKey = std::tuple<size_t, std::string, int64_t, DType, std::string, std::string, int>;
 
 BucketKey key_of(const Index& ix, const Chain& c, size_t unit) {
-  const TensorType& t = ix.types.at(c.input);
+  const TensorType& t = *ix.types.at(c.input);
   return {unit, c.attrs.get_str("group"), c.attrs.get_int("size"), t.dtype, device_name(t.device),
           c.replicate ? c.replicate->get_str("group") : "", c.cast ? static_cast<int>(*c.cast) : -1};
 }
@@ -375,9 +378,17 @@ std::vector<std::string> gradient_params(const Trace& trace) {
 
 Trace bucketing(const Trace& trace, const BucketingOptions& o) {
   const bool ddp = o.strategy == Strategy::no_shard;
-  Trace out = trace;
+  // Everything but the statements, which are appended one by one below.
+  Trace out;
+  out.name = trace.name;
   out.provenance = "bucketing";
-  if (!ddp && !o.unit_buckets) return out;
+  out.args = trace.args;
+  out.returns = trace.returns;
+  out.next_id = trace.next_id;
+  if (!ddp && !o.unit_buckets) {
+    out.bsyms = trace.bsyms;
+    return out;
+  }
   if (ddp && !(o.bucket_mb > 0)) fail("bucketing: bucket_mb must be positive, got ", o.bucket_mb);
 
   const Index ix = index_of(trace);
@@ -390,7 +401,7 @@ Trace bucketing(const Trace& trace, const BucketingOptions& o) {
     for (const Chain& c : bucket.chains) replaced.insert(c.stmts.begin(), c.stmts.end());
   }
 
-  out.bsyms.clear();
+  out.bsyms.reserve(trace.bsyms.size() + 8 * buckets.size());
   TraceBuilder b(out);
   for (size_t i = 0; i < trace.bsyms.size(); ++i) {
     if (auto it = anchored.find(i); it != anchored.end()) {

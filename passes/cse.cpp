@@ -5,7 +5,7 @@
 #include <bit>
 #include <unordered_map>
 #include <unordered_set>
-
+#include <utility>
 
 namespace fsdpc {
 
@@ -66,16 +66,21 @@ std::string statement_key(const BoundSymbol& b) {
 
 }  // namespace
 
-Trace cse(const Trace& trace) {
-  Trace out = trace;
+Trace cse(Trace trace) {
+  // The statements move from the input into the output.
+  std::vector<BoundSymbol> in = std::move(trace.bsyms);
+  trace.bsyms.clear();
+  Trace out = std::move(trace);
   out.provenance = "cse";
-  out.bsyms.clear();
+  out.bsyms.reserve(in.size());
   std::unordered_map<std::string, std::string> renamed;   // duplicate -> kept
   std::unordered_map<std::string, size_t> first;          // key -> index in out.bsyms
   std::unordered_map<std::string, std::string> key_of;    // output name -> its key
   std::unordered_set<std::string> merged;                 // both sides of every merge
-  for (const BoundSymbol& original : trace.bsyms) {
-    BoundSymbol b = original;
+  first.reserve(in.size());
+  key_of.reserve(in.size());
+  for (BoundSymbol& original : in) {
+    BoundSymbol b = std::move(original);
     rename_uses(b, renamed);
     if (b.op == OpId::Del) {
       // A freed value cannot stand in for a later duplicate.

@@ -22,6 +22,7 @@ namespace fsdpc {
 //   t0 = broadcast_in_dim(t_b, ...)        t0 = broadcast_in_dim(t_b, ...)
 //   t1 = broadcast_in_dim(t_b, ...)  ==>   t2 = add(t0, t0)
 //   t2 = add(t0, t1)
-Trace cse(const Trace& trace);
+// By value: pass an rvalue and the statements move instead of being copied.
+Trace cse(Trace trace);
 
 }  // namespace fsdpc

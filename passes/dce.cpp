@@ -3,6 +3,7 @@
 #include "passes/dce.h"
 
 #include <unordered_set>
+#include <utility>
 
 namespace fsdpc {
 
@@ -28,24 +29,27 @@ std::vector<bool> live_statements(const Trace& trace) {
 
 }  // namespace
 
-Trace dce(const Trace& trace) {
+Trace dce(Trace trace) {
   const std::vector<bool> keep = live_statements(trace);
-  Trace out = trace;
+  // The kept statements move from the input into the output.
+  std::vector<BoundSymbol> in = std::move(trace.bsyms);
+  trace.bsyms.clear();
+  Trace out = std::move(trace);
   out.provenance = "dce";
-  out.bsyms.clear();
+  out.bsyms.reserve(in.size());
   std::unordered_set<std::string> exists;
-  for (const Proxy& a : trace.args) exists.insert(a.name);
-  for (size_t i = 0; i < trace.bsyms.size(); ++i) {
-    const BoundSymbol& b = trace.bsyms[i];
+  exists.reserve(out.args.size() + in.size());
+  for (const Proxy& a : out.args) exists.insert(a.name);
+  for (size_t i = 0; i < in.size(); ++i) {
+    BoundSymbol& b = in[i];
     if (b.op != OpId::Del) {
       if (!keep[i]) continue;
       for (const Proxy& o : b.outputs) exists.insert(o.name);
-      out.bsyms.push_back(b);
+      out.bsyms.push_back(std::move(b));
       continue;
     }
-    BoundSymbol del = b;
-    std::erase_if(del.inputs, [&](const Operand& in) { return !exists.count(in.name); });
-    if (!del.inputs.empty()) out.bsyms.push_back(std::move(del));
+    std::erase_if(b.inputs, [&](const Operand& o) { return !exists.count(o.name); });
+    if (!b.inputs.empty()) out.bsyms.push_back(std::move(b));
   }
   return out;
 }

@@ -20,6 +20,7 @@ namespace fsdpc {
 //   t2 = wait(ft1)
 //   t3 = exp(t2)
 //   return t0
-Trace dce(const Trace& trace);
+// By value: pass an rvalue and the kept statements move instead of being copied.
+Trace dce(Trace trace);
 
 }  // namespace fsdpc

@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "passes/del.h"
 
@@ -53,9 +54,13 @@ bool swaps_last_two(const IntList& dims) {
 
 bool folds_transposes(const std::string& executor) { return executor == "cpu"; }
 
-Trace fold_transposes(const Trace& trace, const std::string& executor) {
-  std::vector<const BoundSymbol*> body;
-  for (const BoundSymbol& b : trace.bsyms)
+Trace fold_transposes(Trace trace, const std::string& executor) {
+  // The statements move from the input into the output.
+  std::vector<BoundSymbol> in = std::move(trace.bsyms);
+  trace.bsyms.clear();
+  std::vector<BoundSymbol*> body;
+  body.reserve(in.size());
+  for (BoundSymbol& b : in)
     if (b.op != OpId::Del) body.push_back(&b);
   std::unordered_map<std::string, std::vector<size_t>> users;  // distinct statements reading each value
   for (size_t i = 0; i < body.size(); ++i)
@@ -87,17 +92,22 @@ Trace fold_transposes(const Trace& trace, const std::string& executor) {
     folded[i] = true;
     into[j].push_back(&p);
   }
-  if (into.empty()) return trace;
+  if (into.empty()) {
+    trace.bsyms = std::move(in);
+    return trace;
+  }
 
-  Trace out = trace;
-  out.bsyms.clear();
+  const std::string provenance = trace.provenance;
+  Trace out = std::move(trace);
+  out.bsyms.reserve(body.size());
   for (size_t i = 0; i < body.size(); ++i) {
     if (folded[i]) continue;
     auto it = into.find(i);
-    out.bsyms.push_back(it == into.end() ? *body[i] : region_of(it->second, *body[i]));
+    if (it == into.end()) out.bsyms.push_back(std::move(*body[i]));
+    else out.bsyms.push_back(region_of(it->second, *body[i]));
   }
   Trace placed = insert_dels(out);
-  placed.provenance = trace.provenance;
+  placed.provenance = provenance;
   return placed;
 }
 

@@ -30,7 +30,8 @@
 
 namespace fsdpc {
 
-Trace fold_transposes(const Trace& trace, const std::string& executor);
+// By value: pass an rvalue and the statements move instead of being copied.
+Trace fold_transposes(Trace trace, const std::string& executor);
 
 // Whether `executor`'s matmul reads transposed operands in place (cpu).
 bool folds_transposes(const std::string& executor);

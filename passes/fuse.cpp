@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -71,41 +72,48 @@ struct Region {
 
 class Fuser {
  public:
-  Fuser(const Trace& trace, const std::string& executor) : trace_(trace), executor_(executor) {
-    for (const Proxy& a : trace.args) types_[a.name] = a.type;
+  // Owns the trace: its statements move into the body, then into the output.
+  Fuser(Trace trace, const std::string& executor) : trace_(std::move(trace)), executor_(executor) {
+    for (const Proxy& a : trace_.args) types_[a.name] = a.type;
   }
 
   Trace run() {
     std::vector<BoundSymbol> body;
-    for (const BoundSymbol& b : trace_.bsyms) {
+    body.reserve(trace_.bsyms.size());
+    for (BoundSymbol& b : trace_.bsyms) {
       if (b.op == OpId::Del) continue;
       if (!inlinable(b, executor_)) {
-        body.push_back(b);
+        body.push_back(std::move(b));
         continue;
       }
-      for (const BoundSymbol& s : b.subsymbols) {
+      // The decomposition is shared with other traces: its statements are copied.
+      for (const BoundSymbol& s : std::as_const(b.subsymbols)) {
         body.push_back(s);
         body.back().executor = executor_;
         inlined_.insert(body.size() - 1);
       }
     }
+    trace_.bsyms.clear();
     count_uses(body);
+    types_.reserve(types_.size() + body.size());
     for (const BoundSymbol& b : body)
       for (const Proxy& o : b.outputs) types_[o.name] = o.type;
-    Trace out = trace_;
-    out.bsyms.clear();
+    Trace out = std::move(trace_);  // its statements moved into the body
+    out.bsyms.reserve(body.size());
     std::vector<bool> taken(body.size(), false);
     for (size_t i = 0; i < body.size(); ++i) {
       if (taken[i]) continue;
       Region region;
+      // A statement is read here for the last time when it is emitted:
+      // growth looks only at later statements, and taken ones never again.
       if (!fits(body[i], region)) {
-        out.bsyms.push_back(body[i]);
+        out.bsyms.push_back(std::move(body[i]));
         continue;
       }
       add(body[i], region);
       region.at.insert(i);
       grow(body, i, region, taken);
-      close(region, out.bsyms);
+      close(region, body, out.bsyms);
     }
     Trace placed = insert_dels(out);
     placed.provenance = "fusion";
@@ -177,6 +185,7 @@ class Fuser {
   }
 
   void count_uses(const std::vector<BoundSymbol>& body) {
+    users_.reserve(body.size());
     for (size_t i = 0; i < body.size(); ++i)
       for (const Operand& in : body[i].inputs)
         if (!in.is_scalar()) users_[in.name].push_back(i);
@@ -279,27 +288,29 @@ class Fuser {
     r.defined[b.outputs[0].name] = p.row;
   }
 
-  // Emits the region, or its one statement as it is.
-  void close(Region& r, std::vector<BoundSymbol>& out) const {
+  // Emits the region, or its one statement as it is, moving the statements
+  // out of `body` (they are not read again).
+  void close(Region& r, std::vector<BoundSymbol>& body, std::vector<BoundSymbol>& out) const {
     if (r.bsyms.size() < 2) {
-      for (const BoundSymbol* b : r.bsyms) out.push_back(*b);
+      for (const BoundSymbol* b : r.bsyms) out.push_back(std::move(body[static_cast<size_t>(b - body.data())]));
     } else {
-      out.push_back(region_statement(r));
+      out.push_back(region_statement(r, body));
     }
   }
 
-  BoundSymbol region_statement(const Region& r) const {
+  BoundSymbol region_statement(const Region& r, std::vector<BoundSymbol>& body) const {
     BoundSymbol f;
     f.op = OpId::Fusion;
     f.executor = executor_;
     std::unordered_set<std::string> seen;
     std::vector<BoundSymbol> subs;
+    subs.reserve(r.bsyms.size());
     for (const BoundSymbol* b : r.bsyms) {
       for (const Operand& in : b->inputs)
         if (!in.is_scalar() && !r.defined.count(in.name) && seen.insert(in.name).second)
           f.inputs.push_back(in);
       if (read_outside(b->outputs[0].name, r)) f.outputs.push_back(b->outputs[0]);
-      BoundSymbol s = *b;
+      BoundSymbol s = std::move(body[static_cast<size_t>(b - body.data())]);
       s.executor.clear();
       subs.push_back(std::move(s));
     }
@@ -307,7 +318,7 @@ class Fuser {
     return f;
   }
 
-  const Trace& trace_;
+  Trace trace_;
   const std::string& executor_;
   std::unordered_map<std::string, TensorType> types_;
   std::unordered_map<std::string, std::vector<size_t>> users_;  // statements reading each value
@@ -317,7 +328,7 @@ class Fuser {
 
 }  // namespace
 
-Trace fuse(const Trace& trace, const std::string& executor) { return Fuser(trace, executor).run(); }
+Trace fuse(Trace trace, const std::string& executor) { return Fuser(std::move(trace), executor).run(); }
 
 // cpu: LLVM (executors/fusion/llvm_jit.h); cuda: NVRTC (executors/cuda/cuda_fusion.h).
 bool has_fusion_executor(const std::string& executor) { return executor == "cpu" || executor == "cuda"; }

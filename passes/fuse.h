@@ -38,7 +38,8 @@
 
 namespace fsdpc {
 
-Trace fuse(const Trace& trace, const std::string& executor);
+// Takes the trace by value: pass an rvalue to let its statements move.
+Trace fuse(Trace trace, const std::string& executor);
 
 // Whether `executor` has a fusion executor (`--fusion auto` fuses for it).
 bool has_fusion_executor(const std::string& executor);

@@ -19,6 +19,7 @@
 //   backward: ft9 = all_gather(w, ...); t1 = wait(ft9); g = matmul(ct, t1)
 #include "passes/split.h"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
@@ -55,16 +56,16 @@ Joint analyse(const Trace& t) {
   if (!t.returns.is_tuple || t.returns.items.size() < 2 || !t.returns.items.back().is_tuple)
     fail("split: expected a joint trace returning (outputs..., (gradients)), got another return structure");
   Joint j{t, {t.returns.items.begin(), t.returns.items.end() - 1}, t.returns.items.back(), {}, {}};
+  j.def.reserve(t.bsyms.size());
+  j.arg.reserve(t.args.size());
   for (size_t i = 0; i < t.bsyms.size(); ++i)
     for (const Proxy& o : t.bsyms[i].outputs) j.def[o.name] = i;
   for (const Proxy& a : t.args) j.arg[a.name] = &a;
   return j;
 }
 
-}  // namespace
-
-std::vector<bool> forward_statements(const Trace& joint) {
-  const Joint j = analyse(joint);
+// The statements the forward's outputs depend on.
+std::vector<bool> forward_of(const Joint& j) {
   NameSet needed;
   for (const ReturnTree& r : j.outputs) {
     std::vector<std::string> names;
@@ -84,9 +85,13 @@ std::vector<bool> forward_statements(const Trace& joint) {
   return fwd;
 }
 
+}  // namespace
+
+std::vector<bool> forward_statements(const Trace& joint) { return forward_of(analyse(joint)); }
+
 SplitResult split(const Trace& joint, const SplitOptions& options) {
   const Joint j = analyse(joint);
-  const std::vector<bool> fwd = forward_statements(joint);
+  const std::vector<bool> fwd = forward_of(j);
   const auto& bsyms = joint.bsyms;
 
   // Which names each side reads.
@@ -150,6 +155,7 @@ SplitResult split(const Trace& joint, const SplitOptions& options) {
   f.provenance = "split";
   for (const Proxy& a : joint.args)
     if (forward_arg(a.name)) f.args.push_back(a);
+  f.bsyms.reserve(static_cast<size_t>(std::count(fwd.begin(), fwd.end(), true)));
   for (size_t i = 0; i < bsyms.size(); ++i)
     if (fwd[i]) f.bsyms.push_back(bsyms[i]);
   std::vector<ReturnTree> saved_leaves;
@@ -165,6 +171,7 @@ SplitResult split(const Trace& joint, const SplitOptions& options) {
   for (const Proxy* p : saved_proxies) bw.args.push_back(*p);
   for (const Proxy& a : joint.args)
     if (!forward_arg(a.name)) bw.args.push_back(a);
+  bw.bsyms.reserve(bsyms.size() - f.bsyms.size() + recompute.size());
   NameSet emitted;
   std::function<void(const std::string&)> materialise = [&](const std::string& n) {
     if (!recompute.count(n) || emitted.count(n)) return;

@@ -3,6 +3,7 @@
 
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "ir/error.h"
 
@@ -23,15 +24,18 @@ StreamKind stream_of(const BoundSymbol& b) {
   return StreamKind::compute;
 }
 
-Trace plan_streams(const Trace& claimed) {
-  Trace out = claimed;
-  out.bsyms.clear();
+Trace plan_streams(Trace claimed) {
+  // The statements move from the claimed trace into the plan.
+  std::vector<BoundSymbol> in = std::move(claimed.bsyms);
+  claimed.bsyms.clear();
+  Trace out = std::move(claimed);
+  out.bsyms.reserve(in.size());
   // The collectives (by future) that may still touch each buffer, and the
   // buffers whose del waits for them, in the order their dels came.
   std::unordered_map<std::string, std::unordered_set<std::string>> busy;
   std::vector<std::string> deferred;
-  for (const BoundSymbol& src : claimed.bsyms) {
-    BoundSymbol b = src;
+  for (BoundSymbol& src : in) {
+    BoundSymbol b = std::move(src);
     if (b.executor == "nccl" && is_async_collective(b)) {
       FSDPC_CHECK(b.outputs.size() == 1 && b.outputs[0].type.future) << op_name(b.op) << " without a future";
       const std::string& future = b.outputs[0].name;
@@ -75,8 +79,7 @@ Trace plan_streams(const Trace& claimed) {
     deferred = std::move(still);
     if (!del.inputs.empty()) out.bsyms.push_back(std::move(del));
   }
-  FSDPC_CHECK(deferred.empty()) << claimed.name << ": a collective's buffers are freed but it is never waited";
-  out.provenance = claimed.provenance;
+  FSDPC_CHECK(deferred.empty()) << out.name << ": a collective's buffers are freed but it is never waited";
   return out;
 }
 

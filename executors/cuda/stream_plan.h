@@ -38,7 +38,8 @@
 
 namespace fsdpc::cuda {
 
-Trace plan_streams(const Trace& claimed);
+// By value: pass an rvalue and the statements move instead of being copied.
+Trace plan_streams(Trace claimed);
 
 // The stream a statement of a planned trace runs on.
 enum class StreamKind { compute, comm, host };  // host: del (the runtime)
