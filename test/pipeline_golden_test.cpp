@@ -66,6 +66,14 @@ const Golden kGoldens[] = {
      "--model llama-tiny --batch 2 --seq 16 --strategy hybrid --mesh 2,2 --bucketing unit --stage schedule"},
     {"tied-zero3-w2.trace",
      "--trace '" FSDPC_GOLDEN_DIR "/tied.trace' --world-size 2 --strategy zero3 --stage grad,schedule"},
+    // Tensor parallelism: the tp pass's gpt2-tiny at T = 2 (one head per
+    // rank; c_attn's q|k|v cut in 3 blocks; f before the column-parallel
+    // matmuls, g after the row-parallel ones, their biases added once), and
+    // its forward times zero3 on 2 data-parallel ranks (the local parameters
+    // gathered on dp, the partial sums all-reduced on tp).
+    {"gpt2-tiny-tp2.trace", "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --tp 2 --stage tp"},
+    {"gpt2-tiny-tp2-zero3.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 4 --tp 2 --strategy zero3 --stage forward"},
 };
 
 #ifdef FSDPC_HAVE_CUDA
