@@ -44,8 +44,9 @@ const EngineOptions& before_collectives(const EngineOptions& options, const Engi
 
 }  // namespace
 
-// Parameters that tensor parallelism cut are parts of the full tensors, which
-// checkpoints hold; putting them back together is not written yet.
+// Checkpoints (--save, --resume) hold each rank's rows of the full parameters
+// and of their optimizer state, to be read back at any world size; rows of
+// the parts tensor parallelism cut are not written that way yet.
 void Engine::refuse_with_tp(const char* what) const {
   if (options_.mesh.tp > 1)
     fail(what, " with tensor parallelism (--tp ", options_.mesh.tp, ") is not implemented yet");
