@@ -5,6 +5,7 @@
 // rank-local shapes; the rest is copied unchanged, names kept.
 #include "passes/tensor_parallel.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "ir/builder.h"
@@ -294,25 +295,34 @@ std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured) {
   return out;
 }
 
-std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
-                                         const std::vector<double>& data, int tp, int rank) {
+std::vector<TensorParallelRun> tensor_parallel_runs(const TensorParallelSplit& split, const std::vector<int64_t>& full,
+                                                    int tp, int rank) {
   if (split.dim < 0 || split.dim >= static_cast<int64_t>(full.size()))
     fail("tensor_parallel_part: ", split.param_path, " has no dim ", split.dim);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < split.dim; ++i) outer *= full[i];
   for (size_t i = split.dim + 1; i < full.size(); ++i) inner *= full[i];
-  const int64_t n = full[split.dim], block = n / split.blocks, chunk = block / tp;
-  if (tp < 1 || rank < 0 || rank >= tp || n % (split.blocks * tp) != 0 ||
-      static_cast<int64_t>(data.size()) != outer * n * inner)
-    fail("tensor_parallel_part: ", split.param_path, " of ", data.size(), " values cannot be cut into ", tp,
+  const int64_t n = full[split.dim];
+  if (tp < 1 || rank < 0 || rank >= tp || split.blocks < 1 || n % (split.blocks * tp) != 0)
+    fail("tensor_parallel_part: ", split.param_path, " of shape ", shape_str(full), " cannot be cut into ", tp,
          " parts on dim ", split.dim, " in ", split.blocks, " blocks (rank ", rank, ")");
-  std::vector<double> out;
-  out.reserve(data.size() / tp);
+  const int64_t block = n / split.blocks, chunk = block / tp;
+  std::vector<TensorParallelRun> runs;
+  runs.reserve(static_cast<size_t>(outer * split.blocks));
   for (int64_t o = 0; o < outer; ++o)
-    for (int64_t b = 0; b < split.blocks; ++b) {
-      const int64_t first = (o * n + b * block + rank * chunk) * inner;
-      out.insert(out.end(), data.begin() + first, data.begin() + first + chunk * inner);
-    }
+    for (int64_t b = 0; b < split.blocks; ++b)
+      runs.push_back({(o * split.blocks + b) * chunk * inner, (o * n + b * block + rank * chunk) * inner, chunk * inner});
+  return runs;
+}
+
+std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
+                                         const std::vector<double>& data, int tp, int rank) {
+  const std::vector<TensorParallelRun> runs = tensor_parallel_runs(split, full, tp, rank);
+  if (static_cast<int64_t>(data.size()) != numel(full))
+    fail("tensor_parallel_part: ", split.param_path, " of shape ", shape_str(full), " given ", data.size(),
+         " values");
+  std::vector<double> out(data.size() / static_cast<size_t>(tp));
+  for (const TensorParallelRun& r : runs) std::copy_n(data.begin() + r.full, r.count, out.begin() + r.part);
   return out;
 }
 

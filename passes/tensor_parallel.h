@@ -51,8 +51,19 @@ std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& para
 // init and checkpoints need to cut a full parameter into a tp rank's part.
 std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured);
 
+// The runs of contiguous elements tp rank `rank`'s part of a full parameter
+// of shape `full` shares with it, in the part's order: `count` elements at
+// `part` in the part are those at `full` in the full tensor. The one place the
+// layout is written: init, checkpoints and the tests cut and reassemble by it.
+// Throws fsdpc::Error for a split the shape cannot take.
+struct TensorParallelRun {
+  int64_t part = 0, full = 0, count = 0;
+};
+std::vector<TensorParallelRun> tensor_parallel_runs(const TensorParallelSplit& split, const std::vector<int64_t>& full,
+                                                    int tp, int rank);
+
 // Tp rank `rank`'s part of a full parameter of shape `full` held row-major in
-// `data` (the slicing init and checkpoints do).
+// `data`.
 std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
                                          const std::vector<double>& data, int tp, int rank);
 

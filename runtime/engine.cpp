@@ -104,13 +104,9 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     const Shape& full = p.plan.full_shape;
     // Tensor parallelism cut the parameter first (the tp pass's plan, by
     // path); FSDP then shards this rank's part by rows.
-    std::optional<TpPart> part;
+    std::optional<TensorParallelSplit> split;
     Shape local = full;
-    if (options_.mesh.tp > 1)
-      if (const std::optional<TensorParallelSplit> split = tensor_parallel_split(p.plan.path)) {
-        part = TpPart{split->dim, split->blocks, options_.mesh.tp, mpi_->groups().rank_in("tp")};
-        local[split->dim] /= options_.mesh.tp;
-      }
+    if (options_.mesh.tp > 1 && (split = tensor_parallel_split(p.plan.path))) local[split->dim] /= options_.mesh.tp;
     int64_t rows = local.empty() ? 1 : local[0];
     if (a.type.dist == DistType::fully_sharded) {
       p.group = shard_group;
@@ -120,8 +116,9 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     // Each rank materialises only its own rows: on the host straight into
     // the parameter, elsewhere through a host buffer.
     auto init = [&](float* out) {
-      if (part)
-        init_tp_shard(out, full, *part, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
+      if (split)
+        init_tp_shard(out, full, *split, options_.mesh.tp, mpi_->groups().rank_in("tp"), p.row_begin, rows,
+                      p.plan.init, options_.seed);
       else
         init_shard(out, full, p.row_begin, rows, p.plan.init, options_.seed, p.plan.path);
     };
@@ -132,7 +129,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       init(host.data());
       to_device(p.value, host);
     }
-    p.tp_split = part.has_value();
+    p.tp_split = split.has_value();
     params_.push_back(std::move(p));
   }
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, allocator_);
@@ -496,22 +493,6 @@ std::vector<Engine::Shard> Engine::shards() const {
 }
 
 namespace {
-// Calls f(part_offset, full_offset, count) for the runs of contiguous
-// elements tp rank t's part of a parameter of `full` shares with it: along
-// `dim`, the part holds chunk t of each of `blocks` blocks (init_tp_shard's
-// and the tp pass's layout).
-template <class F>
-void for_each_tp_run(const Shape& full, const TensorParallelSplit& split, int tp, int t, F&& f) {
-  const size_t dim = static_cast<size_t>(split.dim);
-  int64_t outer = 1, inner = 1;
-  for (size_t i = 0; i < dim; ++i) outer *= full[i];
-  for (size_t i = dim + 1; i < full.size(); ++i) inner *= full[i];
-  const int64_t along = full[dim], chunk = along / (split.blocks * tp), local = along / tp;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t c = 0; c < local; c += chunk)
-      f((o * local + c) * inner, (o * along + (c / chunk * tp + t) * chunk) * inner, chunk * inner);
-}
-
 TensorParallelSplit split_of(const std::string& path) {
   const std::optional<TensorParallelSplit> split = tensor_parallel_split(path);
   FSDPC_CHECK(split) << path << " has no tensor-parallel split";
@@ -522,8 +503,9 @@ TensorParallelSplit split_of(const std::string& path) {
 std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>& whole) const {
   const int tp = options_.mesh.tp;
   std::vector<float> part(whole.size() / static_cast<size_t>(tp));
-  for_each_tp_run(p.plan.full_shape, split_of(p.plan.path), tp, mpi_->groups().rank_in("tp"),
-                  [&](int64_t at, int64_t from, int64_t n) { std::copy_n(whole.begin() + from, n, part.begin() + at); });
+  for (const TensorParallelRun& r :
+       tensor_parallel_runs(split_of(p.plan.path), p.plan.full_shape, tp, mpi_->groups().rank_in("tp")))
+    std::copy_n(whole.begin() + r.full, r.count, part.begin() + r.part);
   return part;
 }
 
@@ -550,9 +532,8 @@ std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> pa
   if (!tp_root) return {};
   std::vector<float> full(static_cast<size_t>(numel(p.plan.full_shape)));
   for (int t = 0; t < tp; ++t)
-    for_each_tp_run(p.plan.full_shape, split, tp, t, [&](int64_t at, int64_t to, int64_t count) {
-      std::copy_n(parts.begin() + (t * n + at), count, full.begin() + to);
-    });
+    for (const TensorParallelRun& r : tensor_parallel_runs(split, p.plan.full_shape, tp, t))
+      std::copy_n(parts.begin() + (t * n + r.part), r.count, full.begin() + r.full);
   return full;
 }
 

@@ -73,47 +73,26 @@ void init_shard(float* out, const Shape& full_shape, int64_t row_begin, int64_t 
   std::fill(out + real_rows * row_size, out + rows * row_size, 0.0f);
 }
 
-void init_tp_shard(float* out, const Shape& full_shape, const TpPart& part, int64_t row_begin, int64_t rows,
-                   const ParamInit& init, uint64_t seed, std::string_view param_path) {
+void init_tp_shard(float* out, const Shape& full_shape, const TensorParallelSplit& split, int tp, int tp_rank,
+                   int64_t row_begin, int64_t rows, const ParamInit& init, uint64_t seed) {
   FSDPC_CHECK(row_begin >= 0 && rows >= 0) << "init_tp_shard: rows [" << row_begin << ", +" << rows << ")";
-  const int64_t rank_dims = static_cast<int64_t>(full_shape.size());
-  FSDPC_CHECK(part.tp >= 1 && part.tp_rank >= 0 && part.tp_rank < part.tp && part.blocks >= 1 && part.dim >= 0 &&
-              part.dim < rank_dims && full_shape[part.dim] % (part.blocks * part.tp) == 0)
-      << "init_tp_shard: " << param_path << " cannot be cut " << part.blocks << " x " << part.tp << " on dim "
-      << part.dim;
   if (init.scale < 0 || !(init.scale == init.scale))
-    fail("init of '", param_path, "': scale must be a non-negative number, got ", init.scale);
+    fail("init of '", split.param_path, "': scale must be a non-negative number, got ", init.scale);
+  const std::vector<TensorParallelRun> runs = tensor_parallel_runs(split, full_shape, tp, tp_rank);
   Shape local = full_shape;
-  local[part.dim] /= part.tp;
-  const int64_t chunk = local[part.dim] / part.blocks;  // indices of dim per block on this rank
-  int64_t inner = 1;                                     // elements per index of dim
-  for (int64_t i = part.dim + 1; i < rank_dims; ++i) inner *= full_shape[i];
-  int64_t full_row = 1, local_row = 1;  // elements per index of dim 0
-  for (int64_t i = 1; i < rank_dims; ++i) {
-    full_row *= full_shape[i];
-    local_row *= local[i];
+  local[split.dim] /= tp;
+  int64_t row = 1;  // elements per index of the part's dim 0
+  for (size_t i = 1; i < local.size(); ++i) row *= local[i];
+  const int64_t real_end = std::max(row_begin, std::min(row_begin + rows, local.empty() ? 1 : local[0]));
+  // The part's elements [lo, hi) are this shard's real rows; each run fills
+  // what of them it holds, from the full parameter's stream.
+  const int64_t lo = row_begin * row, hi = real_end * row;
+  const uint64_t key = derive_key(seed, hash_string(split.param_path));
+  for (const TensorParallelRun& r : runs) {
+    const int64_t a = std::max(lo, r.part), b = std::min(hi, r.part + r.count);
+    if (a < b) fill_parallel(out + (a - lo), r.full + (a - r.part), r.full + (b - r.part), init, key);
   }
-  const uint64_t key = derive_key(seed, hash_string(param_path));
-  const int64_t real_end = std::max(row_begin, std::min(row_begin + rows, local[0]));
-  for (int64_t r = row_begin; r < real_end; ++r) {
-    float* row_out = out + (r - row_begin) * local_row;
-    if (part.dim == 0) {  // a whole row of the full parameter
-      const int64_t full_r = (r / chunk * part.tp + part.tp_rank) * chunk + r % chunk;
-      fill_parallel(row_out, full_r * full_row, (full_r + 1) * full_row, init, key);
-      continue;
-    }
-    // Within the row, each index of the dims between 0 and `dim` holds
-    // `blocks` runs of chunk * inner contiguous elements.
-    const int64_t outer = full_row / (full_shape[part.dim] * inner);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t b = 0; b < part.blocks; ++b) {
-        const int64_t from = r * full_row + o * full_shape[part.dim] * inner +
-                             (b * part.tp + part.tp_rank) * chunk * inner;
-        fill_parallel(row_out + o * local[part.dim] * inner + b * chunk * inner, from, from + chunk * inner, init,
-                      key);
-      }
-  }
-  std::fill(out + (real_end - row_begin) * local_row, out + rows * local_row, 0.0f);
+  std::fill(out + (hi - lo), out + rows * row, 0.0f);
 }
 
 }  // namespace fsdpc

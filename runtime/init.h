@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "ir/types.h"
+#include "passes/tensor_parallel.h"
 
 namespace fsdpc {
 
@@ -30,23 +31,13 @@ struct ParamInit {
 void init_shard(float* out, const Shape& full_shape, int64_t row_begin, int64_t rows, const ParamInit& init,
                 uint64_t seed, std::string_view param_path);
 
-// How tensor parallelism cut a parameter (passes/tensor_parallel.h's
-// TensorParallelSplit): dim `dim` of the full shape is `blocks` equal blocks,
-// each cut into `tp` chunks, and tp rank `tp_rank` holds chunk tp_rank of
-// every block.
-struct TpPart {
-  int64_t dim = 0;
-  int64_t blocks = 1;
-  int tp = 1;
-  int tp_rank = 0;
-};
-
-// init_shard for a tensor-parallel rank's part: fills rows [row_begin,
-// row_begin + rows) of the part (full_shape with dim `part.dim` divided by
-// part.tp; rows past its dim 0 are padding, 0) with the values the full
-// parameter holds at those places, so the parts of every tp rank put back
-// together are the unsharded initialisation.
-void init_tp_shard(float* out, const Shape& full_shape, const TpPart& part, int64_t row_begin, int64_t rows,
-                   const ParamInit& init, uint64_t seed, std::string_view param_path);
+// init_shard for tp rank `tp_rank`'s part of a parameter tensor parallelism
+// cut by `split` (passes/tensor_parallel.h; its path names the stream): fills
+// rows [row_begin, row_begin + rows) of the part (full_shape with dim
+// split.dim divided by tp; rows past its dim 0 are padding, 0) with the
+// values the full parameter holds at those places, so the parts of every tp
+// rank put back together are the unsharded initialisation.
+void init_tp_shard(float* out, const Shape& full_shape, const TensorParallelSplit& split, int tp, int tp_rank,
+                   int64_t row_begin, int64_t rows, const ParamInit& init, uint64_t seed);
 
 }  // namespace fsdpc

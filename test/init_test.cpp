@@ -93,8 +93,8 @@ TEST_CASE("tensor-parallel parts hold the full init's values where the split put
           std::vector<float> part;
           for (int64_t rank = 0; rank < world; ++rank) {
             std::vector<float> shard(static_cast<size_t>(rows * rs), -1.0f);
-            init_tp_shard(shard.data(), sp.shape, TpPart{sp.dim, sp.blocks, tp, t}, rank * rows, rows, normal, 7,
-                          "h.0.attn.c_attn.weight");
+            init_tp_shard(shard.data(), sp.shape, TensorParallelSplit{"h.0.attn.c_attn.weight", sp.dim, sp.blocks}, tp,
+                          t, rank * rows, rows, normal, 7);
             part.insert(part.end(), shard.begin(), shard.end());
           }
           for (size_t i = static_cast<size_t>(local[0] * rs); i < part.size(); ++i) CHECK(part[i] == 0.0f);
