@@ -195,7 +195,6 @@ bool copied_locally(KernelContext& kctx, const BoundSymbol& b, const Call& c) {
   return true;
 }
 
-
 // Members' inputs side by side along `dim`. Along dim 0 (what traces gather)
 // that is their concatenation, gathered straight into the future; along a
 // later dim the blocks land in scratch and are interleaved at wait.
