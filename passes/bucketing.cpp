@@ -15,7 +15,9 @@
 //       gathered [N*total] buffer under its old name; one reduce_scatter per
 //       unit over an interleaved [N*total] buffer (rank r's slice holds its
 //       shard of every gradient) where the unit's last gradient is ready,
-//       unpacked under the old names. no_shard: pack -> all_reduce -> wait ->
+//       unpacked under the old names; a gradient all_reduce standing alone
+//       (hybrid with one shard per replica, after elide) likewise, one
+//       all_reduce per unit. no_shard: pack -> all_reduce -> wait ->
 //       unpack per bucket, filled in the order gradients become ready. A unit
 //       or bucket of one parameter is left as it was. Otherwise the identity.
 //
@@ -217,14 +219,20 @@ std::vector<Bucket> fsdp_buckets(const Index& ix, const BucketingOptions& o) {
     for (size_t i = 0; i < o.units[u].params.size(); ++i) unit_of.emplace(o.units[u].params[i], std::make_pair(u, i));
   std::vector<Chain> gathers, grads;
   std::unordered_set<std::string> gathered;  // a parameter gathered again: that chain stays as it is
+  std::unordered_set<size_t> in_chain;        // a reduce_scatter chain's replica all_reduce
   for (size_t i = 0; i < ix.trace.bsyms.size(); ++i) {
     const OpId op = ix.trace.bsyms[i].op;
     if (op == OpId::AllGather) {
       std::optional<Chain> c = gather_chain(ix, i);
       if (c && unit_of.count(c->param) && gathered.insert(c->param).second) gathers.push_back(*c);
-    } else if (op == OpId::ReduceScatter) {
-      std::optional<Chain> c = reduce_chain(ix, i, true);
+    } else if (op == OpId::ReduceScatter || (op == OpId::AllReduce && !in_chain.count(i))) {
+      // A gradient all_reduce of its own is hybrid sharding's replica
+      // reduction where elide dropped a one-rank reduce_scatter (--mesh R,1):
+      // per unit, as the reduce_scatters it stands for would be, rather than
+      // one small collective per parameter.
+      std::optional<Chain> c = reduce_chain(ix, i, op == OpId::ReduceScatter);
       if (!c) continue;
+      in_chain.insert(c->stmts.begin(), c->stmts.end());
       const size_t pos = ix.returned.at(c->result);
       if (pos >= o.grad_params.size() || !unit_of.count(o.grad_params[pos])) continue;
       c->param = o.grad_params[pos];

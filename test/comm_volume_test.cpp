@@ -10,6 +10,9 @@
 #include "passes/fsdp.h"
 #include "passes/pipeline.h"
 #include "passes/stats.h"
+#include "passes/wrap.h"
+
+#include <optional>
 
 using namespace fsdpc;
 
@@ -19,10 +22,11 @@ struct Volume {
   TraceStats fwd, bwd;
 };
 
-Volume volume(const std::string& model, Strategy s, int world, bool bucketing = false) {
+Volume volume(const std::string& model, Strategy s, int world, bool bucketing = false,
+              std::optional<Mesh> mesh = std::nullopt) {
   PipelineOptions o;
   o.strategy = s;
-  o.mesh = flat_mesh(world);
+  o.mesh = mesh ? *mesh : flat_mesh(world);
   o.bucketing = bucketing;
   std::vector<Stage> stages = compile(capture(*make_model(model)), o);
   const Stage& last = stages.back();
@@ -88,6 +92,27 @@ TEST_CASE("no_shard all-reduces Psi per rank", "[comm]") {
       CHECK(v.bwd.all_gather.count == 0);
       CHECK(v.bwd.reduce_scatter.count == 0);
       CHECK(v.bwd.all_reduce.bytes == Approx(2 * psi_bytes * ring));
+    }
+  }
+}
+
+TEST_CASE("hybrid with one shard per replica all-reduces Psi, one collective per unit when bucketed", "[comm]") {
+  for (const char* model : {"mlp", "gpt2-tiny"}) {
+    for (int r : {2, 3}) {
+      INFO(model << " replicas " << r);
+      double psi_bytes = 4 * padded_params(model, 1), ring = (r - 1.0) / r;
+      const auto units = static_cast<int64_t>(wrap_units(capture(*make_model(model)), PipelineOptions{}.wrap).size());
+      for (Strategy s : {Strategy::hybrid, Strategy::hybrid_zero2}) {
+        Volume unbucketed = volume(model, s, r, false, Mesh{r, 1});
+        Volume bucketed = volume(model, s, r, true, Mesh{r, 1});
+        for (const Volume& v : {unbucketed, bucketed}) {
+          CHECK(v.fwd.collective_count == 0);
+          CHECK(v.bwd.reduce_scatter.count == 0);
+          CHECK(v.bwd.all_reduce.bytes == Approx(2 * psi_bytes * ring));
+        }
+        CHECK(bucketed.bwd.all_reduce.count == units);
+        CHECK(unbucketed.bwd.all_reduce.count > units);
+      }
     }
   }
 }

@@ -159,6 +159,9 @@ std::vector<Case> cases(const std::string& model) {
   }
   out.push_back({model, Strategy::zero3, flat_mesh(3), /*bucketing=*/true});
   out.push_back({model, Strategy::hybrid, Mesh{2, 2}, /*bucketing=*/true});
+  // One shard per replica: elide leaves lone replica all_reduces, bucketed per unit.
+  out.push_back({model, Strategy::hybrid, Mesh{2, 1}, /*bucketing=*/true});
+  out.push_back({model, Strategy::hybrid_zero2, Mesh{3, 1}, /*bucketing=*/true, DType::bf16});
   for (Strategy s : {Strategy::zero3, Strategy::zero2, Strategy::no_shard})
     for (int n : {1, 3}) out.push_back({model, s, flat_mesh(n), false, DType::bf16});
   out.push_back({model, Strategy::hybrid, Mesh{2, 2}, false, DType::bf16});
