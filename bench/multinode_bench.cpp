@@ -107,6 +107,9 @@ int main(int argc, char** argv) {
       o.pipeline.mesh = Mesh{std::stoi(mesh_text.substr(0, comma)), std::stoi(mesh_text.substr(comma + 1))};
     }
     o.pipeline.bucketing = true;
+    // no_shard's gradient bucket size (MiB; PyTorch DDP's 25 by default):
+    // smaller buckets start the first all_reduce earlier on a slow link.
+    if (const char* mb = std::getenv("BUCKET_MB")) o.pipeline.bucket_mb = std::atof(mb);
     o.pipeline.verify = false;
     o.engine.optimizer.lr = 1e-3;
     auto compiled = jit(model, o);

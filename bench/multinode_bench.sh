@@ -18,7 +18,8 @@
 #   LAYOUTS: 2x1 (one rank per node), 2x2 (two per node), or "2x1 2x2"
 #   env: STRATEGIES (default "zero3 zero2 no_shard hybrid"),
 #        LINKS (default "shm unshaped 10gbit 1gbit"), MODES ("poll thread"),
-#        TORCH=1 (the PyTorch rows too; "only": those alone)
+#        TORCH=1 (the PyTorch rows too; "only": those alone),
+#        BUCKET_MB (no_shard's gradient bucket size, default 25; fsdpc only)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -38,6 +39,7 @@ run() {  # LAYOUT LINK MODE STRATEGY
   np=$((2 * slots))
   case $strategy in hybrid*) mesh="2,$slots" ;; esac
   local mpi=(mpirun --allow-run-as-root -np "$np" -x FSDPC_MPI_PROGRESS)
+  [[ -n ${BUCKET_MB:-} ]] && mpi+=(-x BUCKET_MB)
   # More ranks than cores: Open MPI's waits must yield, on either layout.
   ((np > $(nproc))) && mpi+=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
   export FSDPC_MPI_PROGRESS=$mode
