@@ -34,13 +34,55 @@ int64_t uniform_below(uint64_t bits, int64_t n) {
   // Lemire's multiply-shift: bias below n / 2^64, no division.
   return static_cast<int64_t>((static_cast<unsigned __int128>(bits) * static_cast<uint64_t>(n)) >> 64);
 }
+
+int width_of(TokenDtype dtype) {
+  switch (dtype) {
+    case TokenDtype::uint16: return 2;
+    case TokenDtype::uint32: return 4;
+    default: return 1;
+  }
+}
 }  // namespace
 
-TokenData::TokenData(const std::string& path, int64_t vocab, int64_t seq, Sampling sampling, uint64_t seed)
+std::optional<TokenDtype> parse_token_dtype(std::string_view name) {
+  for (TokenDtype d : {TokenDtype::automatic, TokenDtype::uint8, TokenDtype::uint16, TokenDtype::uint32})
+    if (name == token_dtype_name(d)) return d;
+  return std::nullopt;
+}
+
+std::string_view token_dtype_name(TokenDtype dtype) {
+  switch (dtype) {
+    case TokenDtype::automatic: return "auto";
+    case TokenDtype::uint8: return "uint8";
+    case TokenDtype::uint16: return "uint16";
+    case TokenDtype::uint32: return "uint32";
+  }
+  return "?";
+}
+
+TokenDtype resolve_token_dtype(const std::string& path, TokenDtype requested) {
+  if (requested != TokenDtype::automatic) return requested;
+  const std::filesystem::path suffix = std::filesystem::path(path).extension();
+  if (suffix == ".bin") return TokenDtype::uint16;
+  if (suffix == ".u32") return TokenDtype::uint32;
+  return TokenDtype::uint8;
+}
+
+TokenData::TokenData(const std::string& path, int64_t vocab, int64_t seq, Sampling sampling, uint64_t seed,
+                     TokenDtype dtype)
     : path_(path), vocab_(vocab), seq_(seq), sampling_(sampling), seed_(seed),
-      wide_(std::filesystem::path(path).extension() == ".bin") {
+      width_(width_of(resolve_token_dtype(path, dtype))) {
   if (vocab < 1) fail("token data ", path, ": vocabulary size must be at least 1, got ", vocab);
   if (seq < 1) fail("token data ", path, ": sequence length must be at least 1, got ", seq);
+  const std::string_view read_as = token_dtype_name(resolve_token_dtype(path, dtype));
+  // Automatic bytes are text, fine for any model. Ids that the user or the
+  // .bin suffix declared must reach the model's vocabulary, or the file holds
+  // ids that wrapped when written, or wider ids that would be read in halves.
+  if (vocab > vocab_of_file() && (dtype != TokenDtype::automatic || width_ > 1))
+    fail("token data ", path, ": the model's vocabulary of ", vocab, " does not fit ", read_as, " ids (below ",
+         vocab_of_file(), ", from ", dtype == TokenDtype::automatic ? "the file's suffix" : "--data-dtype",
+         "); a file of uint32 ids reads with --data-dtype uint32 or a .u32 name, and narrower ids written from a "
+         "larger vocabulary have wrapped: write them again as uint32");
 
   FdGuard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) fail("token data ", path, ": cannot open: ", os_error());
@@ -49,9 +91,10 @@ TokenData::TokenData(const std::string& path, int64_t vocab, int64_t seq, Sampli
   if (!S_ISREG(st.st_mode)) fail("token data ", path, ": not a regular file");
 
   const int64_t size = static_cast<int64_t>(st.st_size);
-  if (wide_ && size % 2 != 0)
-    fail("token data ", path, ": a .bin file holds uint16 tokens, but its size is an odd ", size, " bytes");
-  tokens_ = wide_ ? size / 2 : size;
+  if (size % width_ != 0)
+    fail("token data ", path, ": ", read_as, " ids are ", width_, " bytes each, but the file's ", size,
+         " bytes are not a multiple of ", width_);
+  tokens_ = size / width_;
   if (tokens_ < seq + 1)
     fail("token data ", path, ": ", tokens_, " tokens is shorter than one window of ", seq + 1,
          " tokens (sequence length ", seq, " plus the shifted target)");
@@ -80,7 +123,7 @@ TokenData& TokenData::operator=(TokenData&& other) noexcept {
   seq_ = other.seq_;
   sampling_ = other.sampling_;
   seed_ = other.seed_;
-  wide_ = other.wide_;
+  width_ = other.width_;
   tokens_ = other.tokens_;
   data_ = std::exchange(other.data_, nullptr);
   bytes_ = std::exchange(other.bytes_, 0);
@@ -102,8 +145,12 @@ int64_t TokenData::steps_per_epoch(int64_t global_batch) const {
 
 int64_t TokenData::token(int64_t offset) const {
   const size_t k = static_cast<size_t>(offset);
-  // Assembled byte by byte: the file is little-endian whatever the host is.
-  return wide_ ? static_cast<int64_t>(data_[2 * k] | (data_[2 * k + 1] << 8)) : static_cast<int64_t>(data_[k]);
+  // Assembled byte by byte: the file is little-endian whatever the host is,
+  // and an id need not be aligned in the mapping.
+  const unsigned char* p = data_ + k * static_cast<size_t>(width_);
+  uint32_t v = 0;
+  for (int b = width_ - 1; b >= 0; --b) v = (v << 8) | p[b];
+  return static_cast<int64_t>(v);
 }
 
 int64_t TokenData::window_start(int64_t step, int64_t global_batch, int64_t row) const {

@@ -1,12 +1,15 @@
 // Token data from files: sequential windows follow the formula and wrap, the
 // ranks' slices make up the world-of-one batch, random windows are a pure
-// function of (seed, step, row), and every bad input says what and where.
+// function of (seed, step, row), uint32 files carry ids above 65535 (Llama 3),
+// and every bad input says what and where, in the reader and in `fsdpc train`.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +19,7 @@
 
 #include "ir/error.h"
 #include "runtime/token_data.h"
+#include "test/golden.h"
 
 using namespace fsdpc;
 namespace fs = std::filesystem;
@@ -46,6 +50,14 @@ void write_bin(const std::string& path, const std::vector<uint16_t>& tokens) {
     bytes.push_back(static_cast<char>(t & 0xff));
     bytes.push_back(static_cast<char>(t >> 8));
   }
+  write_bytes(path, bytes);
+}
+
+// Little-endian uint32, as np.array(ids, dtype=np.uint32).tofile writes.
+void write_u32(const std::string& path, const std::vector<uint32_t>& tokens) {
+  std::string bytes;
+  for (uint32_t t : tokens)
+    for (int b = 0; b < 4; ++b) bytes.push_back(static_cast<char>((t >> (8 * b)) & 0xff));
   write_bytes(path, bytes);
 }
 
@@ -227,7 +239,8 @@ TEST_CASE("bad token files and batch shapes are clear errors", "[token_data]") {
 
   const std::string odd = tmp.file("odd.bin");
   write_bytes(odd, "12345");
-  CHECK_THROWS_WITH(TokenData(odd, 1000, 1), Contains(odd) && Contains("odd 5 bytes"));
+  CHECK_THROWS_WITH(TokenData(odd, 1000, 1),
+                    Contains(odd) && Contains("uint16 ids are 2 bytes each, but the file's 5 bytes are not a multiple of 2"));
 
   CHECK_THROWS_WITH(TokenData(big, 0, 4), Contains("vocabulary size must be at least 1, got 0"));
   CHECK_THROWS_WITH(TokenData(big, 1000, 0), Contains("sequence length must be at least 1, got 0"));
@@ -258,4 +271,210 @@ TEST_CASE("a 50 MB file is read only where a step looks", "[token_data]") {
 
   const TokenData r(path, 50304, seq, Sampling::random, 1);
   for (int64_t s = 0; s < 100; ++s) CHECK_NOTHROW(batch(r, s, 1, 2, global));
+}
+
+namespace {
+// Llama 3 sized ids: most above 65535, every byte of an id distinct enough
+// that a wrong byte order or width reads a different number.
+std::vector<uint32_t> pattern32(int64_t n) {
+  std::vector<uint32_t> v(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) v[static_cast<size_t>(k)] = static_cast<uint32_t>((k * 40503 + 65536) % 128256);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("uint32 files read back ids above 65535 exactly, in every rank's slice", "[token_data]") {
+  TempDir tmp;
+  const std::vector<uint32_t> v = pattern32(301);
+  REQUIRE(std::count_if(v.begin(), v.end(), [](uint32_t t) { return t > 65535; }) > 100);
+  const std::string u32 = tmp.file("train.u32"), bin = tmp.file("megatron.bin");
+  write_u32(u32, v);
+  write_u32(bin, v);
+  const int64_t seq = 10, global = 6, vocab = 128256;
+  const TokenData by_suffix(u32, vocab, seq), asked(bin, vocab, seq, Sampling::sequential, 0, TokenDtype::uint32);
+  for (const TokenData* d : {&by_suffix, &asked}) {
+    CHECK(d->width() == 4);
+    CHECK(d->vocab_of_file() == int64_t{1} << 32);
+    CHECK(d->tokens() == 301);
+    CHECK(d->windows() == 30);
+    for (int64_t step : {0, 4, 5, 123}) {
+      const Batch one = batch(*d, step, 0, 1, global);
+      for (int64_t i = 0; i < global; ++i) {
+        const int64_t w = (step * global + i) % 30;
+        for (int64_t t = 0; t < seq; ++t) {
+          REQUIRE(one.idx[static_cast<size_t>(i * seq + t)] == v[static_cast<size_t>(w * seq + t)]);
+          REQUIRE(one.targets[static_cast<size_t>(i * seq + t)] == v[static_cast<size_t>(w * seq + t + 1)]);
+        }
+      }
+      // dp_world 2 and 3: rank r's slice is rows [r * B / N, (r + 1) * B / N) of the world-of-one batch.
+      for (int64_t world : {2, 3}) {
+        const size_t rows = static_cast<size_t>(global / world * seq);
+        for (int64_t rank = 0; rank < world; ++rank) {
+          const Batch part = batch(*d, step, rank, world, global);
+          const auto from = static_cast<std::ptrdiff_t>(rows * static_cast<size_t>(rank));
+          CHECK(part.idx == std::vector<int64_t>(one.idx.begin() + from, one.idx.begin() + from + rows));
+          CHECK(part.targets == std::vector<int64_t>(one.targets.begin() + from, one.targets.begin() + from + rows));
+        }
+      }
+    }
+  }
+  // Random windows: the same ids, the same slicing.
+  const TokenData r(u32, vocab, seq, Sampling::random, 5);
+  const Batch one = batch(r, 9, 0, 1, global);
+  for (int64_t world : {2, 3}) {
+    Batch joined;
+    for (int64_t rank = 0; rank < world; ++rank) {
+      const Batch part = batch(r, 9, rank, world, global);
+      joined.idx.insert(joined.idx.end(), part.idx.begin(), part.idx.end());
+      joined.targets.insert(joined.targets.end(), part.targets.begin(), part.targets.end());
+    }
+    CHECK(joined == one);
+  }
+
+  // Little-endian whatever the host, and the full unsigned range.
+  const std::string le = tmp.file("le.u32");
+  write_bytes(le, std::string("\x04\x03\x02\x01\xff\xff\xff\xff\x70\x11\x01\x00", 12));
+  const Batch w = batch(TokenData(le, int64_t{1} << 32, 2), 0, 0, 1, 1);
+  CHECK(w.idx == std::vector<int64_t>{0x01020304, 0xffffffffLL});
+  CHECK(w.targets == std::vector<int64_t>{0xffffffffLL, 70000});
+}
+
+TEST_CASE("token dtype names, and the suffixes that auto reads", "[token_data]") {
+  CHECK(parse_token_dtype("auto") == TokenDtype::automatic);
+  CHECK(parse_token_dtype("uint8") == TokenDtype::uint8);
+  CHECK(parse_token_dtype("uint16") == TokenDtype::uint16);
+  CHECK(parse_token_dtype("uint32") == TokenDtype::uint32);
+  CHECK_FALSE(parse_token_dtype("int32").has_value());
+  CHECK_FALSE(parse_token_dtype("").has_value());
+  for (TokenDtype d : {TokenDtype::automatic, TokenDtype::uint8, TokenDtype::uint16, TokenDtype::uint32})
+    CHECK(parse_token_dtype(token_dtype_name(d)) == d);
+  CHECK(resolve_token_dtype("data/train.bin", TokenDtype::automatic) == TokenDtype::uint16);
+  CHECK(resolve_token_dtype("data/train.u32", TokenDtype::automatic) == TokenDtype::uint32);
+  CHECK(resolve_token_dtype("input.txt", TokenDtype::automatic) == TokenDtype::uint8);
+  CHECK(resolve_token_dtype("train.bin.u32x", TokenDtype::automatic) == TokenDtype::uint8);
+  CHECK(resolve_token_dtype("train.bin", TokenDtype::uint32) == TokenDtype::uint32);
+  CHECK(resolve_token_dtype("input.txt", TokenDtype::uint16) == TokenDtype::uint16);
+}
+
+TEST_CASE("bad uint32 files and vocabularies the ids cannot hold are clear errors", "[token_data]") {
+  TempDir tmp;
+  using Catch::Contains;
+
+  const std::string odd = tmp.file("odd.u32");
+  write_bytes(odd, "0123456789");
+  CHECK_THROWS_WITH(TokenData(odd, 128256, 1),
+                    Contains(odd) && Contains("uint32 ids are 4 bytes each, but the file's 10 bytes are not a multiple of 4"));
+  const std::string text = tmp.file("six.txt");
+  write_bytes(text, "abcdef");
+  CHECK_THROWS_WITH(TokenData(text, 256, 1, Sampling::sequential, 0, TokenDtype::uint32),
+                    Contains(text) && Contains("the file's 6 bytes are not a multiple of 4"));
+  CHECK_NOTHROW(TokenData(text, 256, 1, Sampling::sequential, 0, TokenDtype::uint16));
+
+  // The lazy vocabulary check names the file, the offset and the 32-bit id.
+  const std::string big = tmp.file("big.u32");
+  std::vector<uint32_t> v(50, 69999);
+  v[23] = 70000;
+  v[40] = 0xfffffffe;
+  write_u32(big, v);
+  const TokenData d(big, 70000, 10);
+  CHECK_NOTHROW(batch(d, 0, 0, 1, 2));
+  CHECK_THROWS_WITH(batch(d, 0, 0, 1, 3),
+                    Contains(big) && Contains("token 70000 at token offset 23") && Contains("vocabulary of 70000"));
+  CHECK_THROWS_WITH(batch(d, 0, 1, 2, 4),  // rank 1 of 2 reads windows 2 and 3
+                    Contains("token 70000 at token offset 23"));
+  CHECK_THROWS_WITH(batch(TokenData(big, 70001, 10), 1, 0, 1, 4),
+                    Contains("token 4294967294 at token offset 40"));
+
+  // A Llama 3 vocabulary cannot come from uint16 ids, whether .bin says so or
+  // the user does; automatic bytes are text and serve any model.
+  const std::string bin = tmp.file("train.bin");
+  write_bin(bin, pattern(40));
+  CHECK_THROWS_WITH(TokenData(bin, 128256, 4),
+                    Contains(bin) && Contains("the model's vocabulary of 128256 does not fit uint16 ids (below 65536, "
+                                              "from the file's suffix)") && Contains("--data-dtype uint32"));
+  CHECK_THROWS_WITH(TokenData(big, 128256, 4, Sampling::sequential, 0, TokenDtype::uint16),
+                    Contains(big) && Contains("does not fit uint16 ids (below 65536, from --data-dtype)"));
+  CHECK_THROWS_WITH(TokenData(text, 257, 1, Sampling::sequential, 0, TokenDtype::uint8),
+                    Contains("vocabulary of 257 does not fit uint8 ids (below 256, from --data-dtype)"));
+  CHECK_NOTHROW(TokenData(bin, 65536, 4));
+  CHECK_NOTHROW(TokenData(text, 128256, 1));
+  CHECK_NOTHROW(TokenData(text, 256, 1, Sampling::sequential, 0, TokenDtype::uint8));
+}
+
+namespace {
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+// `fsdpc <args>` through the shell (args are trusted test strings), its
+// output in `dir`.
+Run fsdpc_run(const TempDir& dir, const std::string& args) {
+  const std::string out = dir.file("stdout"), err = dir.file("stderr");
+  const std::string cmd = std::string("'") + FSDPC_BIN + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = fsdpc::testing::read_file(out);
+  r.err = fsdpc::testing::read_file(err);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("cli: fsdpc train reads uint32 ids of a 70000-token vocabulary", "[token_data][cli]") {
+  using Catch::Contains;
+  TempDir tmp;
+  const std::string config = tmp.file("config.json");
+  std::ofstream(config) << R"({"model_type": "llama", "vocab_size": 70000, "hidden_size": 16,
+    "intermediate_size": 24, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+    "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})";
+  std::vector<uint32_t> ids(200);
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<uint32_t>(65536 + (k * 37) % 4464);  // [65536, 70000)
+  const std::string u32 = tmp.file("tokens.u32"), bin = tmp.file("tokens.bin");
+  write_u32(u32, ids);
+  write_u32(bin, ids);
+  const std::string common = "train --config '" + config + "' --steps 1 --seq 16 --batch 2 --flight-dir '" +
+                             tmp.file("flight") + "' ";
+
+  for (const std::string& data : {"--data '" + u32 + "' --val-data '" + u32 + "'",
+                                  "--data '" + bin + "' --data-dtype uint32"}) {
+    const Run ok = fsdpc_run(tmp, common + data);
+    INFO(data << "\n" << ok.out << ok.err);
+    REQUIRE(ok.code == 0);
+    CHECK_THAT(ok.out, Contains("done: 1 step in"));
+    // An untrained model's loss is about ln(vocab): it saw 70000 classes.
+    const size_t at = ok.out.find("  loss ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::abs(std::stod(ok.out.substr(at + 7)) - std::log(70000.0)) < 0.2);
+  }
+
+  // A .bin read as uint16 cannot serve the vocabulary: refused before a step.
+  Run r = fsdpc_run(tmp, common + "--data '" + bin + "'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains(bin) && Contains("does not fit uint16 ids") && Contains("--data-dtype uint32"));
+
+  // An id at the vocabulary's size, at token offset 5 of the first window.
+  ids[5] = 70000;
+  const std::string bad = tmp.file("bad.u32");
+  write_u32(bad, ids);
+  r = fsdpc_run(tmp, common + "--data '" + bad + "'");
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains(bad) && Contains("token 70000 at token offset 5") &&
+                        Contains("outside the model's vocabulary of 70000"));
+
+  const std::string odd = tmp.file("odd.u32");
+  write_bytes(odd, std::string(4 * 100 + 2, '\0'));
+  r = fsdpc_run(tmp, common + "--data '" + odd + "'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains(odd) && Contains("402 bytes are not a multiple of 4"));
+
+  r = fsdpc_run(tmp, common + "--data '" + u32 + "' --data-dtype int32");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("--data-dtype") && Contains("int32"));
+  CHECK(r.out.empty());
+
+  r = fsdpc_run(tmp, "train --model llama-tiny --steps 1 --data-dtype uint32");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("--data-dtype uint32: there is no --data or --val-data FILE to read"));
 }

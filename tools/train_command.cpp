@@ -222,6 +222,8 @@ void run_train(const TrainArgs& a) {
   JitOptions o;
   std::unique_ptr<Compiled> compiled;
   LaunchFingerprint fingerprint;
+  const Sampling sampling = a.sampling == "random" ? Sampling::random : Sampling::sequential;
+  std::unique_ptr<TokenData> data, val;
   MemoryPlan plan;  // what each step will hold, from the traces, before any step runs
   bool checked = false;
   // Until every rank has compared what it runs (in jit(), before the engine
@@ -237,6 +239,13 @@ void run_train(const TrainArgs& a) {
       fail("--init, --data and --save apply to language models (GPT-2, Llama); ", model->name(),
            " trains on synthetic features");
     o = jit_options(a, world, lm != nullptr);
+    if (lm) {  // a bad token file stops every rank with one message, before anything is compiled
+      const int64_t seq = model->inputs(o.capture)[0].shape[1], vocab = lm->vocab_size();
+      const TokenDtype dtype = *parse_token_dtype(a.data_dtype);  // CLI11 admitted only the names
+      if (!a.data.empty()) data = std::make_unique<TokenData>(a.data, vocab, seq, sampling, a.seed, dtype);
+      if (!a.val_data.empty())
+        val = std::make_unique<TokenData>(a.val_data, vocab, seq, Sampling::sequential, 0, dtype);
+    }
     fingerprint = launch_fingerprint(a, o, *model, world);
     o.engine.before_collectives = [&](const EngineTraces& traces) {
       add_traces(fingerprint, traces);
@@ -271,10 +280,6 @@ void run_train(const TrainArgs& a) {
   const int64_t b_local = *o.capture.batch;
   std::vector<ModelInput> shapes = model->inputs(o.capture);
   const int64_t vocab = lm ? lm->vocab_size() : 1;
-  const Sampling sampling = a.sampling == "random" ? Sampling::random : Sampling::sequential;
-  std::unique_ptr<TokenData> data, val;
-  if (!a.data.empty()) data = std::make_unique<TokenData>(a.data, vocab, shapes[0].shape[1], sampling, a.seed);
-  if (!a.val_data.empty()) val = std::make_unique<TokenData>(a.val_data, vocab, shapes[0].shape[1]);
   SyntheticTokens tokens(a.seed, vocab);
   if (rank == 0) print_header(a, *model, o, world, first_step);
   TrainProfile profile(a, first_step, model->name() + ", " + a.sharding.strategy + ", " + std::to_string(world) + " ranks");
@@ -468,9 +473,15 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--mem-cap", a->mem_cap, "Per-rank memory cap, e.g. 512M");
   cmd->add_option("--init", a->init, "Hugging Face weights (GPT-2, Llama, Mistral, Qwen2): a .safetensors file or a folder")
       ->check(CLI::ExistingPath);
-  cmd->add_option("--data", a->data, "Training tokens: a .bin of uint16 ids (nanoGPT), or any file as bytes")
+  cmd->add_option("--data", a->data,
+                  "Training tokens: a flat file of little-endian ids, as --data-dtype says (by default a .bin of "
+                  "uint16 ids as nanoGPT writes, a .u32 of uint32 ids, any other file as bytes)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--val-data", a->val_data, "Validation tokens, same formats")->check(CLI::ExistingFile);
+  cmd->add_option("--data-dtype", a->data_dtype,
+                  "auto | uint8 | uint16 | uint32: the ids of --data and --val-data (auto: .bin uint16, .u32 "
+                  "uint32, else bytes); uint32 for vocabularies above 65536 (Llama 3, Qwen2)")
+      ->check(CLI::IsMember({"auto", "uint8", "uint16", "uint32"}))->capture_default_str();
   cmd->add_option("--eval-every", a->eval_every,
                   "Validation loss every K steps and after the last (needs --val-data; default: after the last "
                   "step only; 0: never)")
@@ -523,6 +534,8 @@ Command add_train_command(CLI::App& app) {
                    if (a->init.empty() && a->resume.empty()) check_model_source(a->src, false);
                    if (a->eval_every > 0 && a->val_data.empty())
                      fail("--eval-every ", a->eval_every, ": there is nothing to evaluate without --val-data FILE");
+                   if (a->data_dtype != "auto" && a->data.empty() && a->val_data.empty())
+                     fail("--data-dtype ", a->data_dtype, ": there is no --data or --val-data FILE to read");
                    check_lr_schedule(lr_schedule(*a), a->lr);  // before MPI starts: one message, exit 2
                    check_profile_args(*a);
                  }};
