@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,7 @@ struct Measurement {
 // One strategy with its knobs, and what compiling it predicts.
 struct Candidate {
   std::string strategy;  // zero3 | zero2 | no_shard | hybrid | hybrid_zero2
-  Mesh mesh;
+  Mesh mesh;             // mesh.tp > 1: tensor parallelism on the innermost dimension
   bool unit_buckets = false;  // --bucketing unit
   int prefetch = 1;
   std::string remat = "none";  // --remat: activation checkpointing trades compute for memory
@@ -42,8 +43,8 @@ struct Candidate {
   bool fits = true;
   Measurement measured;  // --measure only
 
-  std::string flags() const;  // "--strategy hybrid --mesh 2,2 --bucketing unit --prefetch 2 --remat block"
-  std::string name() const;   // "hybrid 2x2 unit p2 remat:block"
+  std::string flags() const;  // "--strategy hybrid --mesh 2,2 --bucketing unit --prefetch 2 --remat block --tp 2"
+  std::string name() const;   // "hybrid 2x2 unit p2 remat:block tp2"
 };
 
 struct AdviseSetup {
@@ -56,6 +57,14 @@ struct AdviseSetup {
   int64_t tokens_per_rank = 0;  // per step
   int threads = 1;          // candidates compiled at once
   std::vector<std::string> strategies;  // --strategies: only these; empty: all
+  // --tp: the tensor-parallel sizes to try; every strategy is compiled at
+  // each, on the world / T data-parallel ranks (a 2-D or 3-D mesh).
+  std::vector<int> tps{1};
+  // The model captured for each tp > 1 in tps at T times the batch: a tp
+  // group's T ranks train on one data-parallel rank's batch, so every
+  // candidate trains the same global batch (and tokens per step).
+  std::map<int, Trace> tp_captured;
+  const Trace& captured_at(int tp) const { return tp > 1 ? tp_captured.at(tp) : captured; }
 };
 
 // Every candidate the setup admits, in a fixed order.

@@ -26,6 +26,7 @@
 #include "passes/remat.h"
 #include "passes/schedule.h"
 #include "passes/split.h"
+#include "passes/tensor_parallel.h"
 #include "passes/wrap.h"
 #include "runtime/memory_plan.h"
 #include "tools/advise.h"
@@ -52,6 +53,7 @@ PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
   a.prefetch = c.prefetch;
   a.precision = s.precision;
   a.remat = c.remat;
+  a.tp = c.mesh.tp;
   PipelineOptions o = sharding_pipeline(a, s.world, "--world-size is " + std::to_string(s.world));
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
   return o;
@@ -123,7 +125,10 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
   std::vector<PipelineOptions> opts;
   for (const Candidate* c : family) opts.push_back(pipeline_options(s, *c));
   const PipelineOptions& o = opts.front();
-  Trace sharded = fsdp(s.captured, FsdpOptions{o.strategy, o.mesh});
+  // compile() runs the tp pass first when the mesh has a tp dimension.
+  Trace sharded = o.mesh.tp > 1 ? fsdp(tensor_parallel(s.captured_at(o.mesh.tp), TensorParallelOptions{o.mesh.tp}),
+                                       FsdpOptions{o.strategy, o.mesh})
+                                : fsdp(s.captured, FsdpOptions{o.strategy, o.mesh});
   const std::vector<Unit> units = wrap_units(sharded, o.wrap);
   const std::vector<std::string> grad_params = gradient_params(sharded);
   if (o.precision != DType::f32) sharded = autocast(sharded, o.precision);
@@ -181,6 +186,7 @@ std::string Candidate::flags() const {
   if (strategy != "no_shard") f += std::string(" --bucketing ") + (unit_buckets ? "unit" : "none") +
                                    " --prefetch " + std::to_string(prefetch);
   if (remat != "none") f += " --remat " + remat;
+  if (mesh.tp > 1) f += " --tp " + std::to_string(mesh.tp);
   return f;
 }
 
@@ -189,20 +195,11 @@ std::string Candidate::name() const {
   if (is_hybrid_name(strategy)) n += " " + std::to_string(mesh.replicas) + "x" + std::to_string(mesh.shards);
   if (strategy != "no_shard") n += std::string(unit_buckets ? " unit" : " none") + " p" + std::to_string(prefetch);
   if (remat != "none") n += " remat:" + remat;
+  if (mesh.tp > 1) n += " tp" + std::to_string(mesh.tp);
   return n;
 }
 
 std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
-  std::vector<Mesh> meshes;  // for the hybrids
-  if (!s.mesh.empty()) {
-    const Mesh m = parse_mesh(s.mesh);
-    if (m.world() != s.world)
-      fail("--mesh ", s.mesh, " has ", m.world(), " ranks but --world-size is ", s.world);
-    meshes.push_back(m);
-  } else {
-    for (int r = 2; r <= s.world / 2; ++r)
-      if (s.world % r == 0) meshes.push_back(Mesh{r, s.world / r});
-  }
   std::vector<Candidate> cs;
   // Bucketing and prefetch change an FSDP schedule; no_shard has no gathers
   // and buckets its gradients by --bucket-mb whatever --bucketing says.
@@ -222,11 +219,32 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
       for (int prefetch : {1, 2}) add(strategy, mesh, unit, prefetch);
     for (const char* remat : {"selective", "block"}) add(strategy, mesh, true, 1, remat);
   };
-  fsdp("zero3", flat_mesh(s.world));
-  fsdp("zero2", flat_mesh(s.world));
-  add("no_shard", flat_mesh(s.world), false, 1);
-  for (const Mesh& m : meshes) fsdp("hybrid", m);
-  for (const Mesh& m : meshes) fsdp("hybrid_zero2", m);
+  for (int tp : s.tps) {
+    if (tp < 1 || s.world % tp != 0)
+      fail("--tp ", tp, " does not divide --world-size ", s.world, " (tensor-parallel groups of ", tp, " ranks)");
+    const int data = s.world / tp;  // the data-parallel ranks the strategies lay out
+    auto with_tp = [tp](Mesh m) {
+      m.tp = tp;
+      return m;
+    };
+    std::vector<Mesh> meshes;  // for the hybrids
+    if (!s.mesh.empty()) {
+      const Mesh m = parse_mesh(s.mesh);
+      if (m.world() != data)
+        fail("--mesh ", s.mesh, " has ", m.world(), " ranks but --world-size is ", s.world,
+             (tp > 1 ? " over --tp " + std::to_string(tp) + " (" + std::to_string(data) + " data-parallel ranks)"
+                     : std::string()));
+      meshes.push_back(with_tp(m));
+    } else {
+      for (int r = 2; r <= data / 2; ++r)
+        if (data % r == 0) meshes.push_back(with_tp(Mesh{r, data / r}));
+    }
+    fsdp("zero3", with_tp(flat_mesh(data)));
+    fsdp("zero2", with_tp(flat_mesh(data)));
+    add("no_shard", with_tp(flat_mesh(data)), false, 1);
+    for (const Mesh& m : meshes) fsdp("hybrid", m);
+    for (const Mesh& m : meshes) fsdp("hybrid_zero2", m);
+  }
   if (s.strategies.empty()) return cs;
   for (const std::string& name : s.strategies)
     if (name != "zero3" && name != "zero2" && name != "no_shard" && !is_hybrid_name(name))
@@ -246,7 +264,7 @@ void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs) {
   for (Candidate& c : cs) {
     auto same = [&](const std::vector<Candidate*>& f) {
       return f.front()->strategy == c.strategy && f.front()->mesh.replicas == c.mesh.replicas &&
-             f.front()->mesh.shards == c.mesh.shards;
+             f.front()->mesh.shards == c.mesh.shards && f.front()->mesh.tp == c.mesh.tp;
     };
     auto it = std::find_if(families.begin(), families.end(), same);
     if (it == families.end()) families.push_back({&c});

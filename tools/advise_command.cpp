@@ -28,6 +28,7 @@ struct AdviseArgs {
   int world = 0, threads = 0, measure_steps = 5;
   bool measure = false;
   std::vector<std::string> strategies;
+  std::vector<int> tps{1};
   std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output;
 };
 
@@ -70,7 +71,9 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
                         const std::string& cap_source, double seconds, bool measured) {
   const int per_node = static_cast<int>(s.hw.gpus_per_node.value);
   std::string out = "fsdpc advise: " + model + " on " + std::to_string(s.world) + " ranks, " +
-                    std::to_string(s.tokens_per_rank) + " tokens per rank a step, " + s.precision + " on the " +
+                    std::to_string(s.tokens_per_rank) + " tokens per rank a step" +
+                    (s.tp_captured.empty() ? "" : " (tpT: a group of T ranks shares T times that)") + ", " +
+                    s.precision + " on the " +
                     s.executor + " executor\nhardware: " + s.hw.name + (s.hw.file.empty() ? "" : " (" + s.hw.file + ")") +
                     ", " + std::to_string(std::min(per_node, s.world)) + " ranks per node";
   out += s.cap > 0 ? "; cap " + format_bytes(s.cap) + " per rank (" + cap_source + ")\n" : "; no memory cap\n";
@@ -132,6 +135,7 @@ std::string render_json(const AdviseSetup& s, const std::string& model, const st
     rows.push_back(Json{{"candidate", c.name()},
                         {"strategy", c.strategy},
                         {"mesh", {c.mesh.replicas, c.mesh.shards}},
+                        {"tp", c.mesh.tp},
                         {"bucketing", c.strategy == "no_shard" ? "none" : c.unit_buckets ? "unit" : "none"},
                         {"prefetch", c.prefetch},
                         {"flags", c.flags()},
@@ -181,7 +185,8 @@ std::string choose_executor(const AdviseArgs& a, const HardwareProfile& hw) {
 }
 
 // The model flags of `fsdpc train` that capture the trace advise compiled:
-// train's --batch is the global one, advise's the per-rank one.
+// train's --batch is the global one, advise's the per-rank one. The global
+// batch is the same for every candidate, tp or not (AdviseSetup::tp_captured).
 std::string train_model_flags(const ModelSource& src, const Trace& captured, int world) {
   std::string config = "'";  // for the shell, a ' in the path included
   for (char c : src.config) config += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -201,6 +206,7 @@ void run_advise(const AdviseArgs& a) {
   s.world = a.world;
   s.mesh = a.mesh;
   s.strategies = a.strategies;
+  s.tps = a.tps;
   const std::string mpirun = a.measure ? find_mpirun() : "";
   if (a.measure && mpirun.empty())
     fail("--measure runs each candidate under mpirun, and none was found (not on PATH; FSDPC_MPIRUN names one)");
@@ -219,6 +225,12 @@ void run_advise(const AdviseArgs& a) {
   s.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s.captured = place(load_source_trace(a.src), executor_device(s.executor));
   s.tokens_per_rank = tokens_per_rank(s.captured);
+  for (int tp : s.tps) {
+    if (tp == 1 || s.tp_captured.count(tp) || s.captured.args.empty() || s.captured.args[0].type.shape.empty()) continue;
+    ModelSource shared = a.src;
+    shared.batch = s.captured.args[0].type.shape[0] * tp;
+    s.tp_captured.emplace(tp, place(load_source_trace(shared), executor_device(s.executor)));
+  }
   evaluate_candidates(s, cs);
   rank_candidates(cs);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -246,6 +258,10 @@ Command add_advise_command(CLI::App& app) {
   cmd->add_option("--executor", a->executor, "cpu | cuda: what the candidates compile for (default: the profile's)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--strategies", a->strategies, "Only these strategies, e.g. zero3,no_shard (default: all)")
+      ->delimiter(',');
+  cmd->add_option("--tp", a->tps,
+                  "Tensor-parallel sizes to compile every strategy at, e.g. 1,2,4 (each must divide --world-size; "
+                  "default 1: none)")
       ->delimiter(',');
   auto* measure = cmd->add_flag("--measure", a->measure,
                                 "Also run each candidate that fits here (mpirun -np N fsdpc train) and print measured "
