@@ -12,6 +12,7 @@
 #include "executors/fusion/fusion_kernel.h"
 #include "ir/error.h"
 #include "passes/tensor_parallel.h"
+#include "runtime/checkpoint_parts.h"
 #include "runtime/clip.h"
 #include "runtime/profiler.h"
 #include "runtime/safetensors.h"
@@ -42,15 +43,13 @@ const EngineOptions& before_collectives(const EngineOptions& options, const Engi
   return options;
 }
 
-}  // namespace
-
-// Checkpoints (--save, --resume) hold each rank's rows of the full parameters
-// and of their optimizer state, to be read back at any world size; rows of
-// the parts tensor parallelism cut are not written that way yet.
-void Engine::refuse_with_tp(const char* what) const {
-  if (options_.mesh.tp > 1)
-    fail(what, " with tensor parallelism (--tp ", options_.mesh.tp, ") is not implemented yet");
+TensorParallelSplit split_of(const std::string& path) {
+  const std::optional<TensorParallelSplit> split = tensor_parallel_split(path);
+  FSDPC_CHECK(split) << path << " has no tensor-parallel split";
+  return *split;
 }
+
+}  // namespace
 
 Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const EngineOptions& options)
     : options_(before_collectives(options, traces)),
@@ -369,11 +368,7 @@ void Engine::load_parameters(const ShardFill& fill) {
       // tp part, then take the part's FSDP rows (zero padding past its end).
       std::vector<float> whole(static_cast<size_t>(numel(full)));
       fill(p.plan.path, full, 0, full.empty() ? 1 : full[0], whole.data());
-      const std::vector<float> part = cut_tp_part(p, whole);
-      const int64_t row = p.value.type.shape.empty() ? 1 : numel(p.value.type.shape) / p.value.type.shape[0];
-      const int64_t begin = std::min(static_cast<int64_t>(part.size()), p.row_begin * row);
-      const int64_t n = std::min(static_cast<int64_t>(part.size()) - begin, static_cast<int64_t>(host.size()));
-      std::copy_n(part.begin() + begin, n, host.begin());
+      take_rows(p, cut_tp_part(p, whole), host);
     } else {
       const int64_t rows = p.group.empty() ? (full.empty() ? 1 : full[0]) : p.value.type.shape[0];
       fill(p.plan.path, full, p.row_begin, rows, host.data());
@@ -386,13 +381,15 @@ double Engine::mean_over_ranks(double local) {
   return all_reduce_sum(local, "dp", "mean over ranks") / options_.mesh.data_parallel();
 }
 
-void Engine::barrier() { watched_barrier(mpi_->groups().comm("dp"), "barrier", "dp"); }
+// Over every rank: with tensor parallelism the dp group is only the ranks of
+// this tp index, and a checkpoint's folder must exist for all of them.
+void Engine::barrier() { watched_barrier(MPI_COMM_WORLD, "barrier", "world"); }
 
 void Engine::save_rank_state(const std::string& dir, int64_t step) {
-  refuse_with_tp("checkpoints (--save)");
   std::vector<SafetensorsTensor> tensors;
   std::map<std::string, std::string> meta = {{"step", std::to_string(step)},
                                              {"world", std::to_string(world())},
+                                             {"tp", std::to_string(options_.mesh.tp)},
                                              {"seed", std::to_string(options_.seed)},
                                              {"optimizer_steps", std::to_string(optimizer_->steps())}};
   // Host copies of every shard and state buffer (device memory on a GPU),
@@ -407,72 +404,48 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
   for (Param& p : params_) {
     const Shape& shape = p.value.type.shape;
     add(p.plan.path, shape, static_cast<const float*>(p.value.data()));
-    meta[p.plan.path + ".row_begin"] = std::to_string(p.row_begin);
+    // The rows are of this rank's tp part when tensor parallelism cut the
+    // parameter: the file says which part, so any layout can place them.
+    PartPlacement where;
+    where.row_begin = p.row_begin;
+    if (p.tp_split) {
+      where.tp = options_.mesh.tp;
+      where.tp_rank = mpi_->groups().rank_in("tp");
+      where.split = split_of(p.plan.path);
+    }
+    write_placement(meta, p.plan.path, where);
     if (!p.requires_grad) continue;
     Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
     meta[p.plan.path + ".step"] = std::to_string(st.step);
-    if (st.buf0) add(p.plan.path + ".state0", shape, st.buf0);
+    if (st.buf0) add(p.plan.path + ".state0", shape, st.buf0);  // placed as the parameter's rows
     if (st.buf1) add(p.plan.path + ".state1", shape, st.buf1);
   }
   write_safetensors(dir + "/rank-" + std::to_string(rank()) + ".safetensors", tensors, meta);
 }
 
-namespace {
-// The rank files of a checkpoint folder, with their metadata as integers.
-struct RankFiles {
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
-  int64_t meta(size_t k, const std::string& key) const {
-    auto it = files[k]->metadata().find(key);
-    if (it == files[k]->metadata().end()) fail(files[k]->path(), ": metadata has no '", key, "'");
-    return std::stoll(it->second);
-  }
-};
-
-// Fills rows [row_begin, row_begin + rows) of tensor `name` (a parameter of
-// `full_rows` rows, or its optimizer state) from whichever rank files hold
-// them: the writer's shards may be cut differently (another world size or
-// strategy). Rows past full_rows are padding and get 0.
-void read_rows_from_shards(const RankFiles& rf, const std::string& name, const std::string& param, int64_t full_rows,
-                           int64_t row_begin, int64_t rows, int64_t cols, float* out) {
-  std::fill(out, out + rows * cols, 0.0f);
-  int64_t covered = 0;
-  const int64_t want_end = std::min(row_begin + rows, full_rows);
-  for (size_t k = 0; k < rf.files.size() && covered < want_end - row_begin; ++k) {
-    const SafetensorsEntry* e = rf.files[k]->find(name);
-    if (!e) fail(rf.files[k]->path(), ": no tensor ", name);
-    const int64_t e_rows = e->shape.empty() ? 1 : e->shape[0];
-    if ((e_rows ? numel(e->shape) / e_rows : cols) != cols)
-      fail(rf.files[k]->path(), ": ", name, " has shape ", shape_str(e->shape), ", rows of ", cols, " elements expected");
-    const int64_t have = rf.meta(k, param + ".row_begin");
-    const int64_t lo = std::max(row_begin, have), hi = std::min(want_end, have + e_rows);
-    if (lo >= hi) continue;
-    rf.files[k]->read_rows_f32(*e, lo - have, hi - lo, out + (lo - row_begin) * cols);
-    covered += hi - lo;  // replicas hold the same rows: stop once every row is read
-  }
-  if (covered < std::max<int64_t>(0, want_end - row_begin))
-    fail("checkpoint rows ", row_begin, "..", want_end, " of ", name, " are not in any rank file");
-}
-}  // namespace
-
 int64_t Engine::load_rank_state(const std::string& dir) {
-  refuse_with_tp("resuming (--resume)");
-  RankFiles rf;
-  rf.files.push_back(std::make_unique<SafetensorsFile>(dir + "/rank-0.safetensors"));
-  const int64_t written_world = rf.meta(0, "world");
+  const RankFiles rf(dir);
   // Data and sampling are functions of (seed, step): another seed would not
   // continue the same run.
   if (rf.meta(0, "seed") != static_cast<int64_t>(options_.seed))
     fail(dir, ": the checkpoint was trained with --seed ", rf.meta(0, "seed"), ", this run has --seed ",
          options_.seed);
-  for (int64_t k = 1; k < written_world; ++k)
-    rf.files.push_back(std::make_unique<SafetensorsFile>(dir + "/rank-" + std::to_string(k) + ".safetensors"));
   for (Param& p : params_) {
     const Shape& shape = p.value.type.shape;
     const int64_t rows = shape.empty() ? 1 : shape[0], cols = rows ? numel(shape) / rows : 0;
     const int64_t full_rows = p.plan.full_shape.empty() ? 1 : p.plan.full_shape[0];
+    // Rows of the full parameter in every file and wanted here: read only
+    // this rank's rows. Otherwise tp parts were written or are wanted: put
+    // the full tensor together from the files, then cut this rank's part.
+    const bool parts = p.tp_split || rf.holds_tp_parts(p.plan.path);
     auto read = [&](const std::string& name, float* device_out) {
       std::vector<float> host(static_cast<size_t>(rows * cols));
-      read_rows_from_shards(rf, name, p.plan.path, full_rows, p.row_begin, rows, cols, host.data());
+      if (!parts) {
+        rf.read_rows(name, p.plan.path, full_rows, p.row_begin, rows, cols, host.data());
+      } else {
+        std::vector<float> whole = rf.read_full(name, p.plan.path, p.plan.full_shape);
+        take_rows(p, p.tp_split ? cut_tp_part(p, whole) : whole, host);
+      }
       backend().copy_from_host(device_out, host.data(), host.size() * sizeof(float));
     };
     read(p.plan.path, static_cast<float*>(p.value.data()));
@@ -486,19 +459,23 @@ int64_t Engine::load_rank_state(const std::string& dir) {
   return rf.meta(0, "step");
 }
 
+// This rank's rows of `tensor` (its tp part, or the full parameter) into
+// `host`: rows [row_begin, row_begin + its rows), 0 past the end (padding).
+void Engine::take_rows(const Param& p, const std::vector<float>& tensor, std::vector<float>& host) const {
+  const Shape& shape = p.value.type.shape;
+  const int64_t row = shape.empty() || shape[0] == 0 ? 1 : numel(shape) / shape[0];
+  const int64_t size = static_cast<int64_t>(tensor.size());
+  const int64_t begin = std::min(size, p.row_begin * row);
+  const int64_t n = std::min(size - begin, static_cast<int64_t>(host.size()));
+  std::fill(host.begin(), host.end(), 0.0f);
+  std::copy_n(tensor.begin() + begin, n, host.begin());
+}
+
 std::vector<Engine::Shard> Engine::shards() const {
   std::vector<Shard> out;
   for (const Param& p : params_) out.push_back({p.plan.path, &p.value, p.row_begin});
   return out;
 }
-
-namespace {
-TensorParallelSplit split_of(const std::string& path) {
-  const std::optional<TensorParallelSplit> split = tensor_parallel_split(path);
-  FSDPC_CHECK(split) << path << " has no tensor-parallel split";
-  return *split;
-}
-}  // namespace
 
 std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>& whole) const {
   const int tp = options_.mesh.tp;

@@ -132,13 +132,15 @@ class Engine {
   double mean_over_ranks(double local);
 
   // Resumable training state, per rank: this rank's parameter shards and
-  // optimizer state to <dir>/rank-<r>.safetensors (step counts in its
-  // metadata). Collective. The caller makes the folder complete atomically.
+  // optimizer state to <dir>/rank-<r>.safetensors (step counts, and where
+  // each shard sits in its tp part and full parameter, in its metadata).
+  // Collective. The caller makes the folder complete atomically.
   void save_rank_state(const std::string& dir, int64_t step);
-  // Restores what save_rank_state wrote — at any world size and strategy:
-  // each rank reads its rows from whichever rank files hold them. Returns
-  // the step to continue from. Throws fsdpc::Error when the files do not
-  // match this model (names, row sizes, missing rows).
+  // Restores what save_rank_state wrote — at any world size, strategy and
+  // tp size: each rank reads its rows from whichever rank files hold them
+  // (runtime/checkpoint_parts.h). Returns the step to continue from. Throws
+  // fsdpc::Error naming the file and tensor when the files do not match
+  // this model (names, row sizes, tp metadata, missing rows).
   int64_t load_rank_state(const std::string& dir);
   void barrier();
 
@@ -168,11 +170,13 @@ class Engine {
   };
   std::vector<TensorValue> forward_args(const Trace& forward, const std::vector<HostTensor>& inputs);
   double all_reduce_sum(double v, const std::string& group, const char* label);
-  void refuse_with_tp(const char* what) const;
   // Tensor parallelism: this rank's part of a whole parameter, and the parts
   // of a tp group put back together (on its first rank).
   std::vector<float> cut_tp_part(const Param& p, const std::vector<float>& whole) const;
   std::vector<float> gather_tp_parts(const Param& p, std::vector<float> part);
+  // This rank's rows of `p` out of `tensor` (its tp part, or the full
+  // parameter when tp left it whole) into `host`, 0 past the end.
+  void take_rows(const Param& p, const std::vector<float>& tensor, std::vector<float>& host) const;
   // Runs one micro-batch; returns its local loss and its gradients.
   double micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                     const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads);

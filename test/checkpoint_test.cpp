@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -224,6 +225,129 @@ TEST_CASE("a sharded checkpoint holds no gathered model and resumes at another w
   Result reseeded = train(1, "--resume '" + ck.string() + "' --steps 4 --seed 9" + data);
   CHECK(reseeded.code == 2);
   CHECK_THAT(reseeded.output, Contains("trained with --seed 0"));
+}
+
+namespace {
+
+// Rewrites rank file `file` with metadata `key` set to `value` (the tensors
+// unchanged), as a damaged or hand-edited checkpoint would be.
+void set_rank_meta(const fs::path& file, const std::string& key, const std::string& value) {
+  std::vector<std::vector<float>> data;
+  std::vector<fsdpc::SafetensorsTensor> tensors;
+  std::map<std::string, std::string> meta;
+  {
+    fsdpc::SafetensorsFile f(file.string());
+    meta = f.metadata();
+    for (const auto& e : f.entries()) {
+      data.emplace_back(static_cast<size_t>(fsdpc::numel(e.shape)));
+      f.read_rows_f32(e, 0, e.shape.empty() ? 1 : e.shape[0], data.back().data());
+      tensors.push_back({e.name, e.shape, data.back().data()});
+    }
+  }
+  meta[key] = value;
+  fsdpc::write_safetensors(file.string(), tensors, meta);
+}
+
+}  // namespace
+
+// Each rank file records which tp part its rows are of; a resume puts the
+// full tensors (parameters and AdamW state) together from the files and
+// cuts its own part, so a tp 2 x zero3 checkpoint continues at tp 2, at
+// tp 1 and a tp 1 checkpoint at tp 2, as the uninterrupted run did.
+TEST_CASE("a tensor-parallel checkpoint resumes at the same layout, at tp 1, and a tp 1 one at tp 2",
+          "[mpi][checkpoint][tp]") {
+  const std::string data = kData + "'" + corpus().string() + "' --strategy zero3 --optimizer adamw";
+  const Result whole = train(4, "--model gpt2-tiny --steps 4 --tp 2" + data);
+  INFO(whole.output);
+  REQUIRE(whole.code == 0);
+  REQUIRE(whole.losses.size() == 4);
+  const fs::path ck = scratch("ck-tp"), ck1 = scratch("ck-tp1");
+  fs::remove_all(ck);
+  fs::remove_all(ck1);
+  Result saved = train(4, "--model gpt2-tiny --steps 2 --tp 2 --save '" + ck.string() + "'" + data);
+  INFO(saved.output);
+  REQUIRE(saved.code == 0);
+  // The Hugging Face export holds the full parameters, gathered over tp.
+  {
+    fsdpc::SafetensorsFile hf((ck / "model.safetensors").string());
+    const fsdpc::SafetensorsEntry* c_attn = hf.find("h.0.attn.c_attn.weight");
+    REQUIRE(c_attn != nullptr);
+    CHECK(c_attn->shape == fsdpc::Shape{64, 192});
+    // World rank 1 is tp rank 1 of data-parallel rank 0: its file says so.
+    fsdpc::SafetensorsFile r1((ck / "state" / "step-2" / "rank-1.safetensors").string());
+    CHECK(r1.metadata().at("h.0.attn.c_attn.weight.tp") == "2");
+    CHECK(r1.metadata().at("h.0.attn.c_attn.weight.tp_rank") == "1");
+    CHECK(r1.metadata().at("wte.weight.tp") == "1");  // replicated on the tp group
+  }
+
+  auto resume = [&](int np, const std::string& dir, const std::string& layout) {
+    Result r = train(np, "--resume '" + dir + "' --steps 4" + data + layout);
+    INFO(np << " ranks" << layout << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.losses.size() == 2);
+    CHECK(r.losses[0] == Approx(whole.losses[2]).epsilon(1e-5));
+    CHECK(r.losses[1] == Approx(whole.losses[3]).epsilon(1e-5));
+    return r;
+  };
+  // Permuting heads consistently over q, k, v and the output projection is
+  // a symmetry of the model, so the losses alone would not see a part put
+  // back in the wrong place: the parameters a resume restores must be the
+  // export's, value for value (--steps 2: resumed, no step taken).
+  auto restores_export = [&](int np, const fs::path& dir, const std::string& layout) {
+    const fs::path state = scratch("tp-state.json");
+    Result r = train(np, "--resume '" + dir.string() + "' --steps 2 --save-state '" + state.string() + "'" + data +
+                             layout);
+    INFO(np << " ranks" << layout << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    std::ifstream in(state);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    fsdpc::SafetensorsFile hf((dir / "model.safetensors").string());
+    REQUIRE(j.size() == hf.entries().size());
+    for (const auto& e : hf.entries()) {
+      std::vector<float> want(static_cast<size_t>(fsdpc::numel(e.shape)));
+      hf.read_rows_f32(e, 0, e.shape.empty() ? 1 : e.shape[0], want.data());
+      const nlohmann::json& got = j.at(e.name).at("data");
+      REQUIRE(got.size() == want.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < want.size(); ++i) differ += static_cast<float>(got[i].get<double>()) != want[i];
+      INFO(e.name);
+      CHECK(differ == 0);
+    }
+  };
+  restores_export(1, ck, "");
+
+  // The same layout continues bit for bit.
+  const Result same = resume(4, ck.string(), " --tp 2");
+  CHECK(same.losses[0] == whole.losses[2]);
+  CHECK(same.losses[1] == whole.losses[3]);
+  resume(2, ck.string(), "");  // tp 1, 2 data-parallel ranks
+  resume(1, ck.string(), "");  // tp 1, one rank
+
+  // A tp 1 checkpoint at tp 2.
+  Result saved1 = train(2, "--model gpt2-tiny --steps 2 --save '" + ck1.string() + "'" + data);
+  INFO(saved1.output);
+  REQUIRE(saved1.code == 0);
+  resume(4, ck1.string(), " --tp 2");
+  restores_export(4, ck1, " --tp 2");
+
+  // Bad files: a missing rank file, and metadata that puts a part nowhere,
+  // name the file (and the tensor) and exit with code 2. Without the index
+  // the digests are not checked first, so the metadata is what is read.
+  const fs::path step = ck / "state" / "step-2";
+  const std::string flight = " --flight-dir '" + scratch("flight").string() + "'";  // the failures' records
+  fs::remove(step / "index.json");
+  set_rank_meta(step / "rank-1.safetensors", "h.0.attn.c_attn.weight.tp_rank", "5");
+  Result bad = train(2, "--resume '" + ck.string() + "' --steps 4" + data + flight);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Contains("rank-1.safetensors: h.0.attn.c_attn.weight.tp_rank is 5, not a rank of tp 2"));
+  set_rank_meta(step / "rank-1.safetensors", "h.0.attn.c_attn.weight.tp_rank", "0");  // two copies of part 0
+  bad = train(4, "--resume '" + ck.string() + "' --steps 4 --tp 2" + data + flight);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Contains("elements of h.0.attn.c_attn.weight") && Contains("are not in any rank file"));
+  fs::remove(step / "rank-3.safetensors");
+  bad = train(4, "--resume '" + ck.string() + "' --steps 4 --tp 2" + data + flight);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Contains("rank-3.safetensors"));
 }
 
 TEST_CASE("a checkpoint with tensors the model does not have lists them", "[mpi][checkpoint]") {

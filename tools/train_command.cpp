@@ -59,11 +59,6 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   JitOptions o;
   o.pipeline = sharding_pipeline(a.sharding, world, "mpirun started " + std::to_string(world));
   o.pipeline.verify = false;  // verified by the tests; training runs the passes only
-  if (o.pipeline.mesh.tp > 1)
-    for (const auto& [flag, value] : {std::pair{"--save", &a.save}, {"--resume", &a.resume}})
-      if (!value->empty())
-        fail(flag, " with --tp ", o.pipeline.mesh.tp,
-             ": checkpoints of tensor-parallel training are not implemented yet (--init and --save-state work)");
   // Tensor-parallel ranks share their batch: it is split over the dp ranks.
   const int dp = o.pipeline.mesh.data_parallel();
   int64_t batch = a.src.batch ? a.src.batch : (is_lm ? 2 * dp : 64);  // global
