@@ -82,6 +82,7 @@ LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, co
   f.add("--sampling", a.sampling);
   f.add("--data", a.data.empty() ? "" : file_fingerprint(a.data));
   f.add("--val-data", a.val_data.empty() ? "" : file_fingerprint(a.val_data));
+  f.add("--data-dtype", a.data_dtype);
   f.add("--eval-every", std::to_string(a.eval_every));
   f.add("--eval-batches", std::to_string(a.eval_batches));
   f.add("--init", a.init.empty() ? "" : fs::is_directory(a.init) ? folder_fingerprint(a.init) : file_fingerprint(a.init));
