@@ -220,7 +220,8 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
     for (const char* remat : {"selective", "block"}) add(strategy, mesh, true, 1, remat);
   };
   for (int tp : s.tps) {
-    if (tp < 1 || s.world % tp != 0)
+    if (tp < 1) fail("--tp must be at least 1, got ", tp);
+    if (s.world % tp != 0)
       fail("--tp ", tp, " does not divide --world-size ", s.world, " (tensor-parallel groups of ", tp, " ranks)");
     const int data = s.world / tp;  // the data-parallel ranks the strategies lay out
     auto with_tp = [tp](Mesh m) {

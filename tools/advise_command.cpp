@@ -3,6 +3,7 @@
 // step simulator on a hardware profile), and print them best first. Nothing
 // runs (a table for gpt2-xl on 64 ranks takes seconds) unless --measure asks
 // for a few real steps of each candidate here (tools/advise_measure.cpp).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -206,7 +207,9 @@ void run_advise(const AdviseArgs& a) {
   s.world = a.world;
   s.mesh = a.mesh;
   s.strategies = a.strategies;
-  s.tps = a.tps;
+  s.tps = a.tps;  // each size once, smallest first
+  std::sort(s.tps.begin(), s.tps.end());
+  s.tps.erase(std::unique(s.tps.begin(), s.tps.end()), s.tps.end());
   const std::string mpirun = a.measure ? find_mpirun() : "";
   if (a.measure && mpirun.empty())
     fail("--measure runs each candidate under mpirun, and none was found (not on PATH; FSDPC_MPIRUN names one)");
