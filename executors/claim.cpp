@@ -69,13 +69,7 @@ void claim_into(const BoundSymbol& b, const std::vector<const Executor*>& execut
 }  // namespace
 
 Trace claim(const Trace& trace, const std::vector<const Executor*>& executors) {
-  Trace out;
-  out.name = trace.name;
-  out.provenance = "exec";
-  out.args = trace.args;
-  out.returns = trace.returns;
-  out.next_id = trace.next_id;
-  out.bsyms.reserve(trace.bsyms.size());
+  Trace out = without_statements(trace, "exec");
   for (const BoundSymbol& b : trace.bsyms) claim_into(b, executors, out.bsyms);
   return out;
 }

@@ -92,6 +92,17 @@ int64_t counter_of(const std::string& name) {
 }
 }  // namespace
 
+Trace without_statements(const Trace& t, std::string provenance) {
+  Trace out;
+  out.name = t.name;
+  out.provenance = std::move(provenance);
+  out.args = t.args;
+  out.returns = t.returns;
+  out.next_id = t.next_id;
+  out.bsyms.reserve(t.bsyms.size());
+  return out;
+}
+
 void Trace::resync_counter() {
   int64_t max_id = -1;
   auto see = [&](const std::string& n) { max_id = std::max(max_id, counter_of(n)); };

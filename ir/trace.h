@@ -142,6 +142,11 @@ struct Trace {
   bool operator==(const Trace& o) const;
 };
 
+// A pass's output before its statements: `t`'s name, arguments, returns and
+// name counter, the given provenance, no statements (room reserved for as
+// many as `t` has).
+Trace without_statements(const Trace& t, std::string provenance);
+
 // Parameter path -> proxy name: "h.3.attn.c_attn.weight" -> "t_h_3_attn_c_attn_weight".
 std::string param_proxy_name(const std::string& path);
 

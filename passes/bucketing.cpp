@@ -386,13 +386,7 @@ std::vector<std::string> gradient_params(const Trace& trace) {
 
 Trace bucketing(const Trace& trace, const BucketingOptions& o) {
   const bool ddp = o.strategy == Strategy::no_shard;
-  // Everything but the statements, which are appended one by one below.
-  Trace out;
-  out.name = trace.name;
-  out.provenance = "bucketing";
-  out.args = trace.args;
-  out.returns = trace.returns;
-  out.next_id = trace.next_id;
+  Trace out = without_statements(trace, "bucketing");  // the statements are appended one by one below
   if (!ddp && !o.unit_buckets) {
     out.bsyms = trace.bsyms;
     return out;

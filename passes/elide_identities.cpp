@@ -53,13 +53,7 @@ Trace elide_identities(const Trace& trace) {
   std::unordered_map<std::string, const TensorType*> types;
   for (const Proxy& a : trace.args) types[a.name] = &a.type;
 
-  Trace out;  // everything but the statements, which are appended as kept
-  out.name = trace.name;
-  out.provenance = "elide";
-  out.args = trace.args;
-  out.returns = trace.returns;
-  out.next_id = trace.next_id;
-  out.bsyms.reserve(trace.bsyms.size());
+  Trace out = without_statements(trace, "elide");  // the statements are appended as kept
   std::unordered_map<std::string, std::string> renamed;  // elided result -> the value it equals
   std::unordered_map<std::string, std::string> future_of;  // elided future -> the collective's input
   std::vector<std::string> gathered;                       // inputs of elided all_gathers

@@ -405,12 +405,7 @@ void Schedule::flush_ready_reduces() {
 }
 
 Trace Schedule::run() {
-  out_.name = in_.name;
-  out_.provenance = "schedule";
-  out_.args = in_.args;
-  out_.returns = in_.returns;
-  out_.next_id = in_.next_id;
-  out_.bsyms.reserve(in_.bsyms.size());
+  out_ = without_statements(in_, "schedule");
   std::unordered_map<size_t, std::vector<size_t>> due;  // compute statement -> gathers first used there
   for (size_t g : issue_order_) due[gathers_[g].first_use].push_back(g);
   auto release = [&](size_t step) {
