@@ -151,6 +151,7 @@ Types dispatch(const MetaArgs& a) {
     case OpId::Matmul: return {meta_matmul(a)};
     case OpId::Full: return {meta_full(a)};
     case OpId::Iota: return {meta_iota(a)};
+    case OpId::AxisIndex: return {meta_axis_index(a)};
     case OpId::Linear: return {meta_linear(a)};
     case OpId::Gelu: return {meta_gelu(a)};
     case OpId::Softmax: return {meta_softmax(a)};

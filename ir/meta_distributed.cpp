@@ -111,11 +111,17 @@ TensorType meta_reduce_scatter(const MetaArgs& a) {
   return collective_out(x, std::move(out), DistType::fully_sharded, true);
 }
 
+// op=max (tensor parallelism's softmax shift over a split vocabulary) has no
+// VJP: it must say grad=none, which stops the cotangent there. The shift
+// cancels out of the loss, so nothing is lost.
 TensorType meta_all_reduce(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   group_size(a);
-  require_sum(a);
-  check_grad_attr(a, {"sum", "identity"});
+  const std::string& op = a.get_str("op");
+  if (op != "sum" && op != "max") a.fail("op '", op, "' is not supported (expected sum or max)");
+  check_grad_attr(a, {"sum", "identity", "none"});
+  if (op == "max" && !(a.has("grad") && a.get_str("grad") == "none"))
+    a.fail("op 'max' has no gradient; expected grad=none");
   // A shard all-reduced across replicas (hybrid) is still a shard: the same
   // rows on every replica, different rows within the shard group.
   DistType dist = x.dist == DistType::fully_sharded ? DistType::fully_sharded : DistType::replicated;

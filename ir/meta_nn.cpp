@@ -72,6 +72,19 @@ TensorType meta_iota(const MetaArgs& a) {
   return t;
 }
 
+// This rank's position in its `group` of `size` ranks, an i64 scalar: the
+// one value that differs between the ranks of an SPMD trace (tensor
+// parallelism's vocabulary offset). Only executors that know the process
+// groups claim it.
+TensorType meta_axis_index(const MetaArgs& a) {
+  if (a.get_str("group").empty()) a.fail("group is empty; expected a process-group name");
+  if (a.get_int("size") < 1) a.fail("size ", a.get_int("size"), " must be >= 1");
+  TensorType t;
+  t.dtype = DType::i64;
+  t.device = device_attr(a);
+  return t;
+}
+
 TensorType meta_linear(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   const TensorType& w = a.tensor(1);

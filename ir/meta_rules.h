@@ -92,6 +92,7 @@ TensorType meta_index_add(const MetaArgs& a);
 TensorType meta_matmul(const MetaArgs& a);
 TensorType meta_full(const MetaArgs& a);
 TensorType meta_iota(const MetaArgs& a);
+TensorType meta_axis_index(const MetaArgs& a);
 TensorType meta_linear(const MetaArgs& a);
 TensorType meta_gelu(const MetaArgs& a);
 TensorType meta_softmax(const MetaArgs& a);

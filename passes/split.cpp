@@ -36,6 +36,7 @@ bool is_cheap(OpId op, bool regather) {
   switch (op) {
     case OpId::BroadcastInDim: case OpId::Reshape: case OpId::Permute: case OpId::Slice:
     case OpId::ConvertElementType: case OpId::Full: case OpId::Iota:
+    case OpId::AxisIndex:
       return true;
     case OpId::AllGather: case OpId::Wait:
       return regather;

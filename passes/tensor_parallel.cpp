@@ -51,6 +51,10 @@ class TensorParallel {
   void matmul(const BoundSymbol& s);
   void reshape(const BoundSymbol& s, const Local& x);
   void slice(const BoundSymbol& s, const Local& x);
+  void take(const BoundSymbol& s, const Local& table);
+  void cross_entropy(const BoundSymbol& s, const Local& logits);
+  Proxy vocab_offset(int64_t rows, DType dtype, const Device& device);
+  Proxy emit(OpId op, std::vector<Operand> ins, Attrs a = {}) { return b_.emit1(op, std::move(ins), std::move(a)); }
   [[noreturn]] void unsupported(const BoundSymbol& s, const std::string& why) const;
 
   TraceBuilder b_;
@@ -59,6 +63,8 @@ class TensorParallel {
   std::unordered_map<std::string, std::string> renamed_;  // old name -> new, where they differ
   std::unordered_map<std::string, std::string> f_;    // new name -> its f output
   std::unordered_map<std::string, const BoundSymbol*> broadcasts_;  // old name -> broadcast_in_dim
+  std::unordered_map<std::string, std::string> axis_index_;  // device -> this rank's tp index
+  std::unordered_map<std::string, std::string> offsets_;     // device/rows/dtype -> its vocab offset
 };
 
 void TensorParallel::unsupported(const BoundSymbol& s, const std::string& why) const {
@@ -214,6 +220,104 @@ void TensorParallel::slice(const BoundSymbol& s, const Local& x) {
   define(s, b_.emit1(OpId::Slice, {Operand::of(x.name)}, std::move(a)), l);
 }
 
+// The first vocabulary row this rank holds, `rank * rows`, as a `dtype` scalar.
+Proxy TensorParallel::vocab_offset(int64_t rows, DType dtype, const Device& device) {
+  const std::string dev = device_name(device);
+  const std::string key = dev + "/" + std::to_string(rows) + "/" + std::string(dtype_name(dtype));
+  if (auto done = offsets_.find(key); done != offsets_.end()) return Proxy{done->second, b_.type_of(done->second), "", true};
+  auto it = axis_index_.find(dev);
+  if (it == axis_index_.end()) {
+    Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"device", dev}};
+    it = axis_index_.emplace(dev, emit(OpId::AxisIndex, {}, std::move(a)).name).first;
+  }
+  Proxy off = emit(OpId::Mul, {Operand::of(it->second), Operand::lit(static_cast<double>(rows))});
+  if (dtype != DType::i64)
+    off = emit(OpId::ConvertElementType, {Operand::of(off.name)}, Attrs{{"dtype", std::string(dtype_name(dtype))}});
+  offsets_[key] = off.name;
+  return off;
+}
+
+// Vocab-parallel embedding: ids outside this rank's rows look up row 0 and
+// are zeroed, so g's sum over the tp ranks is the full lookup. The backward
+// (where's, then take's rule) adds each cotangent row to the rank that holds
+// its id only.
+void TensorParallel::take(const BoundSymbol& s, const Local& table) {
+  if (table.layout.dim != 0 || table.layout.blocks != 1 || s.attrs.get_int("dim") != 0 || in(s, 1).layout.split())
+    unsupported(s, "only a lookup of rows (dim 0) in a table split by rows is supported");
+  const std::string ids = in(s, 1).name;
+  const TensorType& it = b_.type_of(ids);
+  const int64_t rows = b_.type_of(table.name).shape[0];
+  const Shape& idx_shape = it.shape;
+  Proxy off = vocab_offset(rows, it.dtype, it.device);
+  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList(idx_shape)}, {"broadcast_dims", IntList{}}});
+  Proxy local = emit(OpId::Sub, {Operand::of(ids), Operand::of(off.name)});
+  Proxy below = emit(OpId::Lt, {Operand::of(local.name), Operand::lit(0)});
+  Proxy clamped = emit(OpId::Where, {Operand::of(below.name), Operand::lit(0), Operand::of(local.name)});
+  Proxy above = emit(OpId::Ge, {Operand::of(clamped.name), Operand::lit(static_cast<double>(rows))});
+  Proxy safe = emit(OpId::Where, {Operand::of(above.name), Operand::lit(0), Operand::of(clamped.name)});
+  Proxy mine = emit(OpId::Eq, {Operand::of(local.name), Operand::of(safe.name)});  // the id is in range
+  Proxy rows_out = emit(OpId::Take, {Operand::of(table.name), Operand::of(safe.name)}, s.attrs);
+  IntList dims(idx_shape.size());
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  Proxy keep = emit(OpId::BroadcastInDim, {Operand::of(mine.name)},
+                    Attrs{{"shape", IntList(rows_out.type.shape)}, {"broadcast_dims", std::move(dims)}});
+  Proxy partial = emit(OpId::Where, {Operand::of(keep.name), Operand::of(rows_out.name), Operand::lit(0)});
+  define(s, g(partial), Layout{});
+}
+
+// Megatron's vocab-parallel cross-entropy on logits split on the vocabulary
+// (the last dim): the loss is mean(log(sum exp z) - z[target]) with z the
+// logits shifted by their global row max. The max crosses the ranks without
+// a gradient (the shift cancels out of the loss); each rank's row sums of
+// exp z and its share of z[target] (zero unless it holds the target's class)
+// cross in one g. The full logits are never gathered.
+void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
+  const Shape& ls = b_.type_of(logits.name).shape;
+  if (logits.layout.dim != static_cast<int64_t>(ls.size()) - 1 || logits.layout.blocks != 1 || in(s, 1).layout.split())
+    unsupported(s, "only logits split on the vocabulary (their last dim) are supported");
+  const int64_t v = ls.back(), n = numel(ls) / v;
+  const TensorType& lt = b_.type_of(logits.name);
+  std::string x = logits.name, targets = in(s, 1).name;
+  if (ls.size() != 2) x = emit(OpId::Reshape, {Operand::of(x)}, Attrs{{"shape", IntList{n, v}}}).name;
+  if (b_.type_of(targets).shape.size() != 1)
+    targets = emit(OpId::Reshape, {Operand::of(targets)}, Attrs{{"shape", IntList{n}}}).name;
+  const DType tdt = b_.type_of(targets).dtype;
+  auto across_rows = [&](const std::string& row) {  // [n] along dim 0 of [n, v]
+    return emit(OpId::BroadcastInDim, {Operand::of(row)}, Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{0}}});
+  };
+  Proxy local_max = emit(OpId::Amax, {Operand::of(x)}, Attrs{{"dims", IntList{1}}});
+  Attrs max_attrs{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"op", std::string("max")},
+                  {"grad", std::string("none")}};
+  Proxy max = emit(OpId::Wait, {Operand::of(emit(OpId::AllReduce, {Operand::of(local_max.name)}, std::move(max_attrs)).name)});
+  Proxy z = emit(OpId::Sub, {Operand::of(x), Operand::of(across_rows(max.name).name)});
+  Proxy sum_exp = emit(OpId::Sum, {Operand::of(emit(OpId::Exp, {Operand::of(z.name)}).name)}, Attrs{{"dims", IntList{1}}});
+  // The target's class among this rank's: iota + offset against the targets.
+  Proxy classes = emit(OpId::Iota, {}, Attrs{{"length", v}, {"dtype", std::string(dtype_name(tdt))},
+                                            {"device", device_name(lt.device)}});
+  Proxy off = vocab_offset(v, tdt, lt.device);
+  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList{v}}, {"broadcast_dims", IntList{}}});
+  classes = emit(OpId::Add, {Operand::of(classes.name), Operand::of(off.name)});
+  Proxy hit = emit(OpId::Eq, {Operand::of(emit(OpId::BroadcastInDim, {Operand::of(classes.name)},
+                                              Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{1}}}).name),
+                              Operand::of(emit(OpId::BroadcastInDim, {Operand::of(targets)},
+                                              Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{0}}}).name)});
+  Proxy onehot = emit(OpId::ConvertElementType, {Operand::of(hit.name)}, Attrs{{"dtype", std::string(dtype_name(lt.dtype))}});
+  Proxy picked = emit(OpId::Sum, {Operand::of(emit(OpId::Mul, {Operand::of(z.name), Operand::of(onehot.name)}).name)},
+                      Attrs{{"dims", IntList{1}}});
+  // One g for both row vectors: [2, n], summed over the ranks.
+  auto row = [&](const Proxy& p) { return Operand::of(emit(OpId::Reshape, {Operand::of(p.name)}, Attrs{{"shape", IntList{1, n}}}).name); };
+  Proxy both = g(emit(OpId::Cat, {row(sum_exp), row(picked)}, Attrs{{"dim", int64_t{0}}}));
+  auto part = [&](int64_t r) {
+    Proxy p = emit(OpId::Slice, {Operand::of(both.name)},
+                   Attrs{{"starts", IntList{r, 0}}, {"ends", IntList{r + 1, n}}, {"strides", IntList{1, 1}}});
+    return emit(OpId::Reshape, {Operand::of(p.name)}, Attrs{{"shape", IntList{n}}});
+  };
+  Proxy lse = emit(OpId::Log, {Operand::of(part(0).name)});
+  Proxy nll = emit(OpId::Sub, {Operand::of(lse.name), Operand::of(part(1).name)});
+  Proxy total = emit(OpId::Sum, {Operand::of(nll.name)}, Attrs{{"dims", IntList{0}}});
+  define(s, emit(OpId::Div, {Operand::of(total.name), Operand::lit(static_cast<double>(n))}), Layout{});
+}
+
 bool follows_layout(OpId op) {
   return op_info(op).category == OpCategory::elementwise || op == OpId::Gelu || op == OpId::Silu ||
          op == OpId::ScaledDotProductAttention || op == OpId::Cat;
@@ -236,6 +340,8 @@ void TensorParallel::statement(const BoundSymbol& s) {
   switch (s.op) {
     case OpId::Reshape: return reshape(s, x);
     case OpId::Slice: return slice(s, x);
+    case OpId::Take: return take(s, x);
+    case OpId::CrossEntropy: return cross_entropy(s, x);
     case OpId::Permute: {
       const IntList& dims = s.attrs.get_ints("dims");
       int64_t at = 0;
@@ -263,7 +369,14 @@ void TensorParallel::statement(const BoundSymbol& s) {
 
 }  // namespace
 
-std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& path) {
+std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& path, const Shape& full, int tp) {
+  // Vocabulary rows, when T divides them: a vocabulary T does not divide
+  // (GPT-2's 50257) stays replicated rather than padded.
+  for (const char* tail : {"wte.weight", "embed_tokens.weight", "lm_head.weight"})
+    if (path == tail || ends_with(path, std::string(".") + tail)) {
+      if (tp > 1 && full.size() == 2 && full[0] % tp == 0) return TensorParallelSplit{path, 0, 1};
+      return std::nullopt;
+    }
   struct Row {
     const char* tail;
     int64_t dim, blocks;
@@ -287,11 +400,11 @@ std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& path
   return std::nullopt;
 }
 
-std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured) {
+std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured, int tp) {
   std::vector<TensorParallelSplit> out;
   for (const Proxy& p : captured.args)
     if (p.is_param())
-      if (auto s = tensor_parallel_split(p.param_path)) out.push_back(*s);
+      if (auto s = tensor_parallel_split(p.param_path, p.type.shape, tp)) out.push_back(*s);
   return out;
 }
 
@@ -338,7 +451,7 @@ Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options) 
   for (Proxy p : trace.args) {
     if (p.is_param()) {
       if (p.type.dist != DistType::none) fail("tp: parameter ", p.name, " is already ", dist_name(p.type.dist));
-      if (auto s = tensor_parallel_split(p.param_path)) {
+      if (auto s = tensor_parallel_split(p.param_path, p.type.shape, tp)) {
         const int64_t n = p.type.shape.at(s->dim);
         if (n % (s->blocks * tp) != 0)
           fail("tp ", tp, ": parameter ", p.param_path, " has ", n, " entries on dim ", s->dim,

@@ -11,9 +11,18 @@
 //       (identity forward, all_reduce of the cotangent); after each
 //       row-parallel matmul Megatron's g, `all_reduce(.., group=tp,
 //       grad=identity)` + wait (the partial sums added, cotangent passed on),
-//       before the bias. Norms, embeddings, the LM head and the loss stay
-//       replicated. Heads (and Llama's kv heads) not divisible by T, or a
-//       statement the split values cannot pass through, are an fsdpc::Error.
+//       before the bias. The token embedding and LM head are split by
+//       vocabulary rows when T divides the vocabulary (Megatron's
+//       vocab-parallel layers): each rank looks up the tokens in its range
+//       (others give zero rows, summed by g), the LM head is column-parallel,
+//       and cross_entropy becomes Megatron's vocab-parallel form: the max
+//       shift by `all_reduce(op=max, grad=none)`, the sums of exp and the
+//       target logits by one g, so the full logits are never gathered. The
+//       rank's vocabulary offset comes from `axis_index(group=tp)`. A
+//       vocabulary T does not divide stays replicated, as do norms and the
+//       position embedding. Heads (and Llama's kv heads) not divisible by
+//       T, or a statement the split values cannot pass through, are an
+//       fsdpc::Error.
 //
 //   t21 = matmul(t5, t_h_0_attn_c_attn_weight)  # f32[2, 64, 192], weight [64, 192]
 // becomes, for T = 2 (weight [64, 96]: each of q, k, v keeps its rank's heads):
@@ -42,14 +51,17 @@ struct TensorParallelSplit {
   int64_t blocks = 1;
 };
 
-// The split of a parameter by its module path (the plan: GPT-2's c_attn,
-// c_proj, c_fc; Llama's q/k/v/o, gate/up/down projections), or none when it
-// is replicated on the tp group.
-std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& param_path);
+// The split at T = `tp` of a parameter of full shape `full`, by its module
+// path (the plan: GPT-2's c_attn, c_proj, c_fc; Llama's q/k/v/o, gate/up/down
+// projections; the token embedding and LM head by vocabulary rows, as
+// Megatron's vocab-parallel layers, when T divides the vocabulary), or none
+// when it is replicated on the tp group.
+std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& param_path, const Shape& full, int tp);
 
-// The splits of every split parameter of `captured`, in argument order: what
-// init and checkpoints need to cut a full parameter into a tp rank's part.
-std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured);
+// The splits at T = `tp` of every split parameter of `captured`, in argument
+// order: what init and checkpoints need to cut a full parameter into a tp
+// rank's part.
+std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured, int tp);
 
 // The runs of contiguous elements tp rank `rank`'s part of a full parameter
 // of shape `full` shares with it, in the part's order: `count` elements at

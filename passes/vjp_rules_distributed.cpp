@@ -74,6 +74,7 @@ Cotangents vjp_distributed(const VjpCall& c) {
       return {all_gather(c.b, c.g(), group(c), size(c), c.bsym.attrs.get_int("dim"))};
     case OpId::AllReduce:
       if (c.bsym.attrs.has("grad") && c.bsym.attrs.get_str("grad") == "identity") return {c.g()};
+      if (c.bsym.attrs.has("grad") && c.bsym.attrs.get_str("grad") == "none") return c.none();
       return {all_reduce(c.b, c.g(), group(c), size(c))};
     case OpId::Broadcast:
       // The root's cotangent is the sum over the group, every other rank's

@@ -55,7 +55,7 @@ PartPlacement RankFiles::placement(size_t k, const std::string& param, const Sha
   if (rank < 0 || rank >= tp) fail(path, ": ", param, ".tp_rank is ", rank, ", not a rank of tp ", tp);
   p.tp_rank = static_cast<int>(rank);
   p.split = {param, meta(k, param + ".tp_dim"), meta(k, param + ".tp_blocks")};
-  const std::optional<TensorParallelSplit> ours = tensor_parallel_split(param);
+  const std::optional<TensorParallelSplit> ours = tensor_parallel_split(param, full, p.tp);
   if (!ours || ours->dim != p.split.dim || ours->blocks != p.split.blocks)
     fail(path, ": ", param, " was cut on dim ", p.split.dim, " in ", p.split.blocks,
          " blocks; this model's tensor parallelism ", ours ? "cuts it otherwise" : "does not cut it");

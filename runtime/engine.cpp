@@ -43,9 +43,9 @@ const EngineOptions& before_collectives(const EngineOptions& options, const Engi
   return options;
 }
 
-TensorParallelSplit split_of(const std::string& path) {
-  const std::optional<TensorParallelSplit> split = tensor_parallel_split(path);
-  FSDPC_CHECK(split) << path << " has no tensor-parallel split";
+TensorParallelSplit split_of(const ParamPlan& plan, int tp) {
+  const std::optional<TensorParallelSplit> split = tensor_parallel_split(plan.path, plan.full_shape, tp);
+  FSDPC_CHECK(split) << plan.path << " has no tensor-parallel split";
   return *split;
 }
 
@@ -105,7 +105,8 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     // path); FSDP then shards this rank's part by rows.
     std::optional<TensorParallelSplit> split;
     Shape local = full;
-    if (options_.mesh.tp > 1 && (split = tensor_parallel_split(p.plan.path))) local[split->dim] /= options_.mesh.tp;
+    if (options_.mesh.tp > 1 && (split = tensor_parallel_split(p.plan.path, full, options_.mesh.tp)))
+      local[split->dim] /= options_.mesh.tp;
     int64_t rows = local.empty() ? 1 : local[0];
     if (a.type.dist == DistType::fully_sharded) {
       p.group = shard_group;
@@ -411,7 +412,7 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
     if (p.tp_split) {
       where.tp = options_.mesh.tp;
       where.tp_rank = mpi_->groups().rank_in("tp");
-      where.split = split_of(p.plan.path);
+      where.split = split_of(p.plan, options_.mesh.tp);
     }
     write_placement(meta, p.plan.path, where);
     if (!p.requires_grad) continue;
@@ -481,7 +482,7 @@ std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>&
   const int tp = options_.mesh.tp;
   std::vector<float> part(whole.size() / static_cast<size_t>(tp));
   for (const TensorParallelRun& r :
-       tensor_parallel_runs(split_of(p.plan.path), p.plan.full_shape, tp, mpi_->groups().rank_in("tp")))
+       tensor_parallel_runs(split_of(p.plan, options_.mesh.tp), p.plan.full_shape, tp, mpi_->groups().rank_in("tp")))
     std::copy_n(whole.begin() + r.full, r.count, part.begin() + r.part);
   return part;
 }
@@ -491,7 +492,7 @@ std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>&
 // empty vector. Every rank of every tp group calls it.
 std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> part) {
   const int tp = options_.mesh.tp;
-  const TensorParallelSplit split = split_of(p.plan.path);
+  const TensorParallelSplit split = split_of(p.plan, options_.mesh.tp);
   const int64_t n = numel(p.plan.full_shape) / tp;
   part.resize(static_cast<size_t>(n));  // a shard group's other members hold no rows
   MPI_Comm comm = mpi_->groups().comm("tp");

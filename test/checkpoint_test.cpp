@@ -277,7 +277,12 @@ TEST_CASE("a tensor-parallel checkpoint resumes at the same layout, at tp 1, and
     fsdpc::SafetensorsFile r1((ck / "state" / "step-2" / "rank-1.safetensors").string());
     CHECK(r1.metadata().at("h.0.attn.c_attn.weight.tp") == "2");
     CHECK(r1.metadata().at("h.0.attn.c_attn.weight.tp_rank") == "1");
-    CHECK(r1.metadata().at("wte.weight.tp") == "1");  // replicated on the tp group
+    CHECK(r1.metadata().at("wte.weight.tp") == "2");  // vocabulary rows
+    CHECK(r1.metadata().at("wte.weight.tp_dim") == "0");
+    CHECK(r1.metadata().at("wpe.weight.tp") == "1");  // replicated on the tp group
+    const fsdpc::SafetensorsEntry* wte = hf.find("wte.weight");
+    REQUIRE(wte != nullptr);
+    CHECK(wte->shape == fsdpc::Shape{256, 64});
   }
 
   auto resume = [&](int np, const std::string& dir, const std::string& layout) {

@@ -99,6 +99,8 @@ SweepCase sweep_case(OpId op) {
     case OpId::Full:
       return {{}, {{"shape", IntList{2, 3}}, {"value", 1.5}, {"dtype", "f16"}, {"device", "cuda:1"}}, {on1({2, 3}, f16)}};
     case OpId::Iota: return {{}, {{"length", int64_t{5}}, {"dtype", "i64"}, {"device", "cuda:1"}}, {on1({5}, i64)}};
+    case OpId::AxisIndex:
+      return {{}, {{"group", "tp"}, {"size", int64_t{4}}, {"device", "cuda:1"}}, {on1({}, i64)}};
     case OpId::Linear: return {{at({2, 8, 16}), at({32, 16}), at({32})}, {}, {on1({2, 8, 32})}};
     case OpId::Gelu: return {{at({4, 4}, bf16)}, {{"approximate", "tanh"}}, {on1({4, 4}, bf16)}};
     case OpId::Softmax: return {{at({4, 7})}, kDim0, {on1({4, 7})}};
@@ -162,5 +164,5 @@ TEST_CASE("every op in ops.def infers the output types docs/ir.md gives", "[meta
       CHECK(got[k] == c.outputs[k]);
     }
   }
-  CHECK(kNumOps == 53);
+  CHECK(kNumOps == 54);
 }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <set>
 #include <sys/wait.h>
 
 #include "executors/reference/reference.h"
@@ -79,7 +80,7 @@ CaptureOptions capture_options(int64_t batch) {
 // Tp rank t's part of a full value of parameter `path` (the whole value when
 // the plan replicates it).
 Value tp_part(const Value& full, const std::string& path, int tp, int t) {
-  auto split = tensor_parallel_split(path);
+  auto split = tensor_parallel_split(path, full.type.shape, tp);
   if (!split) return full;
   Value out = full;
   out.data = tensor_parallel_part(*split, full.type.shape, full.data, tp, t);
@@ -97,11 +98,18 @@ void check_parity(const Case& c) {
   // One process over the global batch (dp ranks' batches side by side).
   auto model = model_of(c.model);
   Trace joint = grad(capture(*model, capture_options(2 * dp)));
+  // Token ids over the whole vocabulary, so that every tp rank's rows of a
+  // vocab-parallel embedding and LM head are looked up and hit.
+  int64_t vocab = 0;
+  for (const Proxy& a : joint.args)
+    if (a.is_param() && (a.param_path == "wte.weight" || a.param_path == "model.embed_tokens.weight"))
+      vocab = a.type.shape[0];
+  REQUIRE(vocab > 0);
   std::vector<Value> full_args;
   for (const Proxy& a : joint.args) {
     if (a.name == "cotangent") break;
     const bool tokens = a.type.dtype == DType::i64;
-    full_args.push_back(random_value(a.type, rng, a.is_param() ? 0.3 : 1.0, tokens ? 64 : 0));
+    full_args.push_back(random_value(a.type, rng, a.is_param() ? 0.3 : 1.0, tokens ? vocab : 0));
   }
   const Value cotangent{joint.args.back().type, {1.0}};
   std::vector<Value> args = full_args;
@@ -234,14 +242,22 @@ TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
   auto model = make_model("gpt2-tiny");
   const Trace captured = capture(*model, capture_options(2));
   std::vector<std::string> paths;
-  for (const TensorParallelSplit& s : tensor_parallel_splits(captured)) paths.push_back(s.param_path);
-  CHECK(paths == std::vector<std::string>{"h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight",
+  for (const TensorParallelSplit& s : tensor_parallel_splits(captured, 2)) paths.push_back(s.param_path);
+  CHECK(paths == std::vector<std::string>{"wte.weight",
+                                          "h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight",
                                           "h.0.mlp.c_fc.weight",    "h.0.mlp.c_fc.bias",    "h.0.mlp.c_proj.weight",
                                           "h.1.attn.c_attn.weight", "h.1.attn.c_attn.bias", "h.1.attn.c_proj.weight",
                                           "h.1.mlp.c_fc.weight",    "h.1.mlp.c_fc.bias",    "h.1.mlp.c_proj.weight"});
-  CHECK_FALSE(tensor_parallel_split("h.0.ln_1.weight"));
-  CHECK_FALSE(tensor_parallel_split("wte.weight"));
-  CHECK_FALSE(tensor_parallel_split("h.0.attn.c_proj.bias"));  // added once, after g
+  CHECK_FALSE(tensor_parallel_split("h.0.ln_1.weight", {64}, 2));
+  CHECK_FALSE(tensor_parallel_split("wpe.weight", {16, 64}, 2));                   // positions stay whole
+  CHECK_FALSE(tensor_parallel_split("h.0.attn.c_proj.bias", {64}, 2));             // added once, after g
+  // Vocabulary rows when T divides them; GPT-2's 50257 stays replicated.
+  CHECK(tensor_parallel_split("wte.weight", {50256, 768}, 2)->dim == 0);
+  CHECK_FALSE(tensor_parallel_split("wte.weight", {50257, 768}, 2));
+  CHECK(tensor_parallel_split("model.embed_tokens.weight", {128256, 4096}, 8)->dim == 0);
+  CHECK(tensor_parallel_split("lm_head.weight", {128256, 4096}, 8)->dim == 0);
+  CHECK_FALSE(tensor_parallel_split("lm_head.weight", {64, 24}, 3));
+  CHECK_FALSE(tensor_parallel_split("not_wte.weight", {64, 24}, 2));
   // q|k|v of 2 rows x 6: rank 1 holds the second half of each of the 3 blocks.
   const TensorParallelSplit qkv{"x", 1, 3};
   std::vector<double> data(12);
@@ -277,7 +293,15 @@ TEST_CASE("tensor parallel: f and g round-trip through text and JSON; bad grad a
   const Attrs tp{{"group", std::string("tp")}, {"size", int64_t{2}}};
   Attrs g = tp;
   g.set("op", std::string("sum")).set("grad", std::string("mean"));
-  CHECK_THAT(error(OpId::AllReduce, g), Catch::Contains("grad 'mean' is not supported (expected sum or identity)"));
+  CHECK_THAT(error(OpId::AllReduce, g),
+             Catch::Contains("grad 'mean' is not supported (expected sum or identity or none)"));
+  Attrs max = tp;
+  max.set("op", std::string("max"));
+  CHECK_THAT(error(OpId::AllReduce, max), Catch::Contains("op 'max' has no gradient; expected grad=none"));
+  max.set("grad", std::string("none"));
+  CHECK(error(OpId::AllReduce, max).empty());
+  max.set("op", std::string("min"));
+  CHECK_THAT(error(OpId::AllReduce, max), Catch::Contains("op 'min' is not supported (expected sum or max)"));
   Attrs f = tp;
   f.set("grad", std::string("identity"));
   CHECK_THAT(error(OpId::Synchronize, f), Catch::Contains("grad 'identity' is not supported (expected mean or sum)"));
@@ -302,7 +326,11 @@ TEST_CASE("tensor parallel: mesh groups with tp ranks adjacent", "[tp]") {
 
 // Megatron without sequence parallelism: per layer, g's all_reduce after the
 // attention and after the MLP in the forward, f's two in the backward, each
-// of batch x seq x hidden elements; nothing else moves on tp.
+// of batch x seq x hidden elements. The vocab-parallel embedding adds one g
+// in the forward and the LM head one f in the backward, of the same size;
+// the cross-entropy two small ones in the forward: the row max, and the row
+// sums of exp with the target logits, packed. Nothing else moves on tp, and
+// no value as wide as the vocabulary exists.
 TEST_CASE("tensor parallel: bytes on the tp group per step match Megatron's count", "[tp]") {
   struct Model_ {
     const char* name;
@@ -316,23 +344,29 @@ TEST_CASE("tensor parallel: bytes on the tp group per step match Megatron's coun
     PipelineOptions po;
     po.mesh = Mesh{1, 2, tp};
     const std::vector<Stage> stages = compile(captured, po);
-    const int64_t n = 2 * 8 * m.hidden;  // batch x seq x hidden
-    const double ring = 2.0 * static_cast<double>(n) * 4 * (tp - 1) / tp;
-    for (const Trace& t : stages.back().traces) {
+    const int64_t tokens = 2 * 8, n = tokens * m.hidden;  // batch x seq (x hidden)
+    const auto ring = [&](int64_t elements) { return 2.0 * static_cast<double>(elements) * 4 * (tp - 1) / tp; };
+    for (size_t k = 0; k < stages.back().traces.size(); ++k) {
+      const Trace& t = stages.back().traces[k];
       INFO(t.name);
-      int64_t tp_count = 0;
+      std::multiset<int64_t> sizes;
+      double bytes = 0;
       for_each_bsym(t.bsyms, [&](const BoundSymbol& b) {
+        for (const Proxy& o : b.outputs) CHECK((o.type.shape.empty() || o.type.shape.back() != 256));  // V
         if (op_info(b.op).category != OpCategory::collective || !b.attrs.has("group") ||
             b.attrs.get_str("group") != "tp")
           return;
         CHECK(b.op == OpId::AllReduce);
-        CHECK(numel(b.output().type.shape) == n);
-        ++tp_count;
+        sizes.insert(numel(b.output().type.shape));
+        bytes += ring(numel(b.output().type.shape));
       });
-      CHECK(tp_count == 2 * m.layers);
+      std::multiset<int64_t> want;
+      for (int64_t i = 0; i < 2 * m.layers + 1; ++i) want.insert(n);
+      if (k == 0) want.insert({tokens, 2 * tokens});  // forward: the cross-entropy's max and sums
+      CHECK(sizes == want);
       const TraceStats s = trace_stats(t);
-      CHECK(s.all_reduce.count == tp_count);  // zero3: FSDP moves nothing by all_reduce
-      CHECK(s.all_reduce.bytes == Approx(static_cast<double>(tp_count) * ring));
+      CHECK(s.all_reduce.count == static_cast<int64_t>(sizes.size()));  // zero3: FSDP moves nothing by all_reduce
+      CHECK(s.all_reduce.bytes == Approx(bytes));
     }
   }
 }

@@ -61,9 +61,10 @@ Run train(int np, const std::string& flags, const std::string& tag, const std::s
 }
 
 // `strict`: every weight to 1e-5 relative (of the tensor's largest
-// magnitude); otherwise 99.5% of them, and all within `walk`. Always: the
-// whole state, as one vector, to 1e-5 relative in the 2-norm.
-void check_same(const Run& base, const Run& r, bool strict, double walk) {
+// magnitude); otherwise all but `loose` of them (a fraction), and all within
+// `walk`. Always: the whole state, as one vector, to 1e-5 relative in the
+// 2-norm.
+void check_same(const Run& base, const Run& r, bool strict, double walk, double loose = 5e-3) {
   REQUIRE(r.losses.size() == base.losses.size());
   for (size_t i = 0; i < r.losses.size(); ++i) CHECK(r.losses[i] == Approx(base.losses[i]).epsilon(1e-5));
   REQUIRE(r.state.size() == base.state.size());
@@ -87,13 +88,21 @@ void check_same(const Run& base, const Run& r, bool strict, double walk) {
     if (strict) CHECK(worst / scale < 1e-5);
     else CHECK(worst <= walk);
   }
-  CHECK(static_cast<double>(off) <= 5e-3 * static_cast<double>(total));
+  CHECK(static_cast<double>(off) <= loose * static_cast<double>(total));
   CHECK(std::sqrt(diff2 / norm2) < 1e-5);
 }
 
 struct Case {
   int np;
   std::string flags;
+  // AdamW's share of weights allowed past 1e-5 (see check_same). Its update
+  // is about lr * sign(g) where |g| is near zero (GPT-2's key biases have an
+  // exactly zero gradient), so rounding noise in g becomes lr-sized steps.
+  // Tensor parallelism adds noise to every gradient: each row-parallel
+  // product, and the vocab-parallel LM head and cross-entropy, sum their
+  // halves in another order. SGD, which does not amplify it, holds every
+  // weight of these same runs to 1e-5.
+  double adamw_loose = 5e-3;
 };
 
 const std::vector<Case> kCases = {
@@ -114,9 +123,9 @@ const std::vector<Case> kCases = {
     // group tp), alone and times FSDP: --save-state puts the tp parts back
     // together, so the weights are compared whole.
     {2, "--strategy zero3 --tp 2"},
-    {4, "--strategy zero3 --tp 2"},
-    {4, "--strategy zero2 --tp 2 --bucketing unit"},
-    {8, "--strategy hybrid --mesh 2,2 --tp 2"},
+    {4, "--strategy zero3 --tp 2", 1e-2},
+    {4, "--strategy zero2 --tp 2 --bucketing unit", 1e-2},
+    {8, "--strategy hybrid --mesh 2,2 --tp 2", 1e-2},
 };
 
 }  // namespace
@@ -138,6 +147,6 @@ TEST_CASE("AdamW training sharded over N processes matches one process", "[mpi][
   for (const Case& c : kCases) {
     INFO("np " << c.np << " " << c.flags);
     check_same(base, train(c.np, c.flags, "adamw-np" + std::to_string(c.np), adamw), /*strict=*/false,
-               2 * 3e-3 * 10);
+               2 * 3e-3 * 10, c.adamw_loose);
   }
 }

@@ -260,8 +260,21 @@ void all_reduce(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
   PendingCollective p = pending_for(c);
   const int count = mpi_count(b, numel(c.in->shape));
   const void* send = c.in_data == c.out_data ? MPI_IN_PLACE : c.in_data;
-  FSDPC_MPI_CHECK(MPI_Iallreduce(send, c.out_data, count, c.type, MPI_SUM, c.comm, &p.request));
+  const MPI_Op op = b.attrs.get_str("op") == "max" ? MPI_MAX : MPI_SUM;
+  FSDPC_MPI_CHECK(MPI_Iallreduce(send, c.out_data, count, c.type, op, c.comm, &p.request));
   started(kctx, b, c, std::move(p), count);
+}
+
+// This rank's place in the group: known locally, nothing is sent.
+void axis_index(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                const std::vector<TensorView>& out) {
+  FSDPC_CHECK(in.empty() && out.size() == 1 && out[0].data) << where(b) << ": expected one output";
+  const ProcessGroups& groups = mpi_context(kctx).groups();
+  const std::string& group = b.attrs.get_str("group");
+  if (b.attrs.get_int("size") != groups.size(group))
+    fail(where(b), ": group '", group, "' has ", groups.size(group), " ranks on the ",
+         mesh_description(groups.mesh()), " of this MPI job, but the trace says size=", b.attrs.get_int("size"));
+  *static_cast<int64_t*>(out[0].data) = groups.rank_in(group);
 }
 
 // The root's input, everywhere. MPI broadcasts within one buffer, so the
@@ -314,7 +327,8 @@ class MpiExecutor final : public Executor {
     if (kernel_or_null(b.op) == nullptr || b.outputs.size() != 1) return false;
     if (b.output().type.device.kind != DeviceKind::cpu) return false;
     if (b.op == OpId::AllReduce || b.op == OpId::ReduceScatter)
-      return b.attrs.has("op") && b.attrs.get_str("op") == "sum" &&
+      return b.attrs.has("op") &&
+             (b.attrs.get_str("op") == "sum" || (b.op == OpId::AllReduce && b.attrs.get_str("op") == "max")) &&
              reducible(b.output().type.dtype);
     return true;
   }
@@ -333,6 +347,7 @@ class MpiExecutor final : public Executor {
       case OpId::AllReduce: return all_reduce;
       case OpId::Broadcast: return broadcast;
       case OpId::Wait: return wait_collective;
+      case OpId::AxisIndex: return axis_index;
       default: return nullptr;
     }
   }

@@ -292,9 +292,10 @@ Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tensor
   FSDPC_CHECK(c.comm != nullptr) << where(b) << ": the NCCL communicators were aborted";
   const DType d = c.in->dtype;
   const bool sums = b.op == OpId::AllReduce || b.op == OpId::ReduceScatter;
-  if (sums && !(nccl_dtype(d) && b.attrs.get_str("op") == "sum"))
-    fail(where(b), ": NCCL sums f32, bf16, f16, f64, i32 and i64 (op=sum), not ", dtype_name(d),
-         " with op=", b.attrs.get_str("op"));
+  const std::string& op = sums ? b.attrs.get_str("op") : std::string();
+  if (sums && !(nccl_dtype(d) && (op == "sum" || (op == "max" && b.op == OpId::AllReduce))))
+    fail(where(b), ": NCCL reduces f32, bf16, f16, f64, i32 and i64 (op=sum; all_reduce also max), not ",
+         dtype_name(d), " with op=", op);
   if (!movable(d)) fail(where(b), ": NCCL cannot move ", dtype_name(d));
   c.type = nccl_dtype(d).value_or(ncclUint8);  // bool: one byte each
   c.elem = dtype_size(d);
@@ -407,8 +408,8 @@ void all_reduce(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
   FSDPC_CHECK(c.out->shape == c.in->shape) << where(b);
   begin(c);
   if (count(c.in->shape) > 0)
-    FSDPC_NCCL_CHECK(ncclAllReduce(c.in_data, c.out_data, count(c.in->shape), c.type, ncclSum, c.comm,
-                                   c.ctx->comm()));
+    FSDPC_NCCL_CHECK(ncclAllReduce(c.in_data, c.out_data, count(c.in->shape), c.type,
+                                   b.attrs.get_str("op") == "max" ? ncclMax : ncclSum, c.comm, c.ctx->comm()));
   finish(c, b);
 }
 
@@ -445,6 +446,21 @@ void wait_collective(KernelContext& kctx, const BoundSymbol& b, const std::vecto
   }
 }
 
+// This rank's place in the group, written on the compute stream, where the
+// statements that read it run. Nothing is sent.
+void axis_index(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                const std::vector<TensorView>& out) {
+  FSDPC_CHECK(in.empty() && out.size() == 1 && out[0].data) << where(b) << ": expected one output";
+  NcclContext& ctx = nccl_context(kctx);
+  const ProcessGroups& groups = ctx.groups();
+  const std::string& group = b.attrs.get_str("group");
+  if (b.attrs.get_int("size") != groups.size(group))
+    fail(where(b), ": group '", group, "' has ", groups.size(group), " ranks on the ",
+         mesh_description(groups.mesh()), " of this job, but the trace says size=", b.attrs.get_int("size"));
+  const int64_t me = groups.rank_in(group);  // pageable: copied out before the call returns
+  FSDPC_CUDA_CHECK(cudaMemcpyAsync(out[0].data, &me, sizeof me, cudaMemcpyHostToDevice, ctx.compute()));
+}
+
 // ---- The executor ----------------------------------------------------------
 
 KernelFn kernel_or_null(OpId op) {
@@ -454,6 +470,7 @@ KernelFn kernel_or_null(OpId op) {
     case OpId::AllReduce: return all_reduce;
     case OpId::Broadcast: return broadcast;
     case OpId::Wait: return wait_collective;
+    case OpId::AxisIndex: return axis_index;
     default: return nullptr;
   }
 }
@@ -467,7 +484,9 @@ class NcclExecutor final : public Executor {
     const TensorType& t = b.output().type;
     if (t.device.kind != DeviceKind::cuda || !movable(t.dtype)) return false;
     if (b.op == OpId::AllReduce || b.op == OpId::ReduceScatter)
-      return b.attrs.has("op") && b.attrs.get_str("op") == "sum" && nccl_dtype(t.dtype).has_value();
+      return b.attrs.has("op") &&
+             (b.attrs.get_str("op") == "sum" || (b.op == OpId::AllReduce && b.attrs.get_str("op") == "max")) &&
+             nccl_dtype(t.dtype).has_value();
     return true;
   }
 

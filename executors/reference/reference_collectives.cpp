@@ -2,6 +2,7 @@
 // a plain function of the inputs its group's members hold right now. Each
 // rank finds its group on the mesh and combines its members' values in
 // group-rank order, so every member computes the identical result.
+#include <algorithm>
 #include <string>
 
 #include "executors/reference/reference_internal.h"
@@ -38,6 +39,13 @@ Data sum_of(const Group& g) {
   Data d = g.inputs[0]->data;
   for (size_t m = 1; m < g.inputs.size(); ++m)
     for (size_t i = 0; i < d.size(); ++i) d[i] += g.inputs[m]->data[i];
+  return d;
+}
+
+Data max_of(const Group& g) {
+  Data d = g.inputs[0]->data;
+  for (size_t m = 1; m < g.inputs.size(); ++m)
+    for (size_t i = 0; i < d.size(); ++i) d[i] = std::max(d[i], g.inputs[m]->data[i]);
   return d;
 }
 
@@ -81,7 +89,7 @@ Data combine(const BoundSymbol& b, const Group& g, const TensorType& out) {
   switch (b.op) {
     case OpId::AllGather: return concat(g, b.attrs.get_int("dim"), out);
     case OpId::ReduceScatter: return reduce_scatter(g, b.attrs.get_int("dim"), out);
-    case OpId::AllReduce: return sum_of(g);
+    case OpId::AllReduce: return b.attrs.get_str("op") == "max" ? max_of(g) : sum_of(g);
     case OpId::Broadcast: return g.inputs[b.attrs.get_int("root")]->data;
     case OpId::Synchronize: return synchronize(g, out);
     default: break;
@@ -94,17 +102,26 @@ Data combine(const BoundSymbol& b, const Group& g, const TensorType& out) {
 
 bool is_cross_rank(OpId op) {
   return op == OpId::AllGather || op == OpId::ReduceScatter || op == OpId::AllReduce ||
-         op == OpId::Broadcast || op == OpId::Synchronize;
+         op == OpId::Broadcast || op == OpId::Synchronize || op == OpId::AxisIndex;
 }
 
 void run_collective(const BoundSymbol& b, const Mesh& mesh, std::vector<Env>& envs) {
   check_group_size(b, mesh, "group", "size");
+  const Proxy& out = b.output();
+  const std::string& group = b.attrs.get_str("group");
+  if (b.op == OpId::AxisIndex) {  // no input: each rank's place in its group
+    for (size_t r = 0; r < envs.size(); ++r) {
+      const std::vector<int> members = mesh.group_ranks(group, static_cast<int>(r));
+      const auto at = std::find(members.begin(), members.end(), static_cast<int>(r));
+      FSDPC_CHECK(at != members.end()) << "rank " << r << " is not in its own group " << group;
+      envs[r][out.name] = Value{out.type, Data{static_cast<double>(at - members.begin())}};
+    }
+    return;
+  }
   // Hybrid synchronize names its replica group too; only the backward uses it.
   if (b.op == OpId::Synchronize && b.attrs.has("replicate_group"))
     check_group_size(b, mesh, "replicate_group", "replicate_size");
-  const std::string& group = b.attrs.get_str("group");
   const std::string& input = b.inputs.at(0).name;
-  const Proxy& out = b.output();
   std::vector<Data> results(envs.size());
   for (size_t r = 0; r < envs.size(); ++r) {
     Group g;

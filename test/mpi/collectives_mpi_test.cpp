@@ -198,6 +198,10 @@ void check_every_collective(const Mesh& mesh) {
       }
       check_against_reference(
           collective_trace(OpId::AllReduce, tensor({4, 3}, d), with(g, {{"op", "sum"}})), mesh, ctx);
+      // Vocab-parallel cross-entropy's row max.
+      check_against_reference(
+          collective_trace(OpId::AllReduce, tensor({4, 3}, d), with(g, {{"op", "max"}, {"grad", "none"}})), mesh,
+          ctx);
       for (int64_t root : {int64_t{0}, n - 1})
         check_against_reference(
             collective_trace(OpId::Broadcast, tensor({5}, d), with(g, {{"root", root}})), mesh,
@@ -216,7 +220,26 @@ void check_every_collective(const Mesh& mesh) {
   }
 }
 
+// axis_index: each rank's place in each of its groups, as the reference
+// numbers the group's members.
+void check_axis_index(const Mesh& mesh) {
+  MpiContext ctx(mesh);
+  for (const std::string group : {"dp", "shard", "replicate", "tp"}) {
+    INFO("rank " << me() << " of " << mesh_description(mesh) << ", group " << group);
+    Trace t;
+    TraceBuilder tb(t);
+    const Proxy i = tb.emit1(OpId::AxisIndex, {},
+                             Attrs{{"group", group}, {"size", int64_t{mesh.group_size(group)}}, {"device", "cpu"}});
+    t.returns = ReturnTree::tuple({ReturnTree::leaf(i.name)});
+    check_against_reference(t, mesh, ctx);
+    const std::vector<int> members = mesh.group_ranks(group, me());
+    CHECK(run_mpi(t, ctx, {}).at(0) ==
+          Data{double(std::find(members.begin(), members.end(), me()) - members.begin())});
+  }
+}
+
 TEST_CASE("every collective on every group of the flat mesh matches the reference", "[flat]") {
+  check_axis_index(flat_mesh(world()));
   check_every_collective(flat_mesh(world()));
 }
 
@@ -226,6 +249,7 @@ TEST_CASE("every collective on every group of a 2x2 mesh matches the reference",
     return;
   }
   check_every_collective(Mesh{2, 2});
+  check_axis_index(Mesh{2, 2});
 }
 
 TEST_CASE("2x2 mesh communicators hold the mesh's ranks in its order", "[mesh2x2]") {
