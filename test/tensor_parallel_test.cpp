@@ -422,3 +422,37 @@ TEST_CASE("tensor parallel: fsdpc dump --tp", "[tp]") {
   CHECK(run("--model gpt2-tiny --strategy hybrid --mesh 2,2 --world-size 4 --tp 2", out) == 2);
   CHECK_THAT(out, Catch::Contains("--mesh 2,2 with --tp 2 has 8 ranks but --world-size is 4"));
 }
+
+// Each rank holds its tp part of every split parameter, then its FSDP shard
+// of that: 1/(dp*tp) of the model, but for what tp replicates (positions,
+// norms, row-parallel biases), which is only dp-sharded, and the padding of
+// a shard's last rows.
+TEST_CASE("tensor parallel: per-rank parameters are 1/(dp*tp) of the model, but for what tp replicates", "[tp]") {
+  for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
+    INFO(name);
+    const Trace captured = capture(*make_model(name), capture_options(2));
+    const int dp = 2, tp = 2;
+    PipelineOptions po;
+    po.mesh = Mesh{1, dp, tp};
+    const std::vector<Stage> stages = compile(captured, po);
+    const Trace& fwd = stages.back().traces.at(0);
+    int64_t model = 0, replicated_on_tp = 0, want = 0, padding = 0;
+    for (const Proxy& p : captured.args) {
+      if (!p.is_param()) continue;
+      model += numel(p.type.shape);
+      Shape local = p.type.shape;
+      if (auto split = tensor_parallel_split(p.param_path, p.type.shape, tp)) local[split->dim] /= tp;
+      else replicated_on_tp += numel(p.type.shape);
+      want += (local[0] + dp - 1) / dp * (numel(local) / local[0]);  // FSDP's ceil(rows / dp) rows
+      padding += (dp - 1) * (numel(local) / local[0]);                // at most dp - 1 rows
+    }
+    int64_t held = 0;
+    for (const Proxy& p : fwd.args)
+      if (p.is_param()) held += numel(p.type.shape);
+    CHECK(held == want);
+    CHECK(static_cast<double>(held) <=
+          static_cast<double>(model - replicated_on_tp) / (dp * tp) + static_cast<double>(replicated_on_tp) / dp + static_cast<double>(padding));
+    // What tp replicates is a small share of these models (and less of real ones).
+    CHECK(static_cast<double>(replicated_on_tp) < 0.08 * static_cast<double>(model));
+  }
+}
