@@ -54,6 +54,7 @@ class TensorParallel {
   void take(const BoundSymbol& s, const Local& table);
   void cross_entropy(const BoundSymbol& s, const Local& logits);
   Proxy vocab_offset(int64_t rows, DType dtype, const Device& device);
+  std::pair<Proxy, Proxy> local_ids(const std::string& ids, int64_t rows);
   Proxy emit(OpId op, std::vector<Operand> ins, Attrs a = {}) { return b_.emit1(op, std::move(ins), std::move(a)); }
   [[noreturn]] void unsupported(const BoundSymbol& s, const std::string& why) const;
 
@@ -237,6 +238,20 @@ Proxy TensorParallel::vocab_offset(int64_t rows, DType dtype, const Device& devi
   return off;
 }
 
+// Ids as rows of this rank's part of a table of `rows` rows per rank: the
+// local row (0 for an id another rank holds) and whether this rank holds it.
+std::pair<Proxy, Proxy> TensorParallel::local_ids(const std::string& ids, int64_t rows) {
+  const TensorType& it = b_.type_of(ids);
+  Proxy off = vocab_offset(rows, it.dtype, it.device);
+  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList(it.shape)}, {"broadcast_dims", IntList{}}});
+  Proxy local = emit(OpId::Sub, {Operand::of(ids), Operand::of(off.name)});
+  Proxy below = emit(OpId::Lt, {Operand::of(local.name), Operand::lit(0)});
+  Proxy clamped = emit(OpId::Where, {Operand::of(below.name), Operand::lit(0), Operand::of(local.name)});
+  Proxy above = emit(OpId::Ge, {Operand::of(clamped.name), Operand::lit(static_cast<double>(rows))});
+  Proxy safe = emit(OpId::Where, {Operand::of(above.name), Operand::lit(0), Operand::of(clamped.name)});
+  return {safe, emit(OpId::Eq, {Operand::of(local.name), Operand::of(safe.name)})};  // in range
+}
+
 // Vocab-parallel embedding: ids outside this rank's rows look up row 0 and
 // are zeroed, so g's sum over the tp ranks is the full lookup. The backward
 // (where's, then take's rule) adds each cotangent row to the rank that holds
@@ -245,17 +260,8 @@ void TensorParallel::take(const BoundSymbol& s, const Local& table) {
   if (table.layout.dim != 0 || table.layout.blocks != 1 || s.attrs.get_int("dim") != 0 || in(s, 1).layout.split())
     unsupported(s, "only a lookup of rows (dim 0) in a table split by rows is supported");
   const std::string ids = in(s, 1).name;
-  const TensorType& it = b_.type_of(ids);
-  const int64_t rows = b_.type_of(table.name).shape[0];
-  const Shape& idx_shape = it.shape;
-  Proxy off = vocab_offset(rows, it.dtype, it.device);
-  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList(idx_shape)}, {"broadcast_dims", IntList{}}});
-  Proxy local = emit(OpId::Sub, {Operand::of(ids), Operand::of(off.name)});
-  Proxy below = emit(OpId::Lt, {Operand::of(local.name), Operand::lit(0)});
-  Proxy clamped = emit(OpId::Where, {Operand::of(below.name), Operand::lit(0), Operand::of(local.name)});
-  Proxy above = emit(OpId::Ge, {Operand::of(clamped.name), Operand::lit(static_cast<double>(rows))});
-  Proxy safe = emit(OpId::Where, {Operand::of(above.name), Operand::lit(0), Operand::of(clamped.name)});
-  Proxy mine = emit(OpId::Eq, {Operand::of(local.name), Operand::of(safe.name)});  // the id is in range
+  const Shape idx_shape = b_.type_of(ids).shape;
+  const auto [safe, mine] = local_ids(ids, b_.type_of(table.name).shape[0]);
   Proxy rows_out = emit(OpId::Take, {Operand::of(table.name), Operand::of(safe.name)}, s.attrs);
   IntList dims(idx_shape.size());
   for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
@@ -276,12 +282,11 @@ void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
   if (logits.layout.dim != static_cast<int64_t>(ls.size()) - 1 || logits.layout.blocks != 1 || in(s, 1).layout.split())
     unsupported(s, "only logits split on the vocabulary (their last dim) are supported");
   const int64_t v = ls.back(), n = numel(ls) / v;
-  const TensorType& lt = b_.type_of(logits.name);
+  const Device device = b_.type_of(logits.name).device;
   std::string x = logits.name, targets = in(s, 1).name;
   if (ls.size() != 2) x = emit(OpId::Reshape, {Operand::of(x)}, Attrs{{"shape", IntList{n, v}}}).name;
   if (b_.type_of(targets).shape.size() != 1)
     targets = emit(OpId::Reshape, {Operand::of(targets)}, Attrs{{"shape", IntList{n}}}).name;
-  const DType tdt = b_.type_of(targets).dtype;
   auto across_rows = [&](const std::string& row) {  // [n] along dim 0 of [n, v]
     return emit(OpId::BroadcastInDim, {Operand::of(row)}, Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{0}}});
   };
@@ -291,19 +296,17 @@ void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
   Proxy max = emit(OpId::Wait, {Operand::of(emit(OpId::AllReduce, {Operand::of(local_max.name)}, std::move(max_attrs)).name)});
   Proxy z = emit(OpId::Sub, {Operand::of(x), Operand::of(across_rows(max.name).name)});
   Proxy sum_exp = emit(OpId::Sum, {Operand::of(emit(OpId::Exp, {Operand::of(z.name)}).name)}, Attrs{{"dims", IntList{1}}});
-  // The target's class among this rank's: iota + offset against the targets.
-  Proxy classes = emit(OpId::Iota, {}, Attrs{{"length", v}, {"dtype", std::string(dtype_name(tdt))},
-                                            {"device", device_name(lt.device)}});
-  Proxy off = vocab_offset(v, tdt, lt.device);
-  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList{v}}, {"broadcast_dims", IntList{}}});
-  classes = emit(OpId::Add, {Operand::of(classes.name), Operand::of(off.name)});
-  Proxy hit = emit(OpId::Eq, {Operand::of(emit(OpId::BroadcastInDim, {Operand::of(classes.name)},
-                                              Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{1}}}).name),
-                              Operand::of(emit(OpId::BroadcastInDim, {Operand::of(targets)},
-                                              Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{0}}}).name)});
-  Proxy onehot = emit(OpId::ConvertElementType, {Operand::of(hit.name)}, Attrs{{"dtype", std::string(dtype_name(lt.dtype))}});
-  Proxy picked = emit(OpId::Sum, {Operand::of(emit(OpId::Mul, {Operand::of(z.name), Operand::of(onehot.name)}).name)},
-                      Attrs{{"dims", IntList{1}}});
+  // z[target] where this rank holds the target's class, else 0: a lookup in
+  // z flattened (row * v + local class), never a [n, v] one-hot.
+  auto [safe, mine] = local_ids(targets, v);
+  if (b_.type_of(targets).dtype != DType::i64)  // n * v may pass 2^31
+    safe = emit(OpId::ConvertElementType, {Operand::of(safe.name)}, Attrs{{"dtype", std::string("i64")}});
+  Proxy rows = emit(OpId::Iota, {}, Attrs{{"length", n}, {"dtype", std::string("i64")}, {"device", device_name(device)}});
+  Proxy at = emit(OpId::Add, {Operand::of(emit(OpId::Mul, {Operand::of(rows.name), Operand::lit(static_cast<double>(v))}).name),
+                              Operand::of(safe.name)});
+  Proxy flat = emit(OpId::Reshape, {Operand::of(z.name)}, Attrs{{"shape", IntList{n * v}}});
+  Proxy target = emit(OpId::Take, {Operand::of(flat.name), Operand::of(at.name)}, Attrs{{"dim", int64_t{0}}});
+  Proxy picked = emit(OpId::Where, {Operand::of(mine.name), Operand::of(target.name), Operand::lit(0)});
   // One g for both row vectors: [2, n], summed over the ranks.
   auto row = [&](const Proxy& p) { return Operand::of(emit(OpId::Reshape, {Operand::of(p.name)}, Attrs{{"shape", IntList{1, n}}}).name); };
   Proxy both = g(emit(OpId::Cat, {row(sum_exp), row(picked)}, Attrs{{"dim", int64_t{0}}}));

@@ -78,7 +78,7 @@ Cotangents vjp_distributed(const VjpCall& c) {
       return {all_reduce(c.b, c.g(), group(c), size(c))};
     case OpId::Broadcast:
       // The root's cotangent is the sum over the group, every other rank's
-      // is zero: that needs the rank, which the IR cannot name.
+      // is zero: that would need axis_index and a mask, which nothing asks for yet.
       fail("no VJP for broadcast (", c.bsym.outputs[0].name,
            "): its cotangent depends on the rank (the root gets the group's sum, others zero)");
     case OpId::Wait: return {c.g()};
