@@ -82,14 +82,32 @@ TEST_CASE("nccl: claims collectives and waits of CUDA tensors", "[nccl]") {
   }
 }
 
-TEST_CASE("nccl: sums only with op=sum", "[nccl]") {
+// Reduce-scatter sums only; all_reduce also takes the max (vocab-parallel
+// cross-entropy's row max, with grad=none).
+TEST_CASE("nccl: reduce_scatter sums only, all_reduce sums or takes the max", "[nccl]") {
   const Executor& nccl = nccl_executor();
   for (OpId op : {OpId::AllReduce, OpId::ReduceScatter}) {
     BoundSymbol b = collective_trace(op, tensor({4, 2}, DType::f32), collective_attrs(op)).bsyms[0];
     CHECK(nccl.claims(b));
     b.attrs.set("op", "max");
+    CHECK(nccl.claims(b) == (op == OpId::AllReduce));
+    b.attrs.set("op", "min");
     CHECK_FALSE(nccl.claims(b));
   }
+}
+
+// A CUDA tensor's axis_index is the nccl executor's (it knows the groups);
+// it runs on the compute stream like any kernel (no future).
+TEST_CASE("nccl: claims axis_index on a CUDA device, not on the CPU", "[nccl]") {
+  const Executor& nccl = nccl_executor();
+  BoundSymbol b;
+  b.op = OpId::AxisIndex;
+  b.attrs = Attrs{{"group", std::string("tp")}, {"size", int64_t{2}}, {"device", std::string("cuda:0")}};
+  b.outputs.push_back(Proxy{"t0", tensor({}, DType::i64), "", false});
+  CHECK(nccl.claims(b));
+  CHECK(nccl.kernel(OpId::AxisIndex) != nullptr);
+  b.outputs[0].type = tensor({}, DType::i64, DeviceKind::cpu);
+  CHECK_FALSE(nccl.claims(b));
 }
 
 TEST_CASE("nccl: leaves compute ops and del to others", "[nccl]") {
