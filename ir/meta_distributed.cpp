@@ -89,10 +89,15 @@ TensorType meta_synchronize(const MetaArgs& a) {
   return collective_out(x, x.shape, DistType::replicated, false);
 }
 
+// grad=split: every member computes the same thing from the gathered value
+// (sequence parallelism's entry to replicated work), so a member's
+// cotangent is its own chunk of the (identical) gathered cotangent, not the
+// group's sum of them (the default, for work each member does differently).
 TensorType meta_all_gather(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   const int64_t size = group_size(a);
   const int64_t dim = dim_attr(a, "dim", x.shape.size());
+  check_grad_attr(a, {"sum", "split"});
   Shape out = x.shape;
   out[dim] *= size;
   return collective_out(x, std::move(out), DistType::replicated, true);
@@ -108,6 +113,12 @@ TensorType meta_reduce_scatter(const MetaArgs& a) {
            ") is not divisible by group size ", size);
   Shape out = x.shape;
   out[dim] /= size;
+  // dist=none: an activation each rank holds a part of (sequence
+  // parallelism's), not an FSDP shard.
+  if (a.has("dist")) {
+    if (a.get_str("dist") != "none") a.fail("dist '", a.get_str("dist"), "' is not supported (expected none)");
+    return collective_out(x, std::move(out), DistType::none, true);
+  }
   return collective_out(x, std::move(out), DistType::fully_sharded, true);
 }
 

@@ -95,6 +95,11 @@ Trace fsdp(const Trace& trace, const FsdpOptions& options) {
     });
     BoundSymbol copy = bsym;
     rename_uses(copy, synced);
+    // Tensor parallelism's f of a replicated parameter (sequence
+    // parallelism's norm weights) now reads the gathered parameter, and
+    // passes on its distribution.
+    if (copy.op == OpId::Synchronize && synced.count(bsym.inputs.at(0).name))
+      copy.outputs.at(0).type.dist = DistType::replicated;
     b.append(std::move(copy));
   }
   // A parameter returned as it is (rare) is returned gathered.

@@ -119,7 +119,12 @@ Forward copy_forward(Trace& joint, const Trace& trace) {
       s.outputs[0].name = v.name;
     } else {
       FSDPC_CHECK(joint.bsyms.back().output().name == v.name) << "lowering of " << out;
-      joint.bsyms.back().outputs[0].name = out;
+      // Renamed through the builder, which a later synchronize of this value
+      // (tensor parallelism's f of a gathered parameter) asks for its type.
+      BoundSymbol last = std::move(joint.bsyms.back());
+      joint.bsyms.pop_back();
+      last.outputs[0].name = out;
+      b.append(std::move(last));
     }
     f.steps.push_back({std::move(s), true});
   }

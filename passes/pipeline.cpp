@@ -93,6 +93,8 @@ void validate(const PipelineOptions& o) {
   if (o.max_inflight < 1) fail("--max-inflight must be >= 1, got ", o.max_inflight);
   if (!(o.bucket_mb > 0)) fail("--bucket-mb must be positive, got ", o.bucket_mb);
   if (o.mesh.tp < 1) fail("--tp must be at least 1, got ", o.mesh.tp);
+  if (o.sequence_parallel && o.mesh.tp < 2)
+    fail("--sequence-parallel splits the sequence across tensor-parallel ranks; it needs --tp 2 or more");
   if (o.mesh.world() < 1) fail("world size must be at least 1");
 }
 }  // namespace
@@ -130,7 +132,7 @@ std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   keep("trace", {captured});
   // Tensor parallelism splits the layers first; fsdp then shards the local
   // parameters over the data-parallel ranks.
-  if (o.mesh.tp > 1) keep("tp", {tensor_parallel(captured, TensorParallelOptions{o.mesh.tp})});
+  if (o.mesh.tp > 1) keep("tp", {tensor_parallel(captured, TensorParallelOptions{o.mesh.tp, o.sequence_parallel})});
   Trace sharded = fsdp(stages.back().traces[0], FsdpOptions{o.strategy, o.mesh});
   const std::vector<Unit> units = wrap_units(sharded, o.wrap);  // FSDP units, for bucketing and schedule
   const std::vector<std::string> grad_params = gradient_params(sharded);

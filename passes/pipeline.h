@@ -26,6 +26,7 @@ struct PipelineOptions {
   bool sync_grads = true;      // false: no_sync (gradient accumulation micro-batch)
   bool accumulate_grads = false;
   RematOptions remat;          // activation checkpointing (passes/remat.h)
+  bool sequence_parallel = false;  // --sequence-parallel (with --tp T > 1; passes/tensor_parallel.h)
   // Run the verifier after every pass (tests, `fsdpc dump`); the pipeline
   // benchmark measures the passes alone.
   bool verify = true;

@@ -19,12 +19,15 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// dim < 0: replicated (every tp rank holds the whole value).
+// dim < 0: replicated (every tp rank holds the whole value). `seq`: an
+// activation of sequence parallelism, its dim 1 (the sequence) split.
 struct Layout {
   int64_t dim = -1;
   int64_t blocks = 1;
+  bool seq = false;
   bool split() const { return dim >= 0; }
 };
+constexpr Layout kSeq{1, 1, true};
 
 struct Local {
   std::string name;  // the value's name in the new trace
@@ -33,7 +36,7 @@ struct Local {
 
 class TensorParallel {
  public:
-  TensorParallel(Trace& out, int tp) : b_(out), tp_(tp) {}
+  TensorParallel(Trace& out, int tp, bool sp) : b_(out), tp_(tp), sp_(sp) {}
   void param(const std::string& name, Layout l) { values_[name] = {name, l}; }
   void statement(const BoundSymbol& s);
   const std::unordered_map<std::string, std::string>& renames() const { return renamed_; }
@@ -47,6 +50,10 @@ class TensorParallel {
   void define(const BoundSymbol& s, const Proxy& out, Layout l);
   std::string f(const std::string& x);
   Proxy g(const Proxy& partial);
+  Proxy reduce_scatter_seq(const BoundSymbol& s, const Proxy& partial);
+  std::string all_gather_seq(const std::string& x);
+  Operand scatter_seq(const BoundSymbol& s, const std::string& replicated);
+  void norm(const BoundSymbol& s, const Local& x);
   Operand localized(const BoundSymbol& s, size_t i, Layout want);
   void matmul(const BoundSymbol& s);
   void reshape(const BoundSymbol& s, const Local& x);
@@ -60,9 +67,11 @@ class TensorParallel {
 
   TraceBuilder b_;
   int tp_;
+  bool sp_;  // sequence parallelism: the activations between tp blocks split on the sequence
   std::unordered_map<std::string, Local> values_;     // old name -> new name, layout
   std::unordered_map<std::string, std::string> renamed_;  // old name -> new, where they differ
   std::unordered_map<std::string, std::string> f_;    // new name -> its f output
+  std::unordered_map<std::string, std::string> gathered_;  // new name -> its all_gather over the sequence
   std::unordered_map<std::string, const BoundSymbol*> broadcasts_;  // old name -> broadcast_in_dim
   std::unordered_map<std::string, std::string> axis_index_;  // device -> this rank's tp index
   std::unordered_map<std::string, std::string> offsets_;     // device/rows/dtype -> its vocab offset
@@ -101,6 +110,59 @@ Proxy TensorParallel::g(const Proxy& partial) {
   return b_.emit1(OpId::Wait, {Operand::of(fut.name)});
 }
 
+// Sequence parallelism's exit from a row-parallel block: the partial sums
+// reduce-scattered over the sequence (dim 1), so each rank holds the whole
+// sum of its S/T positions. Backward: the cotangents all-gathered.
+Proxy TensorParallel::reduce_scatter_seq(const BoundSymbol& s, const Proxy& partial) {
+  const Shape& shape = partial.type.shape;
+  if (shape.size() < 2 || shape[1] % tp_ != 0)
+    fail("tp ", tp_, " --sequence-parallel: ", op_name(s.op), " -> ", s.outputs.at(0).name, " is ", shape_str(shape),
+         "; its sequence (dim 1) must be divisible by ", tp_);
+  Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"dim", int64_t{1}}, {"op", std::string("sum")},
+          {"dist", std::string("none")}};
+  return emit(OpId::Wait, {Operand::of(emit(OpId::ReduceScatter, {Operand::of(partial.name)}, std::move(a)).name)});
+}
+
+// Its entry to a column-parallel block: the sequence all-gathered (once per
+// value: Llama's q, k and v share it). Backward: the ranks' partial
+// cotangents reduce-scattered, which is f's sum and the split in one.
+std::string TensorParallel::all_gather_seq(const std::string& x) {
+  auto it = gathered_.find(x);
+  if (it != gathered_.end()) return it->second;
+  Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"dim", int64_t{1}}};
+  return gathered_[x] = emit(OpId::Wait, {Operand::of(emit(OpId::AllGather, {Operand::of(x)}, std::move(a)).name)}).name;
+}
+
+// A replicated value's S/T positions of this rank, for a statement that
+// mixes it with sequence-parallel values (a residual, the position
+// embedding): looked up by position after f, whose backward sums the
+// ranks' cotangents, each nonzero on its own positions only.
+Operand TensorParallel::scatter_seq(const BoundSymbol& s, const std::string& replicated) {
+  const TensorType& t = b_.type_of(replicated);
+  if (t.shape.size() < 2 || t.shape[1] % tp_ != 0)
+    fail("tp ", tp_, " --sequence-parallel: ", op_name(s.op), " -> ", s.outputs.at(0).name, " reads ", replicated, " of ",
+         shape_str(t.shape), "; its sequence (dim 1) must be divisible by ", tp_);
+  const int64_t local = t.shape[1] / tp_;
+  Proxy off = vocab_offset(local, DType::i64, t.device);  // this rank's first position
+  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList{local}}, {"broadcast_dims", IntList{}}});
+  Proxy positions = emit(OpId::Iota, {}, Attrs{{"length", local}, {"dtype", std::string("i64")}, {"device", device_name(t.device)}});
+  positions = emit(OpId::Add, {Operand::of(positions.name), Operand::of(off.name)});
+  return Operand::of(emit(OpId::Take, {Operand::of(f(replicated)), Operand::of(positions.name)}, Attrs{{"dim", int64_t{1}}}).name);
+}
+
+// layer_norm / rms_norm of a sequence-parallel value: its own positions,
+// the weights through f, since each rank's weight gradient covers only its
+// positions.
+void TensorParallel::norm(const BoundSymbol& s, const Local& x) {
+  std::vector<Operand> ins{Operand::of(x.name)};
+  for (size_t i = 1; i < s.inputs.size(); ++i) {
+    const Local w = in(s, i);
+    if (w.layout.split()) unsupported(s, "a norm's weights must be replicated");
+    ins.push_back(Operand::of(f(w.name)));
+  }
+  define(s, emit(s.op, std::move(ins), s.attrs), kSeq);
+}
+
 // Input i as an operand of a statement whose split values have layout `want`.
 // A replicated input made by broadcast_in_dim along the split dim is
 // broadcast again to the local shape (Llama's rotary cos/sin over heads).
@@ -108,11 +170,28 @@ Operand TensorParallel::localized(const BoundSymbol& s, size_t i, Layout want) {
   const Local x = in(s, i);
   if (x.name.empty()) return s.inputs[i];
   if (x.layout.split()) {
-    if (x.layout.dim != want.dim || x.layout.blocks != want.blocks)
+    if (x.layout.dim != want.dim || x.layout.blocks != want.blocks || x.layout.seq != want.seq)
       unsupported(s, "inputs split on different dims");
     return Operand::of(x.name);
   }
   auto bc = broadcasts_.find(s.inputs[i].name);
+  if (want.seq) {  // a replicated value in the sequence-parallel region
+    if (bc != broadcasts_.end()) {
+      const BoundSymbol& src = *bc->second;
+      const IntList& dims = src.attrs.get_ints("broadcast_dims");
+      bool along_seq = false;
+      for (size_t k = 0; k < dims.size(); ++k)
+        along_seq = along_seq || (dims[k] == 1 && b_.type_of(in(src, 0).name).shape[k] != 1);
+      if (!along_seq) {  // a bias or scale: broadcast again to the local shape, its gradient summed by f
+        Shape shape = src.attrs.get_ints("shape");
+        shape[1] /= tp_;
+        Attrs a = src.attrs;
+        a.set("shape", shape);
+        return Operand::of(b_.emit1(OpId::BroadcastInDim, {Operand::of(f(in(src, 0).name))}, std::move(a)).name);
+      }
+    }
+    return scatter_seq(s, x.name);
+  }
   if (bc == broadcasts_.end()) unsupported(s, "mixes a split value with a replicated " + s.inputs[i].name);
   const BoundSymbol& src = *bc->second;
   IntList dims = src.attrs.get_ints("broadcast_dims");
@@ -137,8 +216,8 @@ void TensorParallel::matmul(const BoundSymbol& s) {
   const int64_t out_dim = linear ? 0 : wr - 1, in_dim = linear ? wr - 1 : wr - 2;
   const int64_t last = static_cast<int64_t>(s.outputs[0].type.shape.size()) - 1;
   std::vector<Operand> ins{Operand::of(x.name), Operand::of(w.name)};
-  if (!x.layout.split() && w.layout.dim == out_dim) {
-    ins[0] = Operand::of(f(x.name));
+  if ((!x.layout.split() || x.layout.seq) && w.layout.dim == out_dim) {
+    ins[0] = Operand::of(x.layout.seq ? all_gather_seq(x.name) : f(x.name));
     if (s.inputs.size() == 3) {
       const Local bias = in(s, 2);
       if (bias.layout.dim != 0 || bias.layout.blocks != w.layout.blocks)
@@ -148,16 +227,28 @@ void TensorParallel::matmul(const BoundSymbol& s) {
     define(s, b_.emit1(s.op, std::move(ins), s.attrs), Layout{last, w.layout.blocks});
     return;
   }
-  if (x.layout.dim == last && x.layout.blocks == 1 && w.layout.dim == in_dim && w.layout.blocks == 1) {
-    Proxy y = g(b_.emit1(s.op, std::move(ins), s.attrs));
+  if (!x.layout.seq && x.layout.dim == last && x.layout.blocks == 1 && w.layout.dim == in_dim && w.layout.blocks == 1) {
+    const Proxy partial = b_.emit1(s.op, std::move(ins), s.attrs);
+    Proxy y = sp_ ? reduce_scatter_seq(s, partial) : g(partial);
     if (s.inputs.size() == 3) {  // the bias once, after the partial sums are added
       const Local bias = in(s, 2);
       if (bias.layout.split()) unsupported(s, "the bias of a row-parallel linear must be replicated");
       Attrs a{{"shape", y.type.shape}, {"broadcast_dims", IntList{last}}};
-      Proxy full = b_.emit1(OpId::BroadcastInDim, {Operand::of(bias.name)}, std::move(a));
+      // With sequence parallelism a rank adds it to its positions only: f sums its gradient.
+      Proxy full = b_.emit1(OpId::BroadcastInDim, {Operand::of(sp_ ? f(bias.name) : bias.name)}, std::move(a));
       y = b_.emit1(OpId::Add, {Operand::of(y.name), Operand::of(full.name)});
     }
-    define(s, y, Layout{});
+    define(s, y, sp_ ? kSeq : Layout{});
+    return;
+  }
+  if (x.layout.seq && !w.layout.split() && (s.inputs.size() < 3 || !in(s, 2).layout.split())) {
+    // A replicated weight after the sequence-parallel region (GPT-2's LM
+    // head when T does not divide the vocabulary): every rank computes the
+    // whole product, so its cotangent is split back, not summed.
+    Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"dim", int64_t{1}}, {"grad", std::string("split")}};
+    ins[0] = Operand::of(emit(OpId::Wait, {Operand::of(emit(OpId::AllGather, {ins[0]}, std::move(a)).name)}).name);
+    if (s.inputs.size() == 3) ins.push_back(Operand::of(in(s, 2).name));
+    define(s, b_.emit1(s.op, std::move(ins), s.attrs), Layout{});
     return;
   }
   unsupported(s, "only column-parallel (replicated input, weight split on its outputs) and row-parallel "
@@ -268,6 +359,7 @@ void TensorParallel::take(const BoundSymbol& s, const Local& table) {
   Proxy keep = emit(OpId::BroadcastInDim, {Operand::of(mine.name)},
                     Attrs{{"shape", IntList(rows_out.type.shape)}, {"broadcast_dims", std::move(dims)}});
   Proxy partial = emit(OpId::Where, {Operand::of(keep.name), Operand::of(rows_out.name), Operand::lit(0)});
+  if (sp_) return define(s, reduce_scatter_seq(s, partial), kSeq);
   define(s, g(partial), Layout{});
 }
 
@@ -340,6 +432,14 @@ void TensorParallel::statement(const BoundSymbol& s) {
   }
   if (s.op == OpId::Matmul || s.op == OpId::Linear) return matmul(s);
   const Local x = in(s, 0);
+  if (split->seq) {  // the sequence-parallel region: norms, residuals, biases, elementwise
+    if ((s.op == OpId::LayerNorm || s.op == OpId::RmsNorm) && x.layout.seq) return norm(s, x);
+    if (!follows_layout(s.op) || s.op == OpId::ScaledDotProductAttention || s.op == OpId::Cat)
+      unsupported(s, "this op on a sequence-parallel value (split on the sequence) is not supported");
+    std::vector<Operand> ins;
+    for (size_t i = 0; i < s.inputs.size(); ++i) ins.push_back(localized(s, i, *split));
+    return define(s, b_.emit1(s.op, std::move(ins), s.attrs), *split);
+  }
   switch (s.op) {
     case OpId::Reshape: return reshape(s, x);
     case OpId::Slice: return slice(s, x);
@@ -466,7 +566,7 @@ Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options) 
     }
     out.args.push_back(std::move(p));
   }
-  TensorParallel pass(out, tp);
+  TensorParallel pass(out, tp, options.sequence_parallel);
   for (const auto& [name, l] : params) pass.param(name, l);
   for (const BoundSymbol& s : trace.bsyms) pass.statement(s);
   std::vector<std::string> names;

@@ -40,6 +40,13 @@ namespace fsdpc {
 
 struct TensorParallelOptions {
   int tp = 1;  // ranks per tensor-parallel group
+  // Megatron's sequence parallelism: between the tp blocks (norms,
+  // residuals, the embedding's output) each rank holds S/T positions;
+  // a row-parallel block ends in a reduce_scatter over the sequence instead
+  // of g's all_reduce, and a column-parallel block starts with an
+  // all_gather instead of f. Replicated weights used there (norms, the
+  // row-parallel biases) pass through f so their gradients are summed.
+  bool sequence_parallel = false;
 };
 
 // How one parameter is split across the tp ranks: `dim` of the full shape is

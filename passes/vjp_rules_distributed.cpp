@@ -25,9 +25,10 @@ Proxy all_reduce(TraceBuilder& b, const Proxy& x, const std::string& group, int6
 }
 
 Proxy reduce_scatter(TraceBuilder& b, const Proxy& x, const std::string& group, int64_t size,
-                     int64_t dim) {
+                     int64_t dim, bool activation = false) {
   Attrs attrs = group_attrs(group, size);
   attrs.set("dim", dim).set("op", std::string("sum"));
+  if (activation) attrs.set("dist", std::string("none"));
   return wait(b, b.emit1(OpId::ReduceScatter, {op(x)}, std::move(attrs)));
 }
 
@@ -41,6 +42,22 @@ Proxy all_gather(TraceBuilder& b, const Proxy& x, const std::string& group, int6
 // The group attributes of a collective statement.
 const std::string& group(const VjpCall& c) { return c.bsym.attrs.get_str("group"); }
 int64_t size(const VjpCall& c) { return c.bsym.attrs.get_int("size"); }
+
+// all_gather(grad=split)'s cotangent: this member's chunk along `dim` of
+// the gathered cotangent, found by its place in the group.
+Proxy own_chunk(const VjpCall& c) {
+  const int64_t dim = c.bsym.attrs.get_int("dim");
+  const TensorType& x = c.in(0).type;
+  const int64_t n = x.shape.at(static_cast<size_t>(dim));
+  const std::string device = device_name(x.device);
+  Attrs where = group_attrs(group(c), size(c));
+  where.set("device", device);
+  Proxy first = c.b.emit1(OpId::Mul, {op(c.b.emit1(OpId::AxisIndex, {}, std::move(where))), Operand::lit(static_cast<double>(n))});
+  first = c.b.emit1(OpId::BroadcastInDim, {op(first)}, Attrs{{"shape", IntList{n}}, {"broadcast_dims", IntList{}}});
+  Proxy at = c.b.emit1(OpId::Iota, {}, Attrs{{"length", n}, {"dtype", std::string("i64")}, {"device", device}});
+  at = c.b.emit1(OpId::Add, {op(at), op(first)});
+  return c.b.emit1(OpId::Take, {op(c.g()), op(at)}, Attrs{{"dim", dim}});
+}
 
 Cotangents pack_grad(const VjpCall& c) {
   IntLists shapes;
@@ -68,8 +85,10 @@ Cotangents unpack_grad(const VjpCall& c) {
 Cotangents vjp_distributed(const VjpCall& c) {
   switch (c.bsym.op) {
     case OpId::Synchronize: return {reduce_synchronized_grad(c.b, c.bsym, c.g())};
-    case OpId::AllGather:
-      return {reduce_scatter(c.b, c.g(), group(c), size(c), c.bsym.attrs.get_int("dim"))};
+    case OpId::AllGather:  // an activation's gather (sequence parallelism) gives an activation's cotangent
+      if (c.bsym.attrs.has("grad") && c.bsym.attrs.get_str("grad") == "split") return {own_chunk(c)};
+      return {reduce_scatter(c.b, c.g(), group(c), size(c), c.bsym.attrs.get_int("dim"),
+                             c.in(0).type.dist == DistType::none)};
     case OpId::ReduceScatter:
       return {all_gather(c.b, c.g(), group(c), size(c), c.bsym.attrs.get_int("dim"))};
     case OpId::AllReduce:

@@ -72,6 +72,8 @@ const Golden kGoldens[] = {
     // its forward times zero3 on 2 data-parallel ranks (the local parameters
     // gathered on dp, the partial sums all-reduced on tp).
     {"gpt2-tiny-tp2.trace", "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --tp 2 --stage tp"},
+    {"gpt2-tiny-tp2-sp.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --tp 2 --sequence-parallel --stage tp"},
     {"gpt2-tiny-tp2-zero3.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 4 --tp 2 --strategy zero3 --stage forward"},
 };

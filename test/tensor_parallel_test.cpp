@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "executors/reference/reference.h"
+#include "frontend/gpt2.h"
 #include "frontend/llama.h"
 #include "frontend/models.h"
 #include "ir/error.h"
@@ -39,6 +40,7 @@ struct Case {
   DType precision = DType::f32;
   RematMode remat = RematMode::none;
   bool sync_grads = true;
+  bool sequence_parallel = false;
 };
 
 std::unique_ptr<Model> model_of(const std::string& name) {
@@ -52,6 +54,15 @@ std::unique_ptr<Model> model_of(const std::string& name) {
     c.num_key_value_heads = 3;
     c.max_position_embeddings = 16;
     return std::make_unique<Llama>(name, c);
+  }
+  if (name == "gpt2-odd-vocab") {  // a vocabulary 2 does not divide: embedding and LM head stay whole
+    GPT2Config c;
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.n_embd = 32;
+    c.vocab_size = 101;
+    c.n_positions = 16;
+    return std::make_unique<GPT2>(name, c);
   }
   if (name != "llama-biases") return make_model(name);
   // Llama with every bias (Qwen2's q/k/v, attention_bias's o_proj, mlp_bias):
@@ -92,7 +103,7 @@ void check_parity(const Case& c) {
   const int world = c.mesh.world(), tp = c.mesh.tp, dp = c.mesh.data_parallel();
   INFO(c.model << " " << strategy_name(c.strategy) << " mesh " << c.mesh.replicas << "x" << c.mesh.shards << " tp "
                << tp << (c.bucketing ? " bucketed" : "") << " " << dtype_name(c.precision) << " remat "
-               << remat_name(RematOptions{c.remat}));
+               << remat_name(RematOptions{c.remat}) << (c.sequence_parallel ? " sequence-parallel" : ""));
   std::mt19937 rng(4321 + world);
 
   // One process over the global batch (dp ranks' batches side by side).
@@ -123,6 +134,7 @@ void check_parity(const Case& c) {
   po.precision = c.precision;
   po.remat.mode = c.remat;
   po.sync_grads = c.sync_grads;
+  po.sequence_parallel = c.sequence_parallel;
   const std::vector<Stage> stages = compile(capture(*model_of(c.model), capture_options(2)), po);
   const Trace& fwd = stages.back().traces.at(0);
   const Trace& bwd = stages.back().traces.at(1);
@@ -227,6 +239,28 @@ TEST_CASE("tensor parallel: llama-tiny (grouped kv heads) gives one process's lo
   for (const Case& c : cases("llama-tiny")) check_parity(c);
 }
 
+// Megatron's sequence parallelism: norms, residuals and the embedding's
+// output hold S/T positions; reduce_scatter / all_gather over the sequence
+// replace g and f; the norms' weights and row-parallel biases sum their
+// gradients over tp.
+TEST_CASE("tensor parallel: sequence parallelism gives one process's loss and gradients", "[tp]") {
+  for (const char* model : {"gpt2-tiny", "llama-tiny", "llama-biases", "gpt2-odd-vocab"}) {
+    auto sp = [&](Strategy st, Mesh m, bool bucketing = false, DType precision = DType::f32,
+                  RematMode remat = RematMode::none) {
+      Case c{model, st, m, bucketing, precision, remat};
+      c.sequence_parallel = true;
+      return c;
+    };
+    check_parity(sp(Strategy::zero3, Mesh{1, 1, 2}));
+    check_parity(sp(Strategy::zero3, Mesh{1, 2, 2}));
+    check_parity(sp(Strategy::zero2, Mesh{1, 2, 2}, true));
+    check_parity(sp(Strategy::hybrid, Mesh{2, 1, 2}));
+    check_parity(sp(Strategy::zero3, Mesh{1, 2, 2}, false, DType::bf16));
+    check_parity(sp(Strategy::zero3, Mesh{1, 2, 2}, false, DType::f32, RematMode::block));
+  }
+  check_parity({"gpt2-odd-vocab", Strategy::zero3, Mesh{1, 2, 2}});  // the whole vocabulary, without SP
+}
+
 TEST_CASE("tensor parallel: Llama with q/k/v, o_proj and MLP biases", "[tp]") {
   check_parity({"llama-biases", Strategy::zero3, Mesh{1, 1, 2}});
   check_parity({"llama-biases", Strategy::zero2, Mesh{1, 2, 2}});
@@ -302,6 +336,18 @@ TEST_CASE("tensor parallel: f and g round-trip through text and JSON; bad grad a
   CHECK(error(OpId::AllReduce, max).empty());
   max.set("op", std::string("min"));
   CHECK_THAT(error(OpId::AllReduce, max), Catch::Contains("op 'min' is not supported (expected sum or max)"));
+  // Sequence parallelism's: a gather whose members then compute alike, and
+  // a reduce-scatter that leaves an activation, not a shard.
+  Attrs gather = tp;
+  gather.set("dim", int64_t{0}).set("grad", std::string("split"));
+  CHECK(error(OpId::AllGather, gather).empty());
+  gather.set("grad", std::string("mean"));
+  CHECK_THAT(error(OpId::AllGather, gather), Catch::Contains("grad 'mean' is not supported (expected sum or split)"));
+  Attrs scatter = tp;
+  scatter.set("dim", int64_t{0}).set("op", std::string("sum")).set("dist", std::string("none"));
+  CHECK(infer_types(OpId::ReduceScatter, {OperandType::of(x)}, scatter).at(0).dist == DistType::none);
+  scatter.set("dist", std::string("replicated"));
+  CHECK_THAT(error(OpId::ReduceScatter, scatter), Catch::Contains("dist 'replicated' is not supported (expected none)"));
   Attrs f = tp;
   f.set("grad", std::string("identity"));
   CHECK_THAT(error(OpId::Synchronize, f), Catch::Contains("grad 'identity' is not supported (expected mean or sum)"));
@@ -369,6 +415,53 @@ TEST_CASE("tensor parallel: bytes on the tp group per step match Megatron's coun
       CHECK(s.all_reduce.bytes == Approx(bytes));
     }
   }
+}
+
+// Sequence parallelism moves what tp moves (Megatron: an all_reduce is a
+// reduce_scatter plus an all_gather): in the forward, each g becomes a
+// reduce_scatter over the sequence and each f an all_gather, and the bytes
+// are the same; no activation is all-reduced any more (the cross-entropy's
+// two small all_reduces stay).
+TEST_CASE("tensor parallel: sequence parallelism moves the forward's bytes as reduce_scatter + all_gather", "[tp]") {
+  for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
+    INFO(name);
+    const Trace captured = capture(*make_model(name), capture_options(2));
+    auto forward_stats = [&](bool sp, int64_t& all_reduces, int64_t& gathers, int64_t& scatters) {
+      PipelineOptions po;
+      po.mesh = Mesh{1, 2, 2};
+      po.sequence_parallel = sp;
+      const std::vector<Stage> stages = compile(captured, po);
+      const Trace& fwd = stages.back().traces.at(0);
+      all_reduces = gathers = scatters = 0;
+      double bytes = 0;
+      for_each_bsym(fwd.bsyms, [&](const BoundSymbol& b) {
+        if (!b.attrs.has("group") || b.attrs.get_str("group") != "tp") return;
+        const double n = static_cast<double>(numel(b.output().type.shape));
+        if (b.op == OpId::AllReduce) ++all_reduces, bytes += 2 * n * 4 * 0.5;
+        if (b.op == OpId::AllGather) ++gathers, bytes += n * 4 * 0.5;              // ring: (T-1)/T of the output
+        if (b.op == OpId::ReduceScatter) ++scatters, bytes += 2 * n * 4 * 0.5;     // (T-1)/T of the input
+      });
+      return bytes;
+    };
+    int64_t ar = 0, ag = 0, rs = 0;
+    const double tp_bytes = forward_stats(false, ar, ag, rs);
+    const int64_t blocks = ar - 2;  // g after every row-parallel block and the embedding
+    CHECK(ag == 0);
+    CHECK(rs == 0);
+    const double sp_bytes = forward_stats(true, ar, ag, rs);
+    CHECK(ar == 2);  // the cross-entropy's max and sums
+    CHECK(rs == blocks);
+    CHECK(ag == blocks);  // before each attention, MLP and the LM head
+    CHECK(sp_bytes == Approx(tp_bytes));
+  }
+  PipelineOptions po;
+  po.mesh = Mesh{1, 1, 3};
+  po.sequence_parallel = true;
+  CHECK_THROWS_WITH(compile(capture(*model_of("llama-tp3"), capture_options(2)), po),
+                    Catch::Contains("--sequence-parallel") && Catch::Contains("must be divisible by 3"));
+  po.mesh = Mesh{1, 2, 1};
+  CHECK_THROWS_WITH(compile(capture(*make_model("gpt2-tiny"), capture_options(2)), po),
+                    Catch::Contains("needs --tp 2 or more"));
 }
 
 TEST_CASE("tensor parallel: a T that does not divide the heads, kv heads or features is refused", "[tp]") {

@@ -126,6 +126,8 @@ const std::vector<Case> kCases = {
     {4, "--strategy zero3 --tp 2", 1e-2},
     {4, "--strategy zero2 --tp 2 --bucketing unit", 1e-2},
     {8, "--strategy hybrid --mesh 2,2 --tp 2", 1e-2},
+    // Sequence parallelism (norms and residuals on S/T positions a rank).
+    {4, "--strategy zero3 --tp 2 --sequence-parallel", 1e-2},
 };
 
 }  // namespace

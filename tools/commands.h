@@ -42,6 +42,7 @@ struct ShardingArgs {
   std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", precision = "f32", remat = "none";
   int prefetch = 1, max_inflight = 2;
   int tp = 1;  // --tp: tensor-parallel ranks per group
+  bool sequence_parallel = false;  // --sequence-parallel
   double bucket_mb = 25.0;
 };
 void add_sharding_options(CLI::App* cmd, ShardingArgs& s);

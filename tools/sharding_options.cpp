@@ -14,6 +14,9 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
                   "T: tensor parallelism over T adjacent ranks (column/row-parallel attention and MLP); the "
                   "world is (data-parallel ranks) x T, the data-parallel part laid out by --strategy and --mesh")
       ->capture_default_str();
+  cmd->add_flag("--sequence-parallel", s.sequence_parallel,
+               "With --tp: Megatron's sequence parallelism (norms and residuals hold S/T positions a rank; "
+               "reduce_scatter and all_gather over the sequence instead of all_reduce)");
   cmd->add_option("--wrap", s.wrap, "FSDP units: block | size:N | none")->capture_default_str();
   cmd->add_option("--bucketing", s.bucketing, "none | unit")->check(CLI::IsMember({"none", "unit"}))
       ->capture_default_str();
@@ -60,6 +63,7 @@ PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::s
   o.bucket_mb = s.bucket_mb;
   o.precision = *parse_dtype(s.precision);
   o.remat = parse_remat(s.remat);
+  o.sequence_parallel = s.sequence_parallel;
   return o;
 }
 
