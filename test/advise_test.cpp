@@ -137,9 +137,10 @@ TEST_CASE("advise lists every candidate, with the memory of dump --memory and th
 TEST_CASE("advise --tp compiles every strategy with tensor parallelism too, at the same global batch") {
   // gpt2-tiny's trace has 2 sequences per rank: a tp2 candidate's group of
   // two ranks trains 4, so 4 ranks train 8 either way.
-  const Json j = advise("--model gpt2-tiny --world-size 4 --tp 1,2 --hardware " + cpu_profile().string());
+  const Json j = advise("--model gpt2-tiny --world-size 4 --tp 1,2 --sequence-parallel --hardware " +
+                        cpu_profile().string());
   std::set<std::string> names, expected = expected_names(4);
-  for (const std::string& n : expected_names(2)) expected.insert(n + " tp2");
+  for (const std::string& n : expected_names(2)) expected.insert({n + " tp2", n + " tp2 sp"});
   for (const Json& c : j["candidates"]) names.insert(c["candidate"].get<std::string>());
   CHECK(names == expected);
   const double tokens = j["tokens_per_rank"].get<double>() * 4;
@@ -151,6 +152,7 @@ TEST_CASE("advise --tp compiles every strategy with tensor parallelism too, at t
     CHECK(tp == 2);
     const std::string flags = "--model gpt2-tiny --world-size 4 --batch 4 " + c["flags"].get<std::string>();
     CHECK_THAT(flags, Contains("--tp 2"));
+    CHECK(c["sequence_parallel"].get<bool>() == (flags.find("--sequence-parallel") != std::string::npos));
     CHECK(c["peak_bytes"].get<int64_t>() == dump_peak(flags));
     CHECK(c["comm_bytes"].get<double>() == Approx(dump_comm_bytes(flags)));
     std::set<std::string> groups;
@@ -313,6 +315,8 @@ TEST_CASE("advise refuses bad input with one line and exit code 2") {
       {"--model gpt2-tiny --world-size 2 --strategies zero4", "unknown strategy 'zero4'"},
       {"--model gpt2-tiny --world-size 2 --strategies hybrid", "none of them has a candidate at --world-size 2"},
       {"--model gpt2-tiny --world-size 4 --tp 3 --hardware " + cpu_profile().string(), "--tp 3 does not divide --world-size 4"},
+      {"--model gpt2-tiny --world-size 4 --sequence-parallel --hardware " + cpu_profile().string(),
+       "give --tp sizes above 1"},
       {"--model gpt2-tiny --world-size 4 --tp 4 --hardware " + cpu_profile().string(), "2 is not divisible by 4"},
       {"--model gpt2-tiny --world-size 4 --tp 2 --mesh 2,2 --hardware " + cpu_profile().string(),
        "--mesh 2,2 has 4 ranks but --world-size is 4 over --tp 2 (2 data-parallel ranks)"},

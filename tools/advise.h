@@ -33,6 +33,7 @@ struct Candidate {
   bool unit_buckets = false;  // --bucketing unit
   int prefetch = 1;
   std::string remat = "none";  // --remat: activation checkpointing trades compute for memory
+  bool sequence_parallel = false;  // --sequence-parallel (mesh.tp > 1 only)
   // Predictions, per rank.
   int64_t peak_bytes = 0;  // the memory plan's worst step
   std::string peak_where;
@@ -60,6 +61,8 @@ struct AdviseSetup {
   // --tp: the tensor-parallel sizes to try; every strategy is compiled at
   // each, on the world / T data-parallel ranks (a 2-D or 3-D mesh).
   std::vector<int> tps{1};
+  // --sequence-parallel: every tp > 1 candidate also with sequence parallelism.
+  bool sequence_parallel = false;
   // The model captured for each tp > 1 in tps at T times the batch: a tp
   // group's T ranks train on one data-parallel rank's batch, so every
   // candidate trains the same global batch (and tokens per step).

@@ -54,6 +54,7 @@ PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
   a.precision = s.precision;
   a.remat = c.remat;
   a.tp = c.mesh.tp;
+  a.sequence_parallel = c.sequence_parallel;
   PipelineOptions o = sharding_pipeline(a, s.world, "--world-size is " + std::to_string(s.world));
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
   return o;
@@ -126,7 +127,8 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
   for (const Candidate* c : family) opts.push_back(pipeline_options(s, *c));
   const PipelineOptions& o = opts.front();
   // compile() runs the tp pass first when the mesh has a tp dimension.
-  Trace sharded = o.mesh.tp > 1 ? fsdp(tensor_parallel(s.captured_at(o.mesh.tp), TensorParallelOptions{o.mesh.tp}),
+  Trace sharded = o.mesh.tp > 1 ? fsdp(tensor_parallel(s.captured_at(o.mesh.tp),
+                                                       TensorParallelOptions{o.mesh.tp, o.sequence_parallel}),
                                        FsdpOptions{o.strategy, o.mesh})
                                 : fsdp(s.captured, FsdpOptions{o.strategy, o.mesh});
   const std::vector<Unit> units = wrap_units(sharded, o.wrap);
@@ -187,6 +189,7 @@ std::string Candidate::flags() const {
                                    " --prefetch " + std::to_string(prefetch);
   if (remat != "none") f += " --remat " + remat;
   if (mesh.tp > 1) f += " --tp " + std::to_string(mesh.tp);
+  if (sequence_parallel) f += " --sequence-parallel";
   return f;
 }
 
@@ -196,6 +199,7 @@ std::string Candidate::name() const {
   if (strategy != "no_shard") n += std::string(unit_buckets ? " unit" : " none") + " p" + std::to_string(prefetch);
   if (remat != "none") n += " remat:" + remat;
   if (mesh.tp > 1) n += " tp" + std::to_string(mesh.tp);
+  if (sequence_parallel) n += " sp";
   return n;
 }
 
@@ -246,6 +250,17 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
     for (const Mesh& m : meshes) fsdp("hybrid", m);
     for (const Mesh& m : meshes) fsdp("hybrid_zero2", m);
   }
+  if (s.sequence_parallel) {
+    if (std::none_of(s.tps.begin(), s.tps.end(), [](int t) { return t > 1; }))
+      fail("--sequence-parallel splits the sequence across tensor-parallel ranks; give --tp sizes above 1");
+    const size_t n = cs.size();
+    for (size_t i = 0; i < n; ++i)
+      if (cs[i].mesh.tp > 1) {
+        Candidate c = cs[i];
+        c.sequence_parallel = true;
+        cs.push_back(std::move(c));
+      }
+  }
   if (s.strategies.empty()) return cs;
   for (const std::string& name : s.strategies)
     if (name != "zero3" && name != "zero2" && name != "no_shard" && !is_hybrid_name(name))
@@ -265,7 +280,8 @@ void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs) {
   for (Candidate& c : cs) {
     auto same = [&](const std::vector<Candidate*>& f) {
       return f.front()->strategy == c.strategy && f.front()->mesh.replicas == c.mesh.replicas &&
-             f.front()->mesh.shards == c.mesh.shards && f.front()->mesh.tp == c.mesh.tp;
+             f.front()->mesh.shards == c.mesh.shards && f.front()->mesh.tp == c.mesh.tp &&
+             f.front()->sequence_parallel == c.sequence_parallel;
     };
     auto it = std::find_if(families.begin(), families.end(), same);
     if (it == families.end()) families.push_back({&c});

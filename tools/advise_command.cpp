@@ -27,7 +27,7 @@ using Json = nlohmann::ordered_json;
 struct AdviseArgs {
   ModelSource src;
   int world = 0, threads = 0, measure_steps = 5;
-  bool measure = false;
+  bool measure = false, sequence_parallel = false;
   std::vector<std::string> strategies;
   std::vector<int> tps{1};
   std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output;
@@ -137,6 +137,7 @@ std::string render_json(const AdviseSetup& s, const std::string& model, const st
                         {"strategy", c.strategy},
                         {"mesh", {c.mesh.replicas, c.mesh.shards}},
                         {"tp", c.mesh.tp},
+                        {"sequence_parallel", c.sequence_parallel},
                         {"bucketing", c.strategy == "no_shard" ? "none" : c.unit_buckets ? "unit" : "none"},
                         {"prefetch", c.prefetch},
                         {"flags", c.flags()},
@@ -207,6 +208,7 @@ void run_advise(const AdviseArgs& a) {
   s.world = a.world;
   s.mesh = a.mesh;
   s.strategies = a.strategies;
+  s.sequence_parallel = a.sequence_parallel;
   s.tps = a.tps;  // each size once, smallest first
   std::sort(s.tps.begin(), s.tps.end());
   s.tps.erase(std::unique(s.tps.begin(), s.tps.end()), s.tps.end());
@@ -266,6 +268,8 @@ Command add_advise_command(CLI::App& app) {
                   "Tensor-parallel sizes to compile every strategy at, e.g. 1,2,4 (each must divide --world-size; "
                   "default 1: none)")
       ->delimiter(',');
+  cmd->add_flag("--sequence-parallel", a->sequence_parallel,
+                "Also compile every --tp candidate above 1 with sequence parallelism (rows '... sp')");
   auto* measure = cmd->add_flag("--measure", a->measure,
                                 "Also run each candidate that fits here (mpirun -np N fsdpc train) and print measured "
                                 "step time and peak beside the predicted");
