@@ -15,10 +15,6 @@ namespace fsdpc {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // dim < 0: replicated (every tp rank holds the whole value). `seq`: an
 // activation of sequence parallelism, its dim 1 (the sequence) split.
 struct Layout {
@@ -60,7 +56,7 @@ class TensorParallel {
   void slice(const BoundSymbol& s, const Local& x);
   void take(const BoundSymbol& s, const Local& table);
   void cross_entropy(const BoundSymbol& s, const Local& logits);
-  Proxy vocab_offset(int64_t rows, DType dtype, const Device& device);
+  Proxy rank_offset(int64_t rows, DType dtype, const Device& device);
   std::pair<Proxy, Proxy> local_ids(const std::string& ids, int64_t rows);
   Proxy emit(OpId op, std::vector<Operand> ins, Attrs a = {}) { return b_.emit1(op, std::move(ins), std::move(a)); }
   [[noreturn]] void unsupported(const BoundSymbol& s, const std::string& why) const;
@@ -74,7 +70,7 @@ class TensorParallel {
   std::unordered_map<std::string, std::string> gathered_;  // new name -> its all_gather over the sequence
   std::unordered_map<std::string, const BoundSymbol*> broadcasts_;  // old name -> broadcast_in_dim
   std::unordered_map<std::string, std::string> axis_index_;  // device -> this rank's tp index
-  std::unordered_map<std::string, std::string> offsets_;     // device/rows/dtype -> its vocab offset
+  std::unordered_map<std::string, std::string> offsets_;     // device/rows/dtype -> rank_offset's value
 };
 
 void TensorParallel::unsupported(const BoundSymbol& s, const std::string& why) const {
@@ -143,7 +139,7 @@ Operand TensorParallel::scatter_seq(const BoundSymbol& s, const std::string& rep
     fail("tp ", tp_, " --sequence-parallel: ", op_name(s.op), " -> ", s.outputs.at(0).name, " reads ", replicated, " of ",
          shape_str(t.shape), "; its sequence (dim 1) must be divisible by ", tp_);
   const int64_t local = t.shape[1] / tp_;
-  Proxy off = vocab_offset(local, DType::i64, t.device);  // this rank's first position
+  Proxy off = rank_offset(local, DType::i64, t.device);  // this rank's first position
   off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList{local}}, {"broadcast_dims", IntList{}}});
   Proxy positions = emit(OpId::Iota, {}, Attrs{{"length", local}, {"dtype", std::string("i64")}, {"device", device_name(t.device)}});
   positions = emit(OpId::Add, {Operand::of(positions.name), Operand::of(off.name)});
@@ -312,8 +308,9 @@ void TensorParallel::slice(const BoundSymbol& s, const Local& x) {
   define(s, b_.emit1(OpId::Slice, {Operand::of(x.name)}, std::move(a)), l);
 }
 
-// The first vocabulary row this rank holds, `rank * rows`, as a `dtype` scalar.
-Proxy TensorParallel::vocab_offset(int64_t rows, DType dtype, const Device& device) {
+// The first of this rank's `rows` (vocabulary rows, or sequence positions
+// under sequence parallelism), `tp rank * rows`, as a `dtype` scalar.
+Proxy TensorParallel::rank_offset(int64_t rows, DType dtype, const Device& device) {
   const std::string dev = device_name(device);
   const std::string key = dev + "/" + std::to_string(rows) + "/" + std::string(dtype_name(dtype));
   if (auto done = offsets_.find(key); done != offsets_.end()) return Proxy{done->second, b_.type_of(done->second), "", true};
@@ -333,7 +330,7 @@ Proxy TensorParallel::vocab_offset(int64_t rows, DType dtype, const Device& devi
 // local row (0 for an id another rank holds) and whether this rank holds it.
 std::pair<Proxy, Proxy> TensorParallel::local_ids(const std::string& ids, int64_t rows) {
   const TensorType& it = b_.type_of(ids);
-  Proxy off = vocab_offset(rows, it.dtype, it.device);
+  Proxy off = rank_offset(rows, it.dtype, it.device);
   off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList(it.shape)}, {"broadcast_dims", IntList{}}});
   Proxy local = emit(OpId::Sub, {Operand::of(ids), Operand::of(off.name)});
   Proxy below = emit(OpId::Lt, {Operand::of(local.name), Operand::lit(0)});
@@ -471,76 +468,6 @@ void TensorParallel::statement(const BoundSymbol& s) {
 }
 
 }  // namespace
-
-std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& path, const Shape& full, int tp) {
-  // Vocabulary rows, when T divides them: a vocabulary T does not divide
-  // (GPT-2's 50257) stays replicated rather than padded.
-  for (const char* tail : {"wte.weight", "embed_tokens.weight", "lm_head.weight"})
-    if (path == tail || ends_with(path, std::string(".") + tail)) {
-      if (tp > 1 && full.size() == 2 && full[0] % tp == 0) return TensorParallelSplit{path, 0, 1};
-      return std::nullopt;
-    }
-  struct Row {
-    const char* tail;
-    int64_t dim, blocks;
-  };
-  // GPT-2's Conv1D weights are [in, out]; Llama's Linear weights [out, in].
-  static const Row kPlan[] = {
-      {"attn.c_attn.weight", 1, 3}, {"attn.c_attn.bias", 0, 3},   // column: q|k|v heads
-      {"attn.c_proj.weight", 0, 1},                                // row
-      {"mlp.c_fc.weight", 1, 1},    {"mlp.c_fc.bias", 0, 1},      // column
-      {"mlp.c_proj.weight", 0, 1},                                 // row
-      {"self_attn.q_proj.weight", 0, 1}, {"self_attn.q_proj.bias", 0, 1},
-      {"self_attn.k_proj.weight", 0, 1}, {"self_attn.k_proj.bias", 0, 1},
-      {"self_attn.v_proj.weight", 0, 1}, {"self_attn.v_proj.bias", 0, 1},
-      {"self_attn.o_proj.weight", 1, 1},                           // row
-      {"mlp.gate_proj.weight", 0, 1},    {"mlp.gate_proj.bias", 0, 1},
-      {"mlp.up_proj.weight", 0, 1},      {"mlp.up_proj.bias", 0, 1},
-      {"mlp.down_proj.weight", 1, 1},                              // row
-  };
-  for (const Row& r : kPlan)
-    if (ends_with(path, std::string(".") + r.tail)) return TensorParallelSplit{path, r.dim, r.blocks};
-  return std::nullopt;
-}
-
-std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured, int tp) {
-  std::vector<TensorParallelSplit> out;
-  for (const Proxy& p : captured.args)
-    if (p.is_param())
-      if (auto s = tensor_parallel_split(p.param_path, p.type.shape, tp)) out.push_back(*s);
-  return out;
-}
-
-std::vector<TensorParallelRun> tensor_parallel_runs(const TensorParallelSplit& split, const std::vector<int64_t>& full,
-                                                    int tp, int rank) {
-  if (split.dim < 0 || split.dim >= static_cast<int64_t>(full.size()))
-    fail("tensor_parallel_part: ", split.param_path, " has no dim ", split.dim);
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < split.dim; ++i) outer *= full[i];
-  for (size_t i = split.dim + 1; i < full.size(); ++i) inner *= full[i];
-  const int64_t n = full[split.dim];
-  if (tp < 1 || rank < 0 || rank >= tp || split.blocks < 1 || n % (split.blocks * tp) != 0)
-    fail("tensor_parallel_part: ", split.param_path, " of shape ", shape_str(full), " cannot be cut into ", tp,
-         " parts on dim ", split.dim, " in ", split.blocks, " blocks (rank ", rank, ")");
-  const int64_t block = n / split.blocks, chunk = block / tp;
-  std::vector<TensorParallelRun> runs;
-  runs.reserve(static_cast<size_t>(outer * split.blocks));
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t b = 0; b < split.blocks; ++b)
-      runs.push_back({(o * split.blocks + b) * chunk * inner, (o * n + b * block + rank * chunk) * inner, chunk * inner});
-  return runs;
-}
-
-std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
-                                         const std::vector<double>& data, int tp, int rank) {
-  const std::vector<TensorParallelRun> runs = tensor_parallel_runs(split, full, tp, rank);
-  if (static_cast<int64_t>(data.size()) != numel(full))
-    fail("tensor_parallel_part: ", split.param_path, " of shape ", shape_str(full), " given ", data.size(),
-         " values");
-  std::vector<double> out(data.size() / static_cast<size_t>(tp));
-  for (const TensorParallelRun& r : runs) std::copy_n(data.begin() + r.full, r.count, out.begin() + r.part);
-  return out;
-}
 
 Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options) {
   const int tp = options.tp;
