@@ -55,9 +55,11 @@ void group_scalar(uint64_t key, int64_t g, double std, double* out) {
 // of the exact value where the scalar functions are within 1. After the
 // rounding to f32, 124M values checked against the scalar path were equal
 // (init_test allows a rare one-ulp difference).
-extern "C" __m256d _ZGVdN4v_log(__m256d);
-extern "C" __m256d _ZGVdN4v_cos(__m256d);
-extern "C" __m256d _ZGVdN4v_sin(__m256d);
+// Declared with their target, as clang requires of a function that takes a
+// vector argument (the ABI differs without it).
+extern "C" __attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_log(__m256d);
+extern "C" __attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_cos(__m256d);
+extern "C" __attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_sin(__m256d);
 
 __attribute__((target("avx2,fma"))) void group_avx2(uint64_t key, int64_t g, double std, double* out) {
   alignas(32) double u1[kPairs], u2[kPairs], c[kPairs], s[kPairs];
@@ -84,16 +86,18 @@ __attribute__((target("avx2,fma"))) void group_avx2(uint64_t key, int64_t g, dou
 
 // AVX-512: the eight pairs' counters hashed together too (splitmix64 needs
 // 64-bit multiplies, which AVX-512DQ has), then libmvec's 8-wide functions.
-extern "C" __m512d _ZGVeN8v_log(__m512d);
-extern "C" __m512d _ZGVeN8v_cos(__m512d);
-extern "C" __m512d _ZGVeN8v_sin(__m512d);
+extern "C" __attribute__((target("avx512f,avx512dq"))) __m512d _ZGVeN8v_log(__m512d);
+extern "C" __attribute__((target("avx512f,avx512dq"))) __m512d _ZGVeN8v_cos(__m512d);
+extern "C" __attribute__((target("avx512f,avx512dq"))) __m512d _ZGVeN8v_sin(__m512d);
 
 // GCC 12 warns that its own AVX-512 shift intrinsics read an uninitialised
 // pass-through operand (GCC bug 105593); the masks are all ones, so no lane
 // reads it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f,avx512dq"))) __m512i splitmix64_x8(__m512i x) {
   x = _mm512_add_epi64(x, _mm512_set1_epi64(static_cast<int64_t>(0x9e3779b97f4a7c15ULL)));
   x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)),
