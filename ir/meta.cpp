@@ -72,6 +72,13 @@ int64_t nonneg_attr(const MetaArgs& a, const std::string& key) {
   return v;
 }
 
+Device device_attr(const MetaArgs& a) {
+  const std::string& s = a.get_str("device");
+  auto d = parse_device(s);
+  if (!d) a.fail("device '", s, "' is not a device (expected cpu or cuda:N)");
+  return *d;
+}
+
 void require_float(const MetaArgs& a, const TensorType& t, std::string_view what) {
   if (!is_float(t.dtype))
     a.fail(what, " is ", desc(t), "; expected a float dtype (f32, f16, bf16, f64)");
@@ -166,6 +173,8 @@ Types dispatch(const MetaArgs& a) {
     case OpId::AllReduce: return {meta_all_reduce(a)};
     case OpId::Broadcast: return {meta_broadcast(a)};
     case OpId::Wait: return {meta_wait(a)};
+    case OpId::Send: return {meta_send(a)};
+    case OpId::Recv: return {meta_recv(a)};
     case OpId::Pack: return {meta_pack(a)};
     case OpId::Unpack: return meta_unpack(a);
     case OpId::Del: return {};  // frees its inputs; defines nothing

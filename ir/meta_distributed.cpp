@@ -157,6 +157,41 @@ TensorType meta_wait(const MetaArgs& a) {
   return t;
 }
 
+namespace {
+
+// A point-to-point op's `group`, `size` and `peer`: a message has two ends,
+// so the group has at least two ranks, and `peer` is one of them. Whether
+// peer is this rank itself is known only where the op runs.
+void check_peer(const MetaArgs& a) {
+  if (a.get_str("group").empty()) a.fail("group is empty; expected a process-group name");
+  const int64_t size = a.get_int("size");
+  if (size < 2) a.fail("size ", size, " must be >= 2 (a message needs a sender and a receiver)");
+  const int64_t peer = a.get_int("peer");
+  if (peer < 0 || peer >= size) a.fail("peer ", peer, " out of range for group size ", size);
+}
+
+}  // namespace
+
+// The sender keeps its value: waiting on the send gives x back, so a trace
+// can return it and dead-code elimination keeps the send.
+TensorType meta_send(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  check_peer(a);
+  return collective_out(x, x.shape, x.dist, true);
+}
+
+// No input: the message's type is spelled out, and the matching send's input
+// must have it (checked where the message arrives).
+TensorType meta_recv(const MetaArgs& a) {
+  check_peer(a);
+  TensorType t;
+  t.shape = shape_attr(a, "shape");
+  t.dtype = a.get_dtype("dtype");
+  t.device = device_attr(a);
+  t.future = true;
+  return t;
+}
+
 TensorType meta_pack(const MetaArgs& a) {
   const TensorType& first = a.tensor(0);
   int64_t total = 0;

@@ -21,13 +21,6 @@ void require_vector(const MetaArgs& a, const TensorType& t, std::string_view wha
   require_same_dtype(a, x, "x", t, what);
 }
 
-Device device_attr(const MetaArgs& a) {
-  const std::string& s = a.get_str("device");
-  auto d = parse_device(s);
-  if (!d) a.fail("device '", s, "' is not a device (expected cpu or cuda:N)");
-  return *d;
-}
-
 // Leading dims of t without its last `keep` dims.
 Shape batch_of(const TensorType& t, size_t keep) {
   return Shape(t.shape.begin(), t.shape.end() - static_cast<std::ptrdiff_t>(keep));

@@ -65,6 +65,7 @@ TensorType compute_out(const TensorType& like, Shape shape, DType dtype);
 int64_t dim_attr(const MetaArgs& a, const std::string& key, size_t rank);
 Shape shape_attr(const MetaArgs& a, const std::string& key);
 int64_t nonneg_attr(const MetaArgs& a, const std::string& key);
+Device device_attr(const MetaArgs& a);  // `device`: cpu or cuda:N
 void require_float(const MetaArgs& a, const TensorType& t, std::string_view what);
 void require_index(const MetaArgs& a, const TensorType& t, std::string_view what);
 void require_same_dtype(const MetaArgs& a, const TensorType& x, std::string_view xn,
@@ -109,6 +110,8 @@ TensorType meta_reduce_scatter(const MetaArgs& a);
 TensorType meta_all_reduce(const MetaArgs& a);
 TensorType meta_broadcast(const MetaArgs& a);
 TensorType meta_wait(const MetaArgs& a);
+TensorType meta_send(const MetaArgs& a);
+TensorType meta_recv(const MetaArgs& a);
 TensorType meta_pack(const MetaArgs& a);
 Types meta_unpack(const MetaArgs& a);
 

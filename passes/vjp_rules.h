@@ -20,7 +20,8 @@ using Cotangents = std::vector<std::optional<Proxy>>;
 // input i wants a cotangent; the result has one entry per input, nullopt
 // where none is needed or none exists (scalar literals, integer inputs).
 // Composites use their own rules, never their decompositions. Throws
-// fsdpc::Error for an op without a VJP (broadcast).
+// fsdpc::Error for an op without a VJP (broadcast, send). recv has no
+// inputs, so it gets no cotangents, like axis_index.
 Cotangents vjp(TraceBuilder& b, const BoundSymbol& bsym, const Cotangents& out_cts,
                const std::vector<bool>& needs);
 

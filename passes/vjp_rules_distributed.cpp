@@ -101,6 +101,12 @@ Cotangents vjp_distributed(const VjpCall& c) {
       fail("no VJP for broadcast (", c.bsym.outputs[0].name,
            "): its cotangent depends on the rank (the root gets the group's sum, others zero)");
     case OpId::Wait: return {c.g()};
+    case OpId::Send:
+    case OpId::Recv:
+      // A stage's backward sends its cotangents itself: the pipeline pass
+      // inserts both directions after autodiff.
+      fail("no VJP for ", op_name(c.bsym.op), " (", c.bsym.outputs[0].name,
+           "): point-to-point ops are inserted after autodiff (by the pipeline pass), never differentiated");
     case OpId::Pack: return pack_grad(c);
     case OpId::Unpack: return unpack_grad(c);
     default: break;

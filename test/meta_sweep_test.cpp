@@ -135,6 +135,19 @@ SweepCase sweep_case(OpId op) {
               {{"group", "dp"}, {"size", int64_t{2}}, {"root", int64_t{1}}},
               {on1({3}, f32, kRepl, true)}};
     case OpId::Wait: return {{at({52, 64}, f32, kSharded, true)}, {}, {on1({52, 64}, f32, kSharded)}};
+    // The sender keeps its value and its distribution.
+    case OpId::Send:
+      return {{at({2, 8}, bf16)}, {{"group", "pp"}, {"size", int64_t{4}}, {"peer", int64_t{3}}},
+              {on1({2, 8}, bf16, kRepl, true)}};
+    case OpId::Recv:
+      return {{},
+              {{"group", "pp"},
+               {"size", int64_t{2}},
+               {"peer", int64_t{0}},
+               {"shape", IntList{2, 64, 64}},
+               {"dtype", "i32"},
+               {"device", "cuda:1"}},
+              {on1({2, 64, 64}, i32, DistType::none, true)}};
     case OpId::Pack: return {{at({2, 3}, bf16), at({4}, bf16)}, {}, {on1({10}, bf16, kRepl)}};
     case OpId::Unpack:
       return {{at({10}, f32, kSharded)},
@@ -164,5 +177,5 @@ TEST_CASE("every op in ops.def infers the output types docs/ir.md gives", "[meta
       CHECK(got[k] == c.outputs[k]);
     }
   }
-  CHECK(kNumOps == 54);
+  CHECK(kNumOps == 56);
 }

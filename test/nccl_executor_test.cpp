@@ -110,6 +110,32 @@ TEST_CASE("nccl: claims axis_index on a CUDA device, not on the CPU", "[nccl]") 
   CHECK_FALSE(nccl.claims(b));
 }
 
+// Pipeline stages' messages: ncclSend/ncclRecv of any type NCCL moves, on a
+// CUDA device; a CPU trace's are the mpi executor's.
+TEST_CASE("nccl: claims send and recv of CUDA tensors", "[nccl]") {
+  const Executor& nccl = nccl_executor();
+  const Attrs peer{{"group", "dp"}, {"size", int64_t{2}}, {"peer", int64_t{1}}};
+  for (DType d : kAllDTypes) {
+    INFO(dtype_name(d));
+    const Trace sent = collective_trace(OpId::Send, tensor({4, 2}, d), peer);
+    CHECK(nccl.claims(sent.bsyms[0]));
+    CHECK(nccl.claims(sent.bsyms[1]));  // its wait
+    CHECK_FALSE(nccl.claims(collective_trace(OpId::Send, tensor({4, 2}, d, DeviceKind::cpu), peer).bsyms[0]));
+    Trace received;
+    TraceBuilder b(received);
+    Attrs attrs = peer;
+    attrs.set("shape", IntList{4, 2});
+    attrs.set("dtype", std::string(dtype_name(d)));
+    attrs.set("device", "cuda:0");
+    b.emit1(OpId::Recv, {}, attrs);
+    CHECK(nccl.claims(received.bsyms[0]));
+    CHECK(nccl.kernel(OpId::Recv) != nullptr);
+    CHECK(nccl.kernel(OpId::Send) != nullptr);
+  }
+  const Trace claimed = claim(collective_trace(OpId::Send, tensor({4, 2}, DType::bf16), peer), {&nccl_executor()});
+  CHECK_THAT(print_trace(claimed), Contains("= nccl_send(x, group=dp, size=2, peer=1)") && Contains("= nccl_wait("));
+}
+
 TEST_CASE("nccl: leaves compute ops and del to others", "[nccl]") {
   const Executor& nccl = nccl_executor();
   BoundSymbol b;

@@ -1,7 +1,10 @@
 // The MPI executor's kernels and MpiContext: each collective starts one
 // non-blocking MPI call on its group's communicator; `wait` completes it.
+// send is an MPI_Isend; a recv is matched to its message before it is
+// received (PendingCollective says why).
 #include "executors/comm/mpi_executor.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <utility>
@@ -10,6 +13,11 @@
 #include "ir/error.h"
 
 namespace fsdpc {
+
+// Messages of send and recv use this tag and no other op sends any, so within
+// one communicator MPI's non-overtaking rule matches them in program order
+// per ordered pair of ranks, as the reference's Mailbox does.
+constexpr int kPointToPointTag = 7001;
 
 // ---- MpiContext ------------------------------------------------------------
 
@@ -23,12 +31,20 @@ void MpiContext::complete_all() {
   int finalized = 0;
   FSDPC_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) return;  // a context left to static destruction: MPI is gone
+  for (const std::string& name : unmatched_) {
+    PendingCollective& p = pending_.at(name);
+    if (mode_ == MpiProgress::thread) mpi_progress_completed();
+    completed(p);
+    pending_.erase(name);
+  }
+  unmatched_.clear();
   for (auto& [name, p] : pending_)
     if (!p.complete) complete(p);
 }
 
 void MpiContext::complete(PendingCollective& p) {
   if (p.complete) return;  // progress() saw it finish (and told the watch)
+  FSDPC_CHECK(!p.receive || p.matched) << "a recv completed before it was matched to its message";
   mpi_wait_watched(&p.request, p.watch_id);
   if (mode_ == MpiProgress::thread) {
     mpi_progress_check();
@@ -45,9 +61,14 @@ void MpiContext::completed(PendingCollective& p) {
 
 size_t MpiContext::progress() {
   if (mode_ == MpiProgress::thread) mpi_progress_check();
+  if (!unmatched_.empty()) match_arrived();
   size_t open = 0;
   for (auto& [name, p] : pending_) {
     if (p.complete) continue;
+    if (p.receive && !p.matched) {  // no request yet: MPI_Test would call it done
+      ++open;
+      continue;
+    }
     int done = 0;
     FSDPC_MPI_CHECK(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE));
     if (done) {
@@ -62,17 +83,82 @@ size_t MpiContext::progress() {
   return open;
 }
 
+namespace {
+
+// Receives the message a probe matched, whole: into the recv's future when
+// it has the recv's bytes, else into scratch for the wait to report.
+void receive_matched(PendingCollective& p, MPI_Message& message, const MPI_Status& status) {
+  int count = 0;
+  FSDPC_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+  p.matched = true;
+  p.message_bytes = count;
+  void* into = p.result;
+  if (count != p.bytes) {
+    p.scratch.resize(static_cast<size_t>(count));
+    into = p.scratch.data();
+  }
+  FSDPC_MPI_CHECK(MPI_Imrecv(into, count, MPI_BYTE, &message, &p.request));
+}
+
+}  // namespace
+
+void MpiContext::match_arrived() {
+  std::vector<std::pair<MPI_Comm, int>> stalled;  // pairs whose oldest recv found nothing
+  for (auto it = unmatched_.begin(); it != unmatched_.end();) {
+    PendingCollective& p = pending_.at(*it);
+    const std::pair<MPI_Comm, int> from{p.comm, p.peer};
+    if (std::find(stalled.begin(), stalled.end(), from) != stalled.end()) {
+      ++it;
+      continue;
+    }
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    FSDPC_MPI_CHECK(MPI_Improbe(p.peer, kPointToPointTag, p.comm, &found, &message, &status));
+    if (!found) {
+      stalled.push_back(from);
+      ++it;
+      continue;
+    }
+    receive_matched(p, message, status);
+    it = unmatched_.erase(it);
+  }
+}
+
+void MpiContext::match_through(const std::string& future) {
+  const PendingCollective& target = pending_.at(future);
+  while (!target.matched) {
+    auto oldest = std::find_if(unmatched_.begin(), unmatched_.end(), [&](const std::string& name) {
+      const PendingCollective& p = pending_.at(name);
+      return p.comm == target.comm && p.peer == target.peer;
+    });
+    FSDPC_CHECK(oldest != unmatched_.end()) << "recv " << future << " is neither matched nor waiting for a message";
+    PendingCollective& p = pending_.at(*oldest);
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    mpi_mprobe_watched(p.peer, kPointToPointTag, p.comm, &message, &status, p.watch_id);
+    receive_matched(p, message, status);
+    unmatched_.erase(oldest);
+  }
+}
+
 void MpiContext::start(const std::string& future, PendingCollective p, const CollectiveInfo& info) {
   if (CollectiveWatch* w = collective_watch()) p.watch_id = w->issued(info);
   if (timeline_) p.timeline_id = timeline_->collective_issued(info);
+  const bool receive = p.receive;
   auto [it, inserted] = pending_.emplace(future, std::move(p));
   FSDPC_CHECK(inserted) << "collective " << future << " started twice without a wait";
   if (mode_ == MpiProgress::thread) mpi_progress_started();
+  if (receive) {
+    unmatched_.push_back(future);
+    match_arrived();  // receives at once what has arrived already
+  }
 }
 
 PendingCollective MpiContext::take(const std::string& future) {
   auto it = pending_.find(future);
   FSDPC_CHECK(it != pending_.end()) << "wait on " << future << ", which no MPI collective started";
+  if (it->second.receive && !it->second.matched) match_through(future);
   PendingCollective p = std::move(it->second);
   pending_.erase(it);
   return p;
@@ -128,6 +214,18 @@ int mpi_count(const BoundSymbol& b, int64_t n) {
   return static_cast<int>(n);
 }
 
+// The number of ranks in `b`'s group, which must be the trace's `size`: a
+// trace compiled for another world would compute silently wrong shapes.
+int checked_group_size(const BoundSymbol& b, const ProcessGroups& groups) {
+  const std::string& group = b.attrs.get_str("group");
+  const int actual = groups.size(group);
+  const int64_t size = b.attrs.get_int("size");
+  if (size != actual)
+    fail(where(b), ": group '", group, "' has ", actual, " ranks on the ", mesh_description(groups.mesh()),
+         " of this MPI job, but the trace says size=", size);
+  return actual;
+}
+
 Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
              const std::vector<TensorView>& out) {
   FSDPC_CHECK(in.size() == 1 && out.size() == 1 && in[0].type && out[0].type)
@@ -140,13 +238,8 @@ Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tensor
   c.out_data = out[0].data;
   const std::string& group = b.attrs.get_str("group");
   c.comm = groups.comm(group);
-  c.size = groups.size(group);
+  c.size = checked_group_size(b, groups);
   c.me = groups.rank_in(group);
-  // A trace compiled for another world would compute silently wrong shapes.
-  const int64_t size = b.attrs.get_int("size");
-  if (size != c.size)
-    fail(where(b), ": group '", group, "' has ", c.size, " ranks on the ",
-         mesh_description(groups.mesh()), " of this MPI job, but the trace says size=", size);
   const DType d = c.in->dtype;
   if ((b.op == OpId::AllReduce || b.op == OpId::ReduceScatter) && !reducible(d))
     fail(where(b), ": MPI sums f32, f64, i64 and i32, not ", dtype_name(d));
@@ -172,11 +265,18 @@ PendingCollective pending_for(const Call& c) {
   return p;
 }
 
-// Registers a started collective with the context (and the watch).
-void started(KernelContext& kctx, const BoundSymbol& b, const Call& c, PendingCollective p, int count) {
-  const CollectiveInfo info{op_name(b.op),  b.output().name, b.inputs.at(0).name, b.attrs.get_str("group"),
-                            c.comm,         count,           dtype_name(c.in->dtype), p.bytes};
+// Registers a started collective with the context (and the watch); a recv
+// has no input to name.
+void started(KernelContext& kctx, const BoundSymbol& b, MPI_Comm comm, DType dtype, PendingCollective p,
+             int64_t count) {
+  const std::string_view input = b.inputs.empty() ? std::string_view() : std::string_view(b.inputs[0].name);
+  const CollectiveInfo info{op_name(b.op), b.output().name, input, b.attrs.get_str("group"),
+                            comm,          count,           dtype_name(dtype), p.bytes};
   mpi_context(kctx).start(b.output().name, std::move(p), info);
+}
+
+void started(KernelContext& kctx, const BoundSymbol& b, const Call& c, PendingCollective p, int count) {
+  started(kctx, b, c.comm, c.in->dtype, std::move(p), count);
 }
 
 // ---- Kernels ---------------------------------------------------------------
@@ -270,11 +370,8 @@ void axis_index(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
                 const std::vector<TensorView>& out) {
   FSDPC_CHECK(in.empty() && out.size() == 1 && out[0].data) << where(b) << ": expected one output";
   const ProcessGroups& groups = mpi_context(kctx).groups();
-  const std::string& group = b.attrs.get_str("group");
-  if (b.attrs.get_int("size") != groups.size(group))
-    fail(where(b), ": group '", group, "' has ", groups.size(group), " ranks on the ",
-         mesh_description(groups.mesh()), " of this MPI job, but the trace says size=", b.attrs.get_int("size"));
-  *static_cast<int64_t*>(out[0].data) = groups.rank_in(group);
+  checked_group_size(b, groups);
+  *static_cast<int64_t*>(out[0].data) = groups.rank_in(b.attrs.get_str("group"));
 }
 
 // The root's input, everywhere. MPI broadcasts within one buffer, so the
@@ -295,6 +392,74 @@ void broadcast(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tens
   started(kctx, b, c, std::move(p), count);
 }
 
+// ---- Point to point ----------------------------------------------------------
+
+// A send's or recv's communicator, its peer's rank there, and the message's
+// bytes (moved as MPI_BYTE: a matching recv must agree on the byte count,
+// which the wait checks, and not on an MPI datatype).
+struct Message {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int peer = 0;
+  int bytes = 0;
+};
+
+Message message(KernelContext& kctx, const BoundSymbol& b, const TensorType& t) {
+  const ProcessGroups& groups = mpi_context(kctx).groups();
+  const std::string& group = b.attrs.get_str("group");
+  const int size = checked_group_size(b, groups);
+  const int64_t peer = b.attrs.get_int("peer");
+  if (peer < 0 || peer >= size) fail(where(b), ": peer ", peer, " is outside group '", group, "' of ", size, " ranks");
+  if (peer == groups.rank_in(group))
+    fail(where(b), ": peer ", peer, " is this rank's own position in group '", group, "'; a message goes to another rank");
+  const int64_t bytes = numel(t.shape) * dtype_size(t.dtype);
+  if (bytes > INT_MAX)
+    fail(where(b), ": ", bytes, " bytes (", type_str(t), ") exceed what one MPI message can move (", INT_MAX, ")");
+  return Message{groups.comm(group), static_cast<int>(peer), static_cast<int>(bytes)};
+}
+
+// The input goes to `peer`; the future holds the input too (the sender keeps
+// its value), and is what MPI sends from, so the input is free after the start.
+void send_to_peer(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                  const std::vector<TensorView>& out) {
+  FSDPC_CHECK(in.size() == 1 && out.size() == 1 && in[0].type && out[0].type)
+      << where(b) << ": expected one input and one output view";
+  const Message m = message(kctx, b, *in[0].type);
+  PendingCollective p;
+  p.result = out[0].data;
+  p.bytes = m.bytes;
+  FSDPC_CHECK(numel(out[0].type->shape) * dtype_size(out[0].type->dtype) == p.bytes) << where(b);
+  if (out[0].data != in[0].data && p.bytes > 0) std::memcpy(out[0].data, in[0].data, static_cast<size_t>(p.bytes));
+  FSDPC_MPI_CHECK(MPI_Isend(p.result, m.bytes, MPI_BYTE, m.peer, kPointToPointTag, m.comm, &p.request));
+  started(kctx, b, m.comm, in[0].type->dtype, std::move(p), numel(in[0].type->shape));
+}
+
+// The oldest message from `peer` not yet received, into the future: the
+// context matches it (now, if it has arrived; else between kernels or at
+// the wait) and receives it whole; the wait checks its size.
+void recv_from_peer(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                    const std::vector<TensorView>& out) {
+  FSDPC_CHECK(in.empty() && out.size() == 1 && out[0].type) << where(b) << ": expected one output view";
+  const TensorType& t = *out[0].type;
+  const Message m = message(kctx, b, t);
+  FSDPC_CHECK(out[0].data || m.bytes == 0) << where(b) << ": a tensor without a buffer";
+  PendingCollective p;
+  p.result = out[0].data;
+  p.bytes = m.bytes;
+  p.receive = true;
+  p.comm = m.comm;
+  p.peer = m.peer;
+  started(kctx, b, m.comm, t.dtype, std::move(p), numel(t.shape));
+}
+
+// A recv's message must have carried exactly its type's bytes: a send of
+// another type is a mistake of the traces, which MPI would not notice.
+void check_received(const BoundSymbol& wait, const PendingCollective& p, const TensorType& type) {
+  if (!p.receive || p.message_bytes == p.bytes) return;
+  fail("recv ", wait.inputs.at(0).name, " (waited by ", wait.output().name, "): the message from peer ", p.peer,
+       " has ", p.message_bytes, " bytes, but the recv expects ", p.bytes, " (", type_str(type),
+       "); the matching send's input has another type");
+}
+
 // Completes the collective that produced the future and puts its value into
 // the wait's output: interleaved from scratch for a gather along dim > 0,
 // copied when the output is not the future's buffer.
@@ -304,6 +469,7 @@ void wait_collective(KernelContext& kctx, const BoundSymbol& b, const std::vecto
   MpiContext& mpi = mpi_context(kctx);
   PendingCollective p = mpi.take(b.inputs.at(0).name);
   mpi.complete(p);
+  check_received(b, p, *out[0].type);
   FSDPC_CHECK(numel(out[0].type->shape) * dtype_size(out[0].type->dtype) == p.bytes)
       << where(b) << ": output of " << type_str(*out[0].type) << " for " << p.bytes << " bytes";
   if (p.outer > 0 && p.bytes > 0) {
@@ -348,6 +514,8 @@ class MpiExecutor final : public Executor {
       case OpId::Broadcast: return broadcast;
       case OpId::Wait: return wait_collective;
       case OpId::AxisIndex: return axis_index;
+      case OpId::Send: return send_to_peer;
+      case OpId::Recv: return recv_from_peer;
       default: return nullptr;
     }
   }

@@ -66,6 +66,18 @@ struct PendingCollective {
   int64_t outer = 0;        // gather: rows before `dim` (0: no interleave)
   int64_t inner_bytes = 0;  // gather: bytes of one member's piece of a row
   int members = 0;
+  // A recv is first matched to its message (MPI_Improbe, oldest recv first
+  // per communicator and peer), then received whole (MPI_Imrecv): its size
+  // is known before any byte lands, so a message of another size (the
+  // traces' mistake) goes to `scratch` and its wait throws fsdpc::Error,
+  // where a short buffer would have been an MPI error (MPI_ERR_TRUNCATE),
+  // after which Open MPI's state cannot be trusted. Until matched, `request`
+  // is MPI_REQUEST_NULL.
+  bool receive = false;
+  bool matched = false;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int peer = -1;               // where it comes from, in comm
+  int64_t message_bytes = -1;  // once matched
   uint64_t watch_id = 0;  // what the collective watch (mpi_world.h) calls it
   uint32_t timeline_id = UINT32_MAX;  // what the timeline calls it; MAX: not recorded
 };
@@ -97,9 +109,10 @@ class MpiContext : public KernelContext {
   // Fixed for the process by mpi_init() (FSDPC_MPI_PROGRESS).
   MpiProgress progress_mode() const { return mode_; }
 
-  // Advances pending collectives (and, in thread mode, reports a failed MPI
-  // call of the progress thread); returns how many are still incomplete.
-  // Call it between kernels (see the file comment).
+  // Advances pending collectives, matching recvs to the messages that have
+  // arrived (and, in thread mode, reports a failed MPI call of the progress
+  // thread); returns how many are still incomplete. Call it between kernels
+  // (see the file comment).
   size_t progress();
   // Collectives started and not yet waited on.
   size_t pending() const { return pending_.size(); }
@@ -107,13 +120,15 @@ class MpiContext : public KernelContext {
   // the interpreter on every rank): MPI cannot cancel them, and they read and
   // write their buffers, so whoever owns those buffers calls this before
   // freeing them. Bounded by the collective watch's timeout like any wait.
-  // A no-op once MPI is finalized.
+  // A recv not yet matched to a message has nothing in MPI that could write
+  // its buffer: it is dropped. A no-op once MPI is finalized.
   void complete_all();
 
   // For the kernels: registers a started collective under its future's name
   // (and with the collective watch, if one is installed), and hands it back
-  // (once) to the wait on that future; complete() blocks until it is done,
-  // for at most the watch's timeout.
+  // (once) to the wait on that future, a recv once it is matched (take()
+  // blocks for that); complete() blocks until it is done, for at most the
+  // watch's timeout.
   void start(const std::string& future, PendingCollective p, const CollectiveInfo& info);
   PendingCollective take(const std::string& future);
   void complete(PendingCollective& p);
@@ -127,13 +142,24 @@ class MpiContext : public KernelContext {
   MpiProgress mode_ = MpiProgress::poll;
   CollectiveTimeline* timeline_ = nullptr;
   void completed(PendingCollective& p);  // tells the watch and the timeline
+  // Matches unmatched recvs to the messages that have arrived, oldest first
+  // per communicator and peer (MPI's non-overtaking order); never blocks.
+  void match_arrived();
+  // Blocks until the recv of `future`, and every older one from its peer, is matched.
+  void match_through(const std::string& future);
   std::unordered_map<std::string, PendingCollective> pending_;
+  std::vector<std::string> unmatched_;  // recvs by future, in start order
 };
 
 // Claims all_gather and broadcast of any dtype (bytes are moved as they
 // are), reduce_scatter and all_reduce with op=sum of f32, f64, i64 and i32,
-// and wait, for CPU tensors. Its kernels need an MpiContext and throw
-// fsdpc::Error when a trace's `size` differs from its group's communicator.
+// send and recv of any dtype (bytes to or from rank `peer` of the group's
+// communicator under one tag of their own, so MPI's non-overtaking rule
+// matches them in program order per pair of ranks: MPI_Isend, and a matched
+// probe and MPI_Imrecv, see PendingCollective), and wait, for CPU tensors.
+// Its kernels need an MpiContext and throw fsdpc::Error when a trace's
+// `size` differs from its group's communicator; a wait on a recv throws
+// when its message's byte count differs from the recv's type.
 const Executor& mpi_executor();
 
 }  // namespace fsdpc

@@ -371,20 +371,17 @@ std::string_view watched_dtype(MPI_Datatype type) {
 void set_collective_watch(CollectiveWatch* watch) { g_watch = watch; }
 CollectiveWatch* collective_watch() { return g_watch; }
 
-void mpi_wait_watched(MPI_Request* request, uint64_t id) {
-  MpiWaitScope in_mpi;
-  if (g_watch == nullptr) {
-    FSDPC_MPI_CHECK(MPI_Wait(request, MPI_STATUS_IGNORE));
-    return;
-  }
+namespace {
+
+// Calls `done` (an MPI_Test-like poll) until it returns true, handing the
+// watch a safe point every kSafePointEvery and `id` once its timeout passes.
+template <class Done>
+void poll_watched(uint64_t id, Done&& done) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const auto limit = std::chrono::duration<double>(g_watch->timeout_s());
   Clock::time_point next_safe_point = start + kSafePointEvery;
-  for (;;) {
-    int done = 0;
-    FSDPC_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
-    if (done) return;
+  while (!done()) {
     const Clock::time_point now = Clock::now();
     if (now - start > limit) g_watch->expired(id, std::chrono::duration<double>(now - start).count());
     if (now >= next_safe_point) {
@@ -393,6 +390,34 @@ void mpi_wait_watched(MPI_Request* request, uint64_t id) {
     }
     if (now - start > kSpinFor) sched_yield();
   }
+}
+
+}  // namespace
+
+void mpi_wait_watched(MPI_Request* request, uint64_t id) {
+  MpiWaitScope in_mpi;
+  if (g_watch == nullptr) {
+    FSDPC_MPI_CHECK(MPI_Wait(request, MPI_STATUS_IGNORE));
+    return;
+  }
+  poll_watched(id, [&] {
+    int done = 0;
+    FSDPC_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  });
+}
+
+void mpi_mprobe_watched(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status, uint64_t id) {
+  MpiWaitScope in_mpi;
+  if (g_watch == nullptr) {
+    FSDPC_MPI_CHECK(MPI_Mprobe(source, tag, comm, message, status));
+    return;
+  }
+  poll_watched(id, [&] {
+    int found = 0;
+    FSDPC_MPI_CHECK(MPI_Improbe(source, tag, comm, &found, message, status));
+    return found != 0;
+  });
 }
 
 namespace {

@@ -166,6 +166,11 @@ CollectiveWatch* collective_watch();
 // at safe points and expired() once the watch's timeout passes. Does not
 // call completed(): the caller does, once.
 void mpi_wait_watched(MPI_Request* request, uint64_t id);
+// Matches the next message from `source` with `tag` on `comm` (MPI_Mprobe),
+// for the receive the watch knows as `id`, bounded the same way: MPI_Mprobe
+// without a watch; with one, MPI_Improbe polling with safe points and the
+// timeout. The caller receives `*message` (MPI_Mrecv or MPI_Imrecv).
+void mpi_mprobe_watched(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status, uint64_t id);
 
 // The runtime's blocking collectives, bounded and recorded like the trace's:
 // started non-blocking, waited with mpi_wait_watched. `label` names them in

@@ -270,15 +270,17 @@ struct Call {
   NcclPending pending;
 };
 
+// A recv has no input: its `in` is the type it receives, without data.
 Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
              const std::vector<TensorView>& out) {
-  FSDPC_CHECK(in.size() == 1 && out.size() == 1 && in[0].type && out[0].type)
-      << where(b) << ": expected one input and one output view";
+  const size_t inputs = b.op == OpId::Recv ? 0 : 1;
+  FSDPC_CHECK(in.size() == inputs && out.size() == 1 && out[0].type && (in.empty() || in[0].type))
+      << where(b) << ": expected " << inputs << " input view(s) and one output view";
   Call c;
   c.ctx = &nccl_context(kctx);
-  c.in = in[0].type;
+  c.in = in.empty() ? out[0].type : in[0].type;
   c.out = out[0].type;
-  c.in_data = in[0].data;
+  c.in_data = in.empty() ? nullptr : in[0].data;
   c.out_data = out[0].data;
   const std::string& group = b.attrs.get_str("group");
   const ProcessGroups& groups = c.ctx->groups();
@@ -301,12 +303,12 @@ Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tensor
   c.elem = dtype_size(d);
   if (b.op == OpId::Broadcast && (b.attrs.get_int("root") < 0 || b.attrs.get_int("root") >= c.size))
     fail(where(b), ": root ", b.attrs.get_int("root"), " is outside a group of ", c.size, " ranks");
-  FSDPC_CHECK((c.in_data || numel(c.in->shape) == 0) && (c.out_data || numel(c.out->shape) == 0))
+  FSDPC_CHECK((c.in_data || in.empty() || numel(c.in->shape) == 0) && (c.out_data || numel(c.out->shape) == 0))
       << where(b) << ": a tensor without a buffer";
   c.pending.result = c.out_data;
   c.pending.bytes = numel(c.out->shape) * c.elem;
-  c.pending.what = std::string(op_name(b.op)) + "(" + b.inputs.at(0).name + ", group=" + group +
-                   ") -> " + b.output().name;
+  c.pending.what = std::string(op_name(b.op)) + "(" + (in.empty() ? std::string() : b.inputs.at(0).name + ", ") +
+                   "group=" + group + ") -> " + b.output().name;
   c.pending.kind = std::string(op_name(b.op));
   return c;
 }
@@ -427,6 +429,45 @@ void broadcast(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tens
   finish(c, b);
 }
 
+// send and recv (pipeline stages): one ncclSend or ncclRecv on the comm
+// stream, issued and waited like a collective. NCCL matches them in issue
+// order per pair of ranks; a send holds the comm stream until the peer's
+// recv runs, so traces must not make two ranks send to each other first.
+// NCCL cannot see the sender's size: a recv's type is trusted here (the
+// reference and MPI executors check it).
+int peer_of(const Call& c, const BoundSymbol& b) {
+  const std::string& group = b.attrs.get_str("group");
+  const int64_t peer = b.attrs.get_int("peer");
+  if (peer < 0 || peer >= c.size) fail(where(b), ": peer ", peer, " is outside group '", group, "' of ", c.size, " ranks");
+  if (peer == c.ctx->groups().rank_in(group))
+    fail(where(b), ": peer ", peer, " is this rank's own position in group '", group, "'; a message goes to another rank");
+  return static_cast<int>(peer);
+}
+
+// The input goes to `peer`; the future holds it too (the sender keeps its value).
+void send_to_peer(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                  const std::vector<TensorView>& out) {
+  Call c = prepare(kctx, b, in, out);
+  FSDPC_CHECK(c.out->shape == c.in->shape) << where(b);
+  const int peer = peer_of(c, b);
+  begin(c);
+  if (c.out_data != c.in_data && c.pending.bytes > 0)
+    FSDPC_CUDA_CHECK(cudaMemcpyAsync(c.out_data, c.in_data, c.pending.bytes, cudaMemcpyDeviceToDevice, c.ctx->comm()));
+  if (count(c.in->shape) > 0)
+    FSDPC_NCCL_CHECK(ncclSend(c.in_data, count(c.in->shape), c.type, peer, c.comm, c.ctx->comm()));
+  finish(c, b);
+}
+
+void recv_from_peer(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                    const std::vector<TensorView>& out) {
+  Call c = prepare(kctx, b, in, out);
+  const int peer = peer_of(c, b);
+  begin(c);
+  if (count(c.out->shape) > 0)
+    FSDPC_NCCL_CHECK(ncclRecv(c.out_data, count(c.out->shape), c.type, peer, c.comm, c.ctx->comm()));
+  finish(c, b);
+}
+
 // Joins the collective that produced the future into the compute stream and
 // puts its value into the wait's output there: interleaved from scratch for
 // a gather along dim > 0, copied when the output is not the future's buffer.
@@ -471,6 +512,8 @@ KernelFn kernel_or_null(OpId op) {
     case OpId::Broadcast: return broadcast;
     case OpId::Wait: return wait_collective;
     case OpId::AxisIndex: return axis_index;
+    case OpId::Send: return send_to_peer;
+    case OpId::Recv: return recv_from_peer;
     default: return nullptr;
   }
 }

@@ -173,9 +173,9 @@ class NcclContext : public cuda::CudaContext {
 // throws fsdpc::Error when a variable is not a positive number.
 double nccl_timeout_from_env();
 
-// Claims all_gather and broadcast of f32, bf16, f16, f64, i32, i64 and bool
-// (bytes are moved as they are), reduce_scatter and all_reduce with op=sum
-// of all but bool, and wait, for tensors on a CUDA device. claims() looks at
+// Claims all_gather, broadcast, send and recv of f32, bf16, f16, f64, i32,
+// i64 and bool (bytes are moved as they are), reduce_scatter and all_reduce
+// with op=sum of all but bool, and wait, for tensors on a CUDA device. claims() looks at
 // types only (no device needed). Kernels need an NcclContext and throw
 // fsdpc::Error when a trace's `size` differs from its group's communicator.
 const Executor& nccl_executor();

@@ -70,12 +70,13 @@ void run_local(const BoundSymbol& b, Env& env) {
   store(out, std::move(data), env);
 }
 
-void run_bsyms(const std::vector<BoundSymbol>& bsyms, const Mesh& mesh, std::vector<Env>& envs);
+void run_bsyms(const std::vector<BoundSymbol>& bsyms, const Mesh& mesh, Mailbox* mailbox,
+               std::vector<Env>& envs);
 
 // Runs a composite's decomposition, then drops its intermediates so only the
 // composite's own outputs stay live, as if it had run whole.
-void run_decomposition(const BoundSymbol& b, const Mesh& mesh, std::vector<Env>& envs) {
-  run_bsyms(b.subsymbols, mesh, envs);
+void run_decomposition(const BoundSymbol& b, const Mesh& mesh, Mailbox* mailbox, std::vector<Env>& envs) {
+  run_bsyms(b.subsymbols, mesh, mailbox, envs);
   std::vector<std::string> temps;
   for_each_bsym(b.subsymbols, [&](const BoundSymbol& s) {
     for (const Proxy& p : s.outputs) {
@@ -88,12 +89,15 @@ void run_decomposition(const BoundSymbol& b, const Mesh& mesh, std::vector<Env>&
     for (const std::string& t : temps) env.erase(t);
 }
 
-void run_bsyms(const std::vector<BoundSymbol>& bsyms, const Mesh& mesh, std::vector<Env>& envs) {
+void run_bsyms(const std::vector<BoundSymbol>& bsyms, const Mesh& mesh, Mailbox* mailbox,
+               std::vector<Env>& envs) {
   for (const BoundSymbol& b : bsyms) {
-    if (is_cross_rank(b.op)) {
+    if (is_point_to_point(b.op)) {
+      run_point_to_point(b, mailbox, envs);
+    } else if (is_cross_rank(b.op)) {
       run_collective(b, mesh, envs);
     } else if (op_info(b.op).composite && !b.subsymbols.empty()) {
-      run_decomposition(b, mesh, envs);
+      run_decomposition(b, mesh, mailbox, envs);
     } else {
       for (Env& env : envs) run_local(b, env);
     }
@@ -118,6 +122,11 @@ const Value& lookup(const Env& env, const std::string& name) {
 
 std::vector<std::vector<Value>> run_spmd(const Trace& trace, const Mesh& mesh,
                                          const std::vector<std::vector<Value>>& args) {
+  return run_spmd(trace, mesh, args, nullptr);
+}
+
+std::vector<std::vector<Value>> run_spmd(const Trace& trace, const Mesh& mesh,
+                                         const std::vector<std::vector<Value>>& args, Mailbox* mailbox) {
   const int world = mesh.world();
   if (static_cast<int>(args.size()) != world)
     fail("run_spmd: ", args.size(), " argument lists for a mesh of ", world, " ranks");
@@ -127,7 +136,7 @@ std::vector<std::vector<Value>> run_spmd(const Trace& trace, const Mesh& mesh,
     for (size_t i = 0; i < args[r].size(); ++i)
       envs[r][trace.args[i].name] = Value{trace.args[i].type, args[r][i].data};
   }
-  run_bsyms(trace.bsyms, mesh, envs);
+  run_bsyms(trace.bsyms, mesh, mailbox, envs);
 
   std::vector<std::string> names;
   trace.returns.collect_names(names);

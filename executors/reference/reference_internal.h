@@ -84,4 +84,10 @@ bool is_cross_rank(OpId op);
 // Runs collective `b` on every rank at once; envs[r] is rank r's values.
 void run_collective(const BoundSymbol& b, const Mesh& mesh, std::vector<Env>& envs);
 
+// send and recv: messages between runs of different traces, through a
+// Mailbox (reference_point_to_point.cpp).
+bool is_point_to_point(OpId op);
+// Runs `b` on every rank; `mailbox` may be null (then it throws).
+void run_point_to_point(const BoundSymbol& b, Mailbox* mailbox, std::vector<Env>& envs);
+
 }  // namespace fsdpc::reference
