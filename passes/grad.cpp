@@ -7,7 +7,8 @@
 //       op has a VJP rule (passes/vjp_rules.h).
 // Post: args = the input's, then acc_* (accumulate_grads), then `cotangent`;
 //       the forward (synchronize lowered, del dropped), then the backward;
-//       returns (original items..., (grad of each requires_grad parameter)).
+//       returns (original items..., (grad of each requires_grad parameter,
+//       then of each options.input_grads argument)).
 //
 //   t0 = synchronize(t_w, group=dp, size=2, shape=[64, 64])
 //   t1 = linear(x, t0) ... t4 = sum(t3, dims=[0, 1]);  return t4
@@ -18,6 +19,7 @@
 //   t22 = wait(ft21);  return t4, (t22,)
 #include "passes/grad.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -168,6 +170,7 @@ void Backward::run(const std::vector<Proxy>& args, const std::vector<Step>& step
 void Backward::mark_requires(const std::vector<Proxy>& args, const std::vector<Step>& steps) {
   for (const Proxy& a : args)
     if (a.is_param() && a.requires_grad) requires_.insert(a.name);
+  for (const std::string& x : options_.input_grads) requires_.insert(x);
   for (const Step& s : steps) {
     bool any = false;
     for (const Operand& in : s.bsym.inputs) any = any || (!in.is_scalar() && requires_.count(in.name));
@@ -229,19 +232,26 @@ std::optional<Proxy> Backward::take(const std::string& name) {
 
 ReturnTree Backward::gradients(const std::vector<Proxy>& args) {
   std::vector<ReturnTree> grads;
+  // Unused: PyTorch would give None; a zero keeps optimizers uniform.
+  auto or_zero = [&](std::optional<Proxy> g, const Proxy& a) {
+    if (!g)
+      g = b_.emit1(OpId::Full, {},
+                   Attrs{{"shape", IntList(a.type.shape)}, {"value", 0.0},
+                         {"dtype", std::string(dtype_name(a.type.dtype))},
+                         {"device", device_name(a.type.device)}});
+    grads.push_back(ReturnTree::leaf(g->name));
+  };
   for (const Proxy& a : args) {
     if (!a.is_param() || !a.requires_grad) continue;
     std::optional<Proxy> g = take(a.name);
     if (auto it = local_.find(a.name); it != local_.end())
       g = g ? b_.emit1(OpId::Add, {Operand::of(g->name), Operand::of(it->second.name)})
             : it->second;
-    if (!g)  // unused parameter: PyTorch would give None; a zero keeps optimizers uniform
-      g = b_.emit1(OpId::Full, {},
-                   Attrs{{"shape", IntList(a.type.shape)}, {"value", 0.0},
-                         {"dtype", std::string(dtype_name(a.type.dtype))},
-                         {"device", device_name(a.type.device)}});
-    grads.push_back(ReturnTree::leaf(g->name));
+    or_zero(std::move(g), a);
   }
+  for (const std::string& x : options_.input_grads)
+    for (const Proxy& a : args)
+      if (a.name == x) or_zero(take(x), a);
   return ReturnTree::tuple(std::move(grads));
 }
 
@@ -249,6 +259,11 @@ ReturnTree Backward::gradients(const std::vector<Proxy>& args) {
 
 Trace grad(const Trace& trace, const GradOptions& options) {
   const Proxy loss = loss_of(trace);
+  for (const std::string& x : options.input_grads) {
+    auto a = std::find_if(trace.args.begin(), trace.args.end(), [&](const Proxy& p) { return p.name == x; });
+    if (a == trace.args.end() || a->is_param() || !is_float(a->type.dtype))
+      fail("grad: input_grads names '", x, "', which is not a float non-parameter argument of the trace");
+  }
   Trace joint;
   joint.name = trace.name;
   joint.provenance = "grad";

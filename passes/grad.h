@@ -2,6 +2,9 @@
 // lowered to its collectives (DESIGN.md "Data flow").
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "ir/trace.h"
 
 namespace fsdpc {
@@ -14,6 +17,10 @@ struct GradOptions {
   // name>` (unsharded, full shape), added to its local gradient before
   // synchronisation (the last micro-batch after no_sync ones).
   bool accumulate_grads = false;
+  // Non-parameter float arguments whose gradient is also returned, after
+  // the parameters' (pipeline parallelism: a stage sends its input's
+  // gradient to the stage before it).
+  std::vector<std::string> input_grads;
 };
 
 // Pre: the trace's first return is a float tensor, normally the scalar
@@ -23,8 +30,9 @@ struct GradOptions {
 // the forward statements first, in order and with their names (synchronize
 // lowered, del dropped), then the backward; returns (original return
 // items..., (gradient of each parameter with requires_grad, in argument
-// order)). Throws fsdpc::Error when the first return is not a float tensor
-// or an op has no VJP.
+// order, then of each input_grads argument)). Throws fsdpc::Error when the
+// first return is not a float tensor, an op has no VJP, or an input_grads
+// name is not a float non-parameter argument.
 Trace grad(const Trace& trace, const GradOptions& options = {});
 
 }  // namespace fsdpc

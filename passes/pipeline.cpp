@@ -13,6 +13,7 @@
 #include "passes/autocast.h"
 #include "passes/fsdp.h"
 #include "passes/grad.h"
+#include "passes/pipeline_split.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
 #include "passes/split.h"
@@ -96,6 +97,9 @@ void validate(const PipelineOptions& o) {
   if (o.sequence_parallel && o.mesh.tp < 2)
     fail("--sequence-parallel splits the sequence across tensor-parallel ranks; it needs --tp 2 or more");
   if (o.mesh.world() < 1) fail("world size must be at least 1");
+  if (o.pp < 1) fail("--pp must be at least 1, got ", o.pp);
+  FSDPC_CHECK(o.mesh.pp == 1) << "PipelineOptions::mesh is one pipeline stage's; the stage count is PipelineOptions::pp";
+  if (!o.pp_balance.empty() && o.pp < 2) fail("--pp-balance lists blocks per pipeline stage; it needs --pp 2 or more");
 }
 }  // namespace
 
@@ -113,6 +117,7 @@ void sync_saved_types(const Trace& fwd, Trace& bwd) {
 
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   validate(o);
+  FSDPC_CHECK(o.pp == 1 || o.pipeline_stage) << "compile() runs one pipeline stage; --pp goes to compile_pipeline()";
   std::vector<Stage> stages;
   using Clock = std::chrono::steady_clock;
   Clock::time_point started = Clock::now();
@@ -138,7 +143,9 @@ std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
   const std::vector<std::string> grad_params = gradient_params(sharded);
   keep("fsdp", {std::move(sharded)});
   if (o.precision != DType::f32) keep("autocast", {autocast(stages.back().traces[0], o.precision)});
-  keep("grad", {grad(stages.back().traces[0], GradOptions{o.sync_grads, o.accumulate_grads})});
+  std::vector<std::string> input_grads;
+  if (o.pipeline_stage && !o.pipeline_stage->input.empty()) input_grads.push_back(o.pipeline_stage->input);
+  keep("grad", {grad(stages.back().traces[0], GradOptions{o.sync_grads, o.accumulate_grads, input_grads})});
   // At world size 1, or on a mesh dimension of 1, the gathers, reductions
   // and 1/N scaling copy without changing a value: shown only when it did.
   if (Trace elided = elide_identities(stages.back().traces[0]);
@@ -152,10 +159,36 @@ std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
     remat.blocked_units = units_to_checkpoint(joint, remat, o, grad_params);
   const std::unordered_set<std::string> recompute = remat_recomputable(joint, remat);
   SplitResult fb = split(joint, SplitOptions{regathers_in_backward(o.strategy), &recompute});
-  keep("split", {std::move(fb.forward), std::move(fb.backward)});
+  if (o.pipeline_stage && o.pipeline_stage->stages > 1) {
+    const std::string stage = "stage" + std::to_string(o.pipeline_stage->stage);
+    fb.forward.name = stage + "_forward";
+    fb.backward.name = stage + "_backward";
+    keep("split", {fb.forward, fb.backward});
+    fb = pipeline_p2p(fb, *o.pipeline_stage);
+    keep("p2p", {std::move(fb.forward), std::move(fb.backward)});
+  } else {
+    keep("split", {std::move(fb.forward), std::move(fb.backward)});
+  }
   after_split(o, units, grad_params, both,
               [&] { sync_saved_types(stages.back().traces[0], stages.back().traces[1]); });
   return stages;
+}
+
+std::vector<std::vector<Stage>> compile_pipeline(const Trace& captured, const PipelineOptions& o) {
+  validate(o);
+  if (o.pp == 1) return {compile(captured, o)};
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<PipelineStageTrace> cut = pipeline_split(captured, PipelineSplitOptions{o.pp, o.pp_balance});
+  const double split_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  std::vector<std::vector<Stage>> out;
+  for (size_t s = 0; s < cut.size(); ++s) {
+    PipelineOptions stage = o;
+    stage.pipeline_stage = PipelineStagePeers{static_cast<int>(s), o.pp, cut[s].input, cut[s].output};
+    out.push_back(compile(cut[s].trace, stage));
+    out.back().front().name = "pp";  // compile's first stage: its input, the cut
+    out.back().front().pass_ms = split_ms;
+  }
+  return out;
 }
 
 }  // namespace fsdpc

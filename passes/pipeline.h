@@ -3,11 +3,13 @@
 // (`fsdpc dump --stage NAME`).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
+#include "passes/pipeline_p2p.h"
 #include "passes/remat.h"
 #include "passes/strategy.h"
 
@@ -27,6 +29,13 @@ struct PipelineOptions {
   bool accumulate_grads = false;
   RematOptions remat;          // activation checkpointing (passes/remat.h)
   bool sequence_parallel = false;  // --sequence-parallel (with --tp T > 1; passes/tensor_parallel.h)
+  // Pipeline parallelism (compile_pipeline): stages, and blocks per stage
+  // (empty: balanced by parameters). `mesh` is then one stage's.
+  int pp = 1;
+  std::vector<int> pp_balance;
+  // Set by compile_pipeline for each stage: grad also returns the boundary
+  // input's gradient, and the send/recv between stages follow split.
+  std::optional<PipelineStagePeers> pipeline_stage;
   // Run the verifier after every pass (tests, `fsdpc dump`); the pipeline
   // benchmark measures the passes alone.
   bool verify = true;
@@ -40,6 +49,12 @@ struct Stage {
 
 // Runs every pass, verifying after each; throws fsdpc::Error on bad options.
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& options);
+
+// Pipeline parallelism: the captured trace cut into options.pp stages
+// (passes/pipeline_split.h), each compiled by compile() for one stage's
+// mesh; element s is stage s's passes, the first named `pp` (its cut of the
+// captured trace), its traces named stage<s>. With pp = 1, {compile()}.
+std::vector<std::vector<Stage>> compile_pipeline(const Trace& captured, const PipelineOptions& options);
 
 // The backward receives saved_for_backward positionally; after passes
 // rewrite the forward (bucketing builds gathered parameters from a flat

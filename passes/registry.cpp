@@ -6,12 +6,14 @@ namespace fsdpc {
 const std::vector<PassInfo>& pass_registry() {
   static const std::vector<PassInfo> kPasses = {
       {"trace", "the captured trace of the model (no pass run)"},
+      {"pp", "pipeline parallelism (--pp P > 1): the captured trace cut into P stage traces by blocks; each stage then runs every pass below"},
       {"tp", "tensor parallelism (--tp T > 1): column/row-parallel attention and MLP, f/g collectives on group tp"},
       {"fsdp", "shard parameters (zero3/zero2/hybrid) or replicate them (no_shard); synchronize before first use"},
       {"autocast", "mixed precision (--precision bf16): cast parameters before gathering; matmuls in bf16, the rest in f32"},
       {"grad", "joint forward+backward trace; lowers synchronize to all_gather/wait and div/reduce_scatter/wait"},
       {"elide", "drop collectives over a group of one rank and divisions by 1 (world size 1, or a mesh dimension of 1)"},
       {"split", "cut the joint trace into forward and backward; zero3 re-gathers parameters in the backward"},
+      {"p2p", "pipeline stages (--pp P > 1): recv the boundary activation and send the output; the backward the other way"},
       {"dce", "remove statements whose results are never used"},
       {"cse", "reuse the result of an identical earlier statement"},
       {"bucketing", "pack each FSDP unit's shards into one flat buffer per collective; DDP gradient buckets"},

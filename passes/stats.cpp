@@ -44,6 +44,12 @@ void add_collective(TraceStats& s, const BoundSymbol& b,
   if (op_info(b.op).category != OpCategory::collective || b.op == OpId::Synchronize ||
       b.op == OpId::Wait)
     return;
+  if (b.op == OpId::Send || b.op == OpId::Recv) {
+    CollectiveStats& p2p = b.op == OpId::Send ? s.send : s.recv;
+    ++p2p.count;
+    p2p.bytes += static_cast<double>(bytes_of(b.output().type));
+    return;
+  }
   auto in = types.find(b.inputs.at(0).name);
   if (in == types.end()) fail("stats: ", op_name(b.op), " uses ", b.inputs[0].name,
                               ", which is not defined");
@@ -121,6 +127,7 @@ std::string stats_json(const TraceStats& s) {
                           {"reduce_scatter", entry(s.reduce_scatter)},
                           {"all_reduce", entry(s.all_reduce)},
                           {"broadcast", entry(s.broadcast)}};
+  j["point_to_point"] = Json{{"send", entry(s.send)}, {"recv", entry(s.recv)}};
   j["collective_count"] = s.collective_count;
   j["collective_bytes"] = s.collective_bytes;
   j["synchronize_count"] = s.synchronize_count;
@@ -148,6 +155,11 @@ std::string stats_text(const TraceStats& s) {
   row("all_reduce", s.all_reduce.count, s.all_reduce.bytes);
   row("broadcast", s.broadcast.count, s.broadcast.bytes);
   row("total", s.collective_count, s.collective_bytes);
+  if (s.send.count || s.recv.count) {
+    out += "point to point (pipeline stages; bytes sent, and received):\n";
+    row("send", s.send.count, s.send.bytes);
+    row("recv", s.recv.count, s.recv.bytes);
+  }
   if (s.synchronize_count)
     out += "  (" + std::to_string(s.synchronize_count) +
            " synchronize not yet lowered; run grad to see their collectives)\n";

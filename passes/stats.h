@@ -30,6 +30,9 @@ struct TraceStats {
   // counted but carries no bytes, since which collective it becomes depends
   // on the direction.
   int64_t synchronize_count = 0;
+  // Pipeline stages' point-to-point transfers, kept apart from the four
+  // collectives: a send's bytes are sent by this rank, a recv's received.
+  CollectiveStats send, recv;
 
   // Memory, per rank (shapes are local: a shard's shape is the shard's).
   // A value's bytes are numel * dtype_size. Arguments are live from the

@@ -32,20 +32,6 @@ bool is_number(const std::string& s) {
   return true;
 }
 
-// "h.3.attn.c_attn.weight" -> "h.3": the path up to its first numeric
-// component that has a non-empty prefix; "" when there is none ("0.weight",
-// "wte.weight"), so a Sequential's own layers fall into the root unit.
-std::string block_of(const std::string& path) {
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('.', start);
-    if (end == std::string::npos) end = path.size();
-    if (start > 0 && is_number(path.substr(start, end - start))) return path.substr(0, end);
-    start = end + 1;
-  }
-  return "";
-}
-
 std::vector<Unit> by_block(const std::vector<const Proxy*>& params) {
   std::vector<Unit> units{{kRoot, {}}};
   std::map<std::string, size_t> index;  // block name -> position in units
@@ -99,6 +85,20 @@ int64_t parse_size(const std::string& policy) {
 }
 
 }  // namespace
+
+// "h.3.attn.c_attn.weight" -> "h.3": the path up to its first numeric
+// component that has a non-empty prefix; "" when there is none ("0.weight",
+// "wte.weight"), so a Sequential's own layers fall into the root unit.
+std::string block_of(const std::string& path) {
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('.', start);
+    if (end == std::string::npos) end = path.size();
+    if (start > 0 && is_number(path.substr(start, end - start))) return path.substr(0, end);
+    start = end + 1;
+  }
+  return "";
+}
 
 std::vector<Unit> wrap_units(const Trace& trace, const std::string& policy) {
   std::vector<const Proxy*> params;

@@ -24,4 +24,8 @@ struct Unit {
 // empty units are left out. Throws fsdpc::Error on a malformed policy.
 std::vector<Unit> wrap_units(const Trace& trace, const std::string& policy);
 
+// "h.3.attn.c_attn.weight" -> "h.3": the block a parameter belongs to; ""
+// outside a numbered block (the root unit). Pipeline stages split by it too.
+std::string block_of(const std::string& param_path);
+
 }  // namespace fsdpc

@@ -76,6 +76,15 @@ const Golden kGoldens[] = {
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --tp 2 --sequence-parallel --stage tp"},
     {"gpt2-tiny-tp2-zero3.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 4 --tp 2 --strategy zero3 --stage forward"},
+    // Pipeline parallelism: the cut of gpt2-tiny into 2 stages (stage0: the
+    // embeddings and h.0, returning the residual stream; stage1: h.1, ln_f,
+    // the tied head and the loss), and both stages' forward and backward
+    // times zero3 on 2 data-parallel ranks each: the boundary activation
+    // received and sent on pp, its gradient the other way, FSDP's gathers
+    // and reductions on dp.
+    {"gpt2-tiny-pp2.trace", "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --pp 2 --stage pp"},
+    {"gpt2-tiny-pp2-zero3.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 4 --pp 2 --strategy zero3 --stage p2p"},
 };
 
 #ifdef FSDPC_HAVE_CUDA

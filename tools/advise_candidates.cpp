@@ -134,7 +134,7 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
   const std::vector<Unit> units = wrap_units(sharded, o.wrap);
   const std::vector<std::string> grad_params = gradient_params(sharded);
   if (o.precision != DType::f32) sharded = autocast(sharded, o.precision);
-  Trace joint = grad(sharded, GradOptions{o.sync_grads, o.accumulate_grads});
+  Trace joint = grad(sharded, GradOptions{o.sync_grads, o.accumulate_grads, {}});
   sharded = Trace{};
   // At world size 1 the gathers, reductions and 1/N scaling copy without
   // changing a value, and compile() elides them (it keeps the result only

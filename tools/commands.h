@@ -44,13 +44,19 @@ struct ShardingArgs {
   int tp = 1;  // --tp: tensor-parallel ranks per group
   bool sequence_parallel = false;  // --sequence-parallel
   double bucket_mb = 25.0;
+  int pp = 1;                         // --pp: pipeline stages, the world is pp x (one stage's ranks)
+  std::string pp_balance;             // --pp-balance: blocks per stage, "3,3,2"
+  std::string pp_schedule = "1f1b";   // --pp-schedule: gpipe | 1f1b (train)
 };
 void add_sharding_options(CLI::App* cmd, ShardingArgs& s);
 // The pipeline options for `world` ranks. With `world_source` set (what
 // fixed the world, for messages: "--world-size is 3", "mpirun started 2"), a
 // hybrid mesh must have that many ranks; without it the mesh sets the world.
+// With --pp P, `mesh` is one stage's, of world / P ranks.
 void check_model_source(const ModelSource& src, bool allow_trace_file);
 Trace load_source_trace(const ModelSource& src);
 PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::string& world_source);
+// One pipeline stage's part of sharding_pipeline, on `world` ranks.
+PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::string& world_source);
 
 }  // namespace fsdpc::cli

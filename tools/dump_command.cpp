@@ -1,5 +1,6 @@
 // fsdpc dump: run the compilation pipeline and print the trace after each
 // requested pass, headed by its `# Constructed by <pass>` line.
+#include <algorithm>
 #include <sstream>
 
 #include "executors/claim.h"
@@ -32,8 +33,8 @@ struct DumpArgs {
 PipelineOptions pipeline_options(const DumpArgs& a, const CLI::App& cmd) {
   PipelineOptions o = sharding_pipeline(
       a.sharding, a.world, cmd.count("--world-size") ? "--world-size is " + std::to_string(a.world) : "");
-  if (a.rank < 0 || a.rank >= o.mesh.world())
-    fail("--rank ", a.rank, " is outside a world of ", o.mesh.world());
+  if (a.rank < 0 || a.rank >= o.mesh.world() * o.pp)
+    fail("--rank ", a.rank, " is outside a world of ", o.mesh.world() * o.pp);
   o.sync_grads = !a.no_sync;
   o.accumulate_grads = a.accumulate;
   return o;
@@ -53,7 +54,8 @@ std::vector<const Trace*> select(const std::vector<Stage>& stages, const std::st
         for (const Trace& t : s.traces) out.push_back(&t);
         found = true;
       } else if (s.name == "split" && (w == "forward" || w == "backward")) {
-        out.push_back(&s.traces[w == "forward" ? 0 : 1]);
+        // One forward and backward per pipeline stage, in stage order.
+        for (size_t i = w == "forward" ? 0 : 1; i < s.traces.size(); i += 2) out.push_back(&s.traces[i]);
         found = true;
       }
     }
@@ -63,6 +65,24 @@ std::vector<const Trace*> select(const std::vector<Stage>& stages, const std::st
       fail("--stage: unknown stage '", w, "' (expected ", names, "forward, backward or all)");
     }
   }
+  return out;
+}
+
+// Pipeline stages side by side: each pass's traces of stage 0, then of
+// stage 1, ... (every stage runs the same passes; elide only where it
+// removed something, so matched by name).
+std::vector<Stage> merge_pipeline(std::vector<std::vector<Stage>> per_stage) {
+  std::vector<Stage> out;
+  for (std::vector<Stage>& stages : per_stage)
+    for (Stage& s : stages) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const Stage& o) { return o.name == s.name; });
+      if (it == out.end()) {
+        out.push_back(std::move(s));
+        continue;
+      }
+      it->pass_ms += s.pass_ms;
+      for (Trace& t : s.traces) it->traces.push_back(std::move(t));
+    }
   return out;
 }
 
@@ -104,6 +124,7 @@ std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std
   if (a.format != "text" && a.format != "json") fail("--memory prints text or json, not ", a.format);
   if (a.accumulate) fail("--memory plans a whole step; --accumulate selects one of its traces");
   if (a.stats) fail("--memory and --stats print different reports; ask for one");
+  if (a.sharding.pp > 1) fail("--memory plans one stage's step; with --pp, pipeline stages are not planned yet");
   ModelSource src = a.src;
   if (a.grad_accum > 1) {
     if (!src.trace_file.empty()) fail("--grad-accum ", a.grad_accum, " re-captures the model; a --trace file has its shapes");
@@ -181,19 +202,21 @@ Command add_dump_command(CLI::App& app) {
                    executors_for(executor);  // an unknown name fails before compiling
                    if (a->memory) return write_output(a->output, render_memory_plan(*a, *cmd, executor));
                    // Every stage prints the tensors where they will live.
-                   std::vector<Stage> stages =
-                       compile(place(load_source_trace(a->src), executor_device(executor)), o);
+                   const Trace captured = place(load_source_trace(a->src), executor_device(executor));
+                   std::vector<Stage> stages = merge_pipeline(compile_pipeline(captured, o));
+                   if (o.pp > 1) stages.insert(stages.begin(), Stage{"trace", {captured}, 0});
                    // The execution traces: the final stage claimed by the executors.
                    const bool all = a->stages.find("all") != std::string::npos;
                    const Stage last = stages.back();
-                   if (all || a->stages.find("exec") != std::string::npos)
-                     stages.push_back({"exec", {execution_trace(last.traces[0], executor, a->fusion),
-                                                execution_trace(last.traces[1], executor, a->fusion)}});
+                   auto executed = [&](const std::string& name, const std::string& fusion) {
+                     Stage s{name, {}, 0};
+                     for (const Trace& t : last.traces) s.traces.push_back(execution_trace(t, executor, fusion));
+                     stages.push_back(std::move(s));
+                   };
+                   if (all || a->stages.find("exec") != std::string::npos) executed("exec", a->fusion);
                    // The fused execution traces whatever --fusion says (`exec`
                    // follows --fusion); named only, so `all` prints exec once.
-                   if (a->stages.find("fusion") != std::string::npos)
-                     stages.push_back({"fusion", {execution_trace(last.traces[0], executor, "auto"),
-                                                  execution_trace(last.traces[1], executor, "auto")}});
+                   if (a->stages.find("fusion") != std::string::npos) executed("fusion", "auto");
                    std::vector<const Trace*> traces = select(stages, a->stages);
                    if (a->stats && a->format != "text" && a->format != "json")
                      fail("--stats prints text or json, not ", a->format);

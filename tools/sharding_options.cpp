@@ -1,5 +1,7 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
-// --bucket-mb, --precision, --remat, --tp: shared by fsdpc dump and fsdpc train.
+// --bucket-mb, --precision, --remat, --tp, --pp: shared by fsdpc dump and fsdpc train.
+#include <sstream>
+
 #include "ir/error.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -17,6 +19,15 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
   cmd->add_flag("--sequence-parallel", s.sequence_parallel,
                "With --tp: Megatron's sequence parallelism (norms and residuals hold S/T positions a rank; "
                "reduce_scatter and all_gather over the sequence instead of all_reduce)");
+  cmd->add_option("--pp", s.pp,
+                  "P: pipeline parallelism over P stages of contiguous blocks; the world is P x (one stage's ranks), "
+                  "each stage laid out by --strategy, --mesh and --tp (stages outermost)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--pp-balance", s.pp_balance, "With --pp: blocks per stage, as 3,3,2 (default: balanced by parameters)");
+  cmd->add_option("--pp-schedule", s.pp_schedule,
+                  "With --pp (train): 1f1b (PipeDream-Flush: at most P - s micro-batches held on stage s) | gpipe "
+                  "(every forward, then every backward); --grad-accum sets the micro-batches")
+      ->check(CLI::IsMember({"1f1b", "gpipe"}))->capture_default_str();
   cmd->add_option("--wrap", s.wrap, "FSDP units: block | size:N | none")->capture_default_str();
   cmd->add_option("--bucketing", s.bucketing, "none | unit")->check(CLI::IsMember({"none", "unit"}))
       ->capture_default_str();
@@ -35,7 +46,44 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
       ->capture_default_str();
 }
 
+namespace {
+
+std::vector<int> parse_balance(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t used = 0;
+    int n = 0;
+    try {
+      n = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      fail("--pp-balance '", list, "': '", item, "' is not a whole number; expected blocks per stage, as 3,3,2");
+    out.push_back(n);
+  }
+  return out;
+}
+
+}  // namespace
+
 PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::string& world_source) {
+  if (s.pp < 1) fail("--pp must be at least 1, got ", s.pp);
+  if (world % s.pp != 0)
+    fail("--pp ", s.pp, " does not divide the world of ", world, " ranks (",
+         world_source.empty() ? "--world-size" : world_source, "): the world is pp x (one stage's ranks)");
+  if (!s.pp_balance.empty() && s.pp < 2) fail("--pp-balance lists blocks per pipeline stage; it needs --pp 2 or more");
+  PipelineOptions o = stage_pipeline(s, world / s.pp,
+                                     world_source.empty() || s.pp == 1
+                                         ? world_source
+                                         : world_source + " over --pp " + std::to_string(s.pp) + " stages");
+  o.pp = s.pp;
+  if (!s.pp_balance.empty()) o.pp_balance = parse_balance(s.pp_balance);
+  return o;
+}
+
+PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::string& world_source) {
   PipelineOptions o;
   auto strategy = parse_strategy(s.strategy);
   FSDPC_CHECK(strategy) << "CLI11 admitted strategy " << s.strategy;

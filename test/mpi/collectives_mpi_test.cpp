@@ -288,9 +288,9 @@ TEST_CASE("a size attribute that is not the group's size is a user error", "[fla
                     Contains("group 'dp' has " + std::to_string(w) + " ranks") &&
                         Contains("the trace says size=" + std::to_string(w + 1)));
   const Trace unknown = collective_trace(OpId::AllReduce, tensor({4}, DType::f32),
-                                         {{"group", "pp"}, {"size", w}, {"op", "sum"}});
+                                         {{"group", "ep"}, {"size", w}, {"op", "sum"}});
   CHECK_THROWS_WITH(run_mpi(unknown, ctx, my_inputs(unknown)),
-                    Contains("unknown process group 'pp'"));
+                    Contains("unknown process group 'ep'"));
   CHECK(ctx.pending() == 0);
 }
 
