@@ -2,6 +2,7 @@
 #include "frontend/jit.h"
 
 #include "executors/claim.h"
+#include "executors/comm/mpi_world.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "passes/place.h"
@@ -61,12 +62,35 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   Trace captured = capture(model, co);
   if (options.mean_square_loss) captured = with_mean_square_loss(std::move(captured));
   captured = place(captured, executor_device(engine.executor));
-  std::vector<Stage> stages = compile(captured, options.pipeline);
   auto final_traces = [](const std::vector<Stage>& s) {
     return StepTraces{s.back().traces.at(0), s.back().traces.at(1)};
   };
-  EngineTraces traces{final_traces(stages), {}, {}};
-  if (k > 1 && options.engine.no_sync) {
+  // Pipeline parallelism: every rank compiles every stage (the launch check
+  // compares them all) and runs its own, the world's rank / (a stage's ranks).
+  const int pp = options.pipeline.pp;
+  int stage = 0;
+  std::vector<std::vector<Stage>> per_stage = compile_pipeline(captured, options.pipeline);
+  EngineTraces traces;
+  if (pp > 1) {
+    if (engine.executor == "cuda" && engine.pp_schedule == PipelineSchedule::one_f_one_b)
+      fail("--pp-schedule 1f1b on the cuda executor: an NCCL send holds the comm stream until its peer receives, "
+           "so neighbouring stages that both send before receiving (1F1B does) would deadlock; use --pp-schedule "
+           "gpipe");
+    mpi_init();
+    const int stage_world = options.pipeline.mesh.world();
+    if (mpi_world_size() != pp * stage_world)
+      fail("--pp ", pp, " stages of ", stage_world, " ranks need ", pp * stage_world, " processes; mpirun started ",
+           mpi_world_size());
+    stage = mpi_world_rank() / stage_world;
+    for (const std::vector<Stage>& s : per_stage) traces.pipeline.push_back(final_traces(s));
+    // A tied parameter: read by the first and the last stage.
+    for (const Proxy& a : traces.pipeline.front().forward.args)
+      for (const Proxy& b : traces.pipeline.back().forward.args)
+        if (a.is_param() && a.param_path == b.param_path) engine.pp_tied_params.push_back(a.param_path);
+  }
+  std::vector<Stage> stages = std::move(per_stage.at(stage));
+  traces.sync = final_traces(stages);
+  if (k > 1 && options.engine.no_sync && pp == 1) {
     // PyTorch's no_sync: unsharded local gradients for K-1 micro-batches,
     // added to the last one's before it synchronises.
     PipelineOptions local = options.pipeline, last = options.pipeline;
@@ -80,6 +104,7 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   for (const NamedParam& p : model.named_parameters())
     plans.push_back({p.path, p.spec->shape, to_param_init(p.spec->init)});
   engine.mesh = options.pipeline.mesh;
+  engine.mesh.pp = pp;
   auto e = std::make_unique<Engine>(traces, std::move(plans), engine);
   return std::make_unique<Compiled>(std::move(stages), std::move(e));
 }

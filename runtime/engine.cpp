@@ -57,6 +57,9 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       device_(open_rank_device(options_.executor, *mpi_)),
       allocator_(device_->backend(), options.mem_cap) {
   if (options_.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options_.grad_accum);
+  if (options_.mesh.pp > 1 && options_.no_sync)
+    fail("--no-sync with --pp: pipeline stages synchronise each micro-batch's gradients; use --strategy zero2 "
+         "to keep gathered parameters across micro-batches");
   check_lr_schedule(options_.lr_schedule, options_.optimizer.lr);
   if (options_.executor == "cpu") {
     // The CPU kernels share the host's cores among its ranks. Collective
@@ -91,7 +94,10 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
                                                [this] { device_->progress(); });
 
   std::unordered_map<std::string, ParamPlan> by_path;
-  for (ParamPlan& p : plans) by_path[p.path] = std::move(p);
+  for (ParamPlan& p : plans) {
+    full_shapes_[p.path] = p.full_shape;
+    by_path[p.path] = std::move(p);
+  }
   const std::string shard_group = options_.mesh.replicas == 1 ? "dp" : "shard";
   const Trace& forward = sync_.forward;
   for (size_t i = 0; i < forward.args.size(); ++i) {
@@ -196,8 +202,6 @@ std::vector<TensorValue> Engine::forward_args(const Trace& forward, const std::v
   return args;
 }
 
-namespace {
-// Rows [k*b, (k+1)*b) of every input: the k-th micro-batch.
 std::vector<HostTensor> micro_batch(const std::vector<HostTensor>& inputs, int k, int count) {
   std::vector<HostTensor> out;
   for (const HostTensor& h : inputs) {
@@ -213,7 +217,6 @@ std::vector<HostTensor> micro_batch(const std::vector<HostTensor>& inputs, int k
   }
   return out;
 }
-}  // namespace
 
 double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                           const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads) {
@@ -280,7 +283,8 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   const double ct = 1.0 / k_total;
   std::vector<TensorValue> grads, sum, local;  // local: unsharded no_sync gradients
   double loss_sum = 0;
-  for (int k = 0; k < k_total; ++k) {
+  if (options_.mesh.pp > 1) loss_sum = pipeline_micro_batches(inputs, sum);
+  for (int k = 0; k < k_total && options_.mesh.pp == 1; ++k) {
     std::vector<HostTensor> micro = k_total == 1 ? inputs : micro_batch(inputs, k, k_total);
     if (!no_sync_) {
       loss_sum += micro_step(sync_, micro, ct, {}, grads);
@@ -294,6 +298,8 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     }
   }
 
+  sum_tied_gradients(sum);
+
   // The gradients, one per parameter that requires grad, in argument order.
   std::vector<ParamRef> refs;
   GradViews sharded, replicated;  // for the clipping norm
@@ -304,11 +310,14 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     TensorValue& grad = sum.at(g++);
     float* d = static_cast<float*>(grad.data());
     int64_t n = numel(grad.type.shape);
+    refs.push_back({p.plan.path, static_cast<float*>(p.value.data()), d, n});
+    // A tied parameter's summed gradient is on the first and last stage:
+    // the norm counts it on the first.
+    if (is_tied(p) && pipeline_stage() > 0) continue;
     if (grad.type.dist == DistType::fully_sharded)
       (p.tp_split ? sharded_tp : sharded).emplace_back(d, n);
     else
       (p.tp_split ? replicated_tp : replicated).emplace_back(d, n);
-    refs.push_back({p.plan.path, static_cast<float*>(p.value.data()), d, n});
   }
   StepResult r;
   float grad_scale = 1.0f;
@@ -319,15 +328,17 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     ProfileSpan clip_span(profiler_, "clip");
     auto over_shards = [&](double local) { return all_reduce_sum(local, group, "clip sum of squares"); };
     ClipCoefficient c;
-    if (options_.mesh.tp == 1) {
+    if (options_.mesh.tp == 1 && options_.mesh.pp == 1) {
       c = clip_grad_coefficient(backend(), sharded, replicated, options_.clip, over_shards);
     } else {
       // A gradient tensor parallelism cut is also spread over the tp group;
       // one it left whole is the same on every tp rank, counted once.
       const double cut = over_shards(sum_of_squares(backend(), sharded_tp)) + sum_of_squares(backend(), replicated_tp);
-      c = clip_coefficient(over_shards(sum_of_squares(backend(), sharded)) + sum_of_squares(backend(), replicated) +
-                               all_reduce_sum(cut, "tp", "clip sum of squares"),
-                           options_.clip);
+      double squares = over_shards(sum_of_squares(backend(), sharded)) + sum_of_squares(backend(), replicated) +
+                       (options_.mesh.tp > 1 ? all_reduce_sum(cut, "tp", "clip sum of squares") : cut);
+      // Each pipeline stage holds its own parameters.
+      if (options_.mesh.pp > 1) squares = all_reduce_sum(squares, "pp", "clip sum of squares");
+      c = clip_coefficient(squares, options_.clip);
     }
     r.grad_norm = c.norm;
     grad_scale = c.scale;  // applied as the optimizer reads each gradient
@@ -342,12 +353,16 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   device_->end_step();
   r.collectives = device_->take_collective_times();
   // The tp ranks of a group compute the same loss: the mean is over dp.
-  r.loss = all_reduce_sum(loss_sum / k_total, "dp", "loss") / options_.mesh.data_parallel();
+  // With pipeline stages only the last computes it; pp carries it to all.
+  r.loss = all_reduce_sum(loss_sum / k_total, "dp", "loss");
+  if (options_.mesh.pp > 1) r.loss = all_reduce_sum(r.loss, "pp", "loss");
+  r.loss /= options_.mesh.data_parallel();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
 std::vector<HostTensor> Engine::forward(const std::vector<HostTensor>& inputs) {
+  refuse_with_pipeline("a forward alone (evaluation, --val-data)");
   std::vector<TensorValue> outs = interpreter_->run(sync_.forward, forward_args(sync_.forward, inputs));
   device_->end_step();
   const size_t n_out = sync_.forward.returns.items.at(0).items.size();
@@ -387,6 +402,7 @@ double Engine::mean_over_ranks(double local) {
 void Engine::barrier() { watched_barrier(MPI_COMM_WORLD, "barrier", "world"); }
 
 void Engine::save_rank_state(const std::string& dir, int64_t step) {
+  refuse_with_pipeline("resumable checkpoints (--save)");
   std::vector<SafetensorsTensor> tensors;
   std::map<std::string, std::string> meta = {{"step", std::to_string(step)},
                                              {"world", std::to_string(world())},
@@ -425,6 +441,7 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
 }
 
 int64_t Engine::load_rank_state(const std::string& dir) {
+  refuse_with_pipeline("resuming a checkpoint (--resume)");
   const RankFiles rf(dir);
   // Data and sampling are functions of (seed, step): another seed would not
   // continue the same run.
@@ -517,7 +534,8 @@ std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> pa
 
 std::map<std::string, HostTensor> Engine::full_state_dict() {
   std::map<std::string, HostTensor> out;
-  const bool root = rank() == 0;
+  // World rank 0, or with pipeline stages the first rank of each stage.
+  const bool root = rank() % options_.mesh.stage_world() == 0;
   for (const Param& p : params_) {
     const std::vector<float> local = to_host(p.value);
     const float* d = local.data();
@@ -546,6 +564,7 @@ std::map<std::string, HostTensor> Engine::full_state_dict() {
     if (p.tp_split) full = gather_tp_parts(p, std::move(full));
     if (root) out[p.plan.path] = HostTensor::floats(p.plan.full_shape, std::move(full));
   }
+  if (options_.mesh.pp > 1) send_stage_state(out);
   return out;
 }
 

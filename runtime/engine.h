@@ -20,6 +20,7 @@
 #include "runtime/interpreter.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
+#include "runtime/pipeline_schedule.h"
 
 namespace fsdpc {
 
@@ -35,6 +36,10 @@ struct HostTensor {
   static HostTensor floats(Shape shape, std::vector<float> data);
   static HostTensor ints(Shape shape, std::vector<int64_t> data);
 };
+
+// Rows [k*b, (k+1)*b) of every input, b = rows / count: the k-th of `count`
+// micro-batches. fsdpc::Error when the rows do not split evenly.
+std::vector<HostTensor> micro_batch(const std::vector<HostTensor>& inputs, int k, int count);
 
 // What the engine needs of each parameter beyond the traces.
 struct ParamPlan {
@@ -62,6 +67,12 @@ struct EngineOptions {
   // The rate of each step: scheduled_lr(lr_schedule, optimizer.lr, step),
   // step the optimizer's count (restored by load_rank_state).
   LrSchedule lr_schedule;
+  // Pipeline parallelism (mesh.pp > 1): this rank's stage runs its traces
+  // over grad_accum micro-batches in this order (runtime/pipeline_schedule.h);
+  // pp_tied_params are the parameters (paths) both the first and the last
+  // stage hold, a tied embedding, whose gradients are summed between them.
+  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;
+  std::vector<std::string> pp_tied_params;
   double clip = 0;  // max gradient norm; 0: no clipping
   uint64_t seed = 0;
   std::optional<int64_t> mem_cap;  // bytes per rank
@@ -88,9 +99,12 @@ struct StepTraces {
 
 // The traces of each kind of micro-batch (passes/grad.h GradOptions).
 struct EngineTraces {
-  StepTraces sync;                       // gradients synchronised
+  StepTraces sync;                       // gradients synchronised (with --pp: this rank's stage)
   std::optional<StepTraces> no_sync;     // unsharded local gradients (no_sync micro-batches)
   std::optional<StepTraces> accumulate;  // adds acc_* before synchronising (the last one)
+  // With --pp, every stage's, in stage order: the launch check compares
+  // them all, since each rank runs only its own.
+  std::vector<StepTraces> pipeline = {};
 };
 
 class Engine {
@@ -181,6 +195,20 @@ class Engine {
   double micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                     const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads);
   void add_into(std::vector<TensorValue>& sum, std::vector<TensorValue>& grads);
+  // Pipeline parallelism (runtime/engine_pipeline.cpp): this stage's
+  // forwards and backwards of every micro-batch in the schedule's order,
+  // their gradients summed into `sum`; returns the sum of the micro-batches'
+  // losses on the last stage, 0 elsewhere. Then the tied parameters'
+  // gradients summed between the first and last stage.
+  double pipeline_micro_batches(const std::vector<HostTensor>& inputs, std::vector<TensorValue>& sum);
+  void sum_tied_gradients(std::vector<TensorValue>& sum);
+  int pipeline_stage() const;
+  bool is_tied(const Param& p) const;
+  // full_state_dict's last part with pipeline stages: each stage's first
+  // rank sends what it gathered to world rank 0, which adds it to `state`.
+  void send_stage_state(std::map<std::string, HostTensor>& state);
+  // An operation the pipeline runtime does not do yet: fails naming it.
+  void refuse_with_pipeline(const char* what) const;
   // Parameters, gradients and optimizer state live on the executor's device:
   // every host access goes through its backend.
   DeviceBackend& backend();
@@ -193,6 +221,7 @@ class Engine {
   StepTraces sync_;
   std::optional<StepTraces> no_sync_, accumulate_;
   std::vector<Param> params_;
+  std::map<std::string, Shape> full_shapes_;  // every parameter of the model (other stages' too)
   std::unique_ptr<Interpreter> interpreter_;
   std::unique_ptr<Optimizer> optimizer_;
   Profiler* profiler_ = nullptr;

@@ -10,6 +10,10 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "executors/reference/reference.h"
 #include "frontend/gpt2.h"
@@ -419,4 +423,56 @@ TEST_CASE("p2p: each boundary moves one activation forward and its gradient back
           CHECK(b.attrs.get_int("peer") == want);
         }
   }
+}
+
+namespace {
+
+// Runs `cmd` (stdout and stderr into `out`); returns its exit code.
+int run_command(const std::string& cmd, std::string& out) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  out.clear();
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string cli(const std::string& args) { return std::string("'") + FSDPC_BIN + "' " + args; }
+
+}  // namespace
+
+TEST_CASE("fsdpc dump --pp prints every stage; bad pipeline options exit 2 naming the option", "[pp]") {
+  std::string out;
+  REQUIRE(run_command(cli("dump --model gpt2-tiny --world-size 4 --pp 2 --strategy zero3"), out) == 0);
+  CHECK_THAT(out, Catch::Contains("def stage0_forward(") && Catch::Contains("def stage1_backward("));
+  CHECK_THAT(out, Catch::Contains("send(t90, group=pp, size=2, peer=1)"));
+  CHECK_THAT(out, Catch::Contains("recv(group=pp, size=2, peer=0, shape=[2, 64, 64]"));
+  CHECK_THAT(out, Catch::Contains("all_gather(t_h_1_ln_1_weight, group=dp, size=2, dim=0)"));
+  CHECK(run_command(cli("dump --model gpt2-tiny --world-size 3 --pp 2"), out) == 2);
+  CHECK_THAT(out, Catch::Contains("--pp 2 does not divide the world of 3 ranks"));
+  CHECK(run_command(cli("dump --model gpt2-tiny --world-size 2 --pp 2 --pp-balance 1,x"), out) == 2);
+  CHECK_THAT(out, Catch::Contains("--pp-balance '1,x': 'x' is not a whole number"));
+  CHECK(run_command(cli("dump --model gpt2-tiny --world-size 2 --pp-balance 1,1"), out) == 2);
+  CHECK_THAT(out, Catch::Contains("it needs --pp 2 or more"));
+  CHECK(run_command(cli("dump --model gpt2-tiny --world-size 2 --pp 2 --memory"), out) == 2);
+  CHECK_THAT(out, Catch::Contains("pipeline stages are not planned yet"));
+  CHECK(run_command(cli("train --model gpt2-tiny --steps 1 --pp 2"), out) == 2);  // one process
+  CHECK_THAT(out, Catch::Contains("--pp 2 does not divide the world of 1 ranks (mpirun started 1)"));
+}
+
+TEST_CASE("fsdpc train --pp refuses what pipeline stages do not run yet, before any step", "[pp][mpi]") {
+  std::string out;
+  const std::string mpirun = std::string(FSDPC_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root ";
+  const std::string tokens = "/tmp/fsdpc-pp-val-" + std::to_string(getpid()) + ".bin";
+  std::fclose(std::fopen(tokens.c_str(), "wb"));  // exists: the option is refused before it is read
+  for (const std::string& flags : std::vector<std::string>{"--save /tmp/fsdpc-pp-unbuilt", "--val-data " + tokens, "--mem-cap 1GiB"}) {
+    INFO(flags);
+    CHECK(run_command(mpirun + cli("train --model gpt2-tiny --steps 1 --pp 2 ") + flags, out) == 2);
+    CHECK_THAT(out, Catch::Contains("with --pp is not built yet"));
+    CHECK_THAT(out, !Catch::Contains("step    0"));
+  }
+  CHECK(run_command(mpirun + cli("train --model gpt2-tiny --batch 8 --steps 1 --pp 2 --grad-accum 4 --no-sync"), out) == 2);
+  CHECK_THAT(out, Catch::Contains("--no-sync with --pp: pipeline stages synchronise each micro-batch's gradients"));
+  std::remove(tokens.c_str());
 }

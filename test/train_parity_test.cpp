@@ -1,8 +1,9 @@
 // The FSDP promise, end to end: `mpirun -np N fsdpc train` gives the same
 // per-step losses and final (gathered) weights as one process, for every
 // strategy, with padding (N = 3), unit bucketing, gradient clipping and
-// gradient accumulation (with and without no_sync), and with tensor
-// parallelism (--tp 2) alone and times zero3, zero2 and hybrid, on
+// gradient accumulation (with and without no_sync), with tensor
+// parallelism (--tp 2) alone and times zero3, zero2 and hybrid, and with
+// pipeline parallelism (--pp 2) alone, times zero3/zero2 and times tp, on
 // gpt2-tiny over 10 steps. f32 sums run in a different order when sharded,
 // so values agree to rounding: with SGD (momentum 0.9) every weight agrees to
 // 1e-5 relative. AdamW divides each gradient by its own running RMS, which
@@ -128,6 +129,15 @@ const std::vector<Case> kCases = {
     {8, "--strategy hybrid --mesh 2,2 --tp 2", 1e-2},
     // Sequence parallelism (norms and residuals on S/T positions a rank).
     {4, "--strategy zero3 --tp 2 --sequence-parallel", 1e-2},
+    // Pipeline parallelism: 2 stages of one block each, micro-batches in
+    // 1F1B's and GPipe's order, alone and times FSDP on each stage's
+    // data-parallel ranks, and times tp (8 ranks: 2 stages x 2 dp x 2 tp).
+    // The tied wte is held by both stages, its gradient summed between them.
+    {2, "--strategy zero3 --pp 2 --grad-accum 4"},
+    {2, "--strategy no_shard --pp 2 --grad-accum 3 --pp-schedule gpipe"},
+    {4, "--strategy zero3 --pp 2 --grad-accum 3"},
+    {4, "--strategy zero2 --pp 2 --grad-accum 2 --bucketing unit --pp-schedule gpipe"},
+    {8, "--strategy zero3 --pp 2 --tp 2 --grad-accum 3", 1e-2},
 };
 
 }  // namespace

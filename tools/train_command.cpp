@@ -76,6 +76,18 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   o.engine.lr_schedule = lr_schedule(a);
   o.engine.clip = a.clip;
   o.engine.grad_accum = a.grad_accum;
+  o.engine.pp_schedule = *parse_pipeline_schedule(a.sharding.pp_schedule);  // CLI11 admitted only the names
+  if (o.pipeline.pp > 1) {
+    // What the pipeline runtime does not do yet, refused before any work.
+    const std::pair<bool, const char*> unbuilt[] = {
+        {!a.val_data.empty(), "--val-data"}, {!a.save.empty(), "--save"},         {!a.resume.empty(), "--resume"},
+        {!a.mem_cap.empty(), "--mem-cap"}};
+    for (const auto& [given, flag] : unbuilt)
+      if (given) fail(flag, " with --pp is not built yet (pipeline stages train and --save-state their weights)");
+    if (a.no_sync)  // the engine refuses it too, but only once every rank has compiled
+      fail("--no-sync with --pp: pipeline stages synchronise each micro-batch's gradients; use --strategy zero2 "
+           "to keep gathered parameters across micro-batches");
+  }
   o.engine.no_sync = a.no_sync;
   o.engine.seed = a.seed;
   o.engine.executor = a.executor;
@@ -174,10 +186,13 @@ void print_header(const TrainArgs& a, const Model& model, const JitOptions& o, i
     const int t = cpu_threads();
     executor = "cpu: " + std::to_string(t) + " thread" + (t == 1 ? "" : "s") + " per rank; " + cpu_backend_info();
   }
-  const int tp = o.pipeline.mesh.tp;
-  const std::string layout = tp > 1 ? a.sharding.strategy + " on " + std::to_string(world / tp) +
-                                          " data-parallel ranks x tp " + std::to_string(tp)
-                                    : a.sharding.strategy;
+  const int tp = o.pipeline.mesh.tp, pp = o.pipeline.pp;
+  std::string layout = tp > 1 ? a.sharding.strategy + " on " + std::to_string(world / pp / tp) +
+                                    " data-parallel ranks x tp " + std::to_string(tp)
+                              : a.sharding.strategy;
+  if (pp > 1)
+    layout += " x pp " + std::to_string(pp) + " (" + a.sharding.pp_schedule + ", " + std::to_string(a.grad_accum) +
+              " micro-batches)";
   std::printf("train %s: %d rank%s, %s, executor %s\n", model.name().c_str(), world, world == 1 ? "" : "s",
               layout.c_str(), executor.c_str());
   std::ostringstream opt;
@@ -246,6 +261,8 @@ void run_train(const TrainArgs& a) {
       add_traces(fingerprint, traces);
       checked = true;
       if (const std::string d = launch_disagreement(fingerprint); !d.empty()) exit_all_ranks(2, d);
+      // The plan models one micro-batch in flight: not pipeline stages yet.
+      if (o.pipeline.pp > 1) return;
       EngineOptions planned = o.engine;
       planned.executor = resolve_executor(a.executor);
       plan = plan_memory(traces, planned);  // every rank plans the same traces: all refuse, or none
@@ -288,7 +305,10 @@ void run_train(const TrainArgs& a) {
   int64_t stopped_at = 0;
   // The batch is split over the data-parallel ranks; the ranks of a
   // tensor-parallel group (adjacent) read the same part of it.
-  const int tp = o.pipeline.mesh.tp, data_ranks = world / tp, data_rank = rank / tp;
+  // With pipeline stages, the ranks at one place in every stage read the
+  // same batch too (stage 0 its ids, the last stage its targets).
+  const int tp = o.pipeline.mesh.tp, stage_world = world / o.pipeline.pp;
+  const int data_ranks = stage_world / tp, data_rank = rank % stage_world / tp;
   for (int64_t step = first_step; step < a.steps; ++step) {
     watchdog.safe_point();  // a SIGUSR1 between steps
     if ((stop = agree_on_stop()) != 0) {  // every rank, at the same step
@@ -344,7 +364,9 @@ void run_train(const TrainArgs& a) {
                   static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str(),
                   static_cast<long long>(p.done), static_cast<long long>(p.total), format_duration(p.elapsed_s).c_str(),
                   format_duration(p.eta_s).c_str());
-      if (!memory_shown)
+      // The plan covers one micro-batch in flight; a pipeline stage holds
+      // several (issue 16): not shown until it models them.
+      if (!memory_shown && o.pipeline.pp == 1)
         std::printf("memory: peak %s per rank measured, %s predicted by the plan (peak at %s); reserved %s\n",
                     format_bytes(m.total_peak).c_str(), format_bytes(predicted_total).c_str(),
                     step_plan.peak_where().c_str(), format_bytes(compiled->engine().reserved_memory()).c_str());
@@ -359,9 +381,10 @@ void run_train(const TrainArgs& a) {
         v << ", \"val_loss\": " << val_loss;
         line.insert(line.size() - 1, v.str());
       }
-      line.insert(line.size() - 1, ", \"predicted_peak_bytes\": " + peak_bytes_json(predicted, predicted_total) +
-                                       ", \"reserved_bytes\": " + std::to_string(compiled->engine().reserved_memory()));
-      if (a.resume.empty())  // the plan's cache follows a fresh run's steps
+      if (o.pipeline.pp == 1)
+        line.insert(line.size() - 1, ", \"predicted_peak_bytes\": " + peak_bytes_json(predicted, predicted_total));
+      line.insert(line.size() - 1, ", \"reserved_bytes\": " + std::to_string(compiled->engine().reserved_memory()));
+      if (a.resume.empty() && o.pipeline.pp == 1)  // the plan's cache follows a fresh run's steps
         line.insert(line.size() - 1, ", \"predicted_reserved_bytes\": " +
                                          std::to_string(plan.reserved_after_step[std::min<size_t>(
                                              static_cast<size_t>(step - first_step), plan.reserved_after_step.size() - 1)]));

@@ -64,6 +64,7 @@ LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, co
   // ranks of one job fuse alike even though the collectives do not change.
   f.add("--fusion", a.fusion);
   f.add("--grad-accum", std::to_string(a.grad_accum));
+  f.add("--pp-schedule", a.sharding.pp_schedule);
   f.add("--no-sync", a.no_sync ? "on" : "off");
   f.add("--optimizer", a.optimizer);
   f.add("--lr", exact(a.lr));
@@ -104,8 +105,15 @@ LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, co
 }
 
 void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
-  f.add_text("the forward trace", print_trace(t.sync.forward));
-  f.add_text("the backward trace", print_trace(t.sync.backward));
+  // Pipeline stages run different traces: every rank compiled all of them.
+  for (size_t s = 0; s < t.pipeline.size(); ++s) {
+    f.add_text("stage " + std::to_string(s) + "'s forward trace", print_trace(t.pipeline[s].forward));
+    f.add_text("stage " + std::to_string(s) + "'s backward trace", print_trace(t.pipeline[s].backward));
+  }
+  if (t.pipeline.empty()) {
+    f.add_text("the forward trace", print_trace(t.sync.forward));
+    f.add_text("the backward trace", print_trace(t.sync.backward));
+  }
   if (t.no_sync) {
     f.add_text("the no_sync forward trace", print_trace(t.no_sync->forward));
     f.add_text("the no_sync backward trace", print_trace(t.no_sync->backward));

@@ -40,6 +40,13 @@ void MpiContext::complete_all() {
   unmatched_.clear();
   for (auto& [name, p] : pending_)
     if (!p.complete) complete(p);
+  for (PendingCollective& p : detached_) complete(p);
+  detached_.clear();
+}
+
+void MpiContext::detach(PendingCollective p) {
+  FSDPC_CHECK(p.buffered) << "only a buffered send completes after its wait";
+  if (!p.complete) detached_.push_back(std::move(p));
 }
 
 void MpiContext::complete(PendingCollective& p) {
@@ -78,6 +85,18 @@ size_t MpiContext::progress() {
     } else {
       ++open;
     }
+  }
+  for (auto it = detached_.begin(); it != detached_.end();) {
+    int done = 0;
+    FSDPC_MPI_CHECK(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE));
+    if (!done) {
+      ++open;
+      ++it;
+      continue;
+    }
+    if (mode_ == MpiProgress::thread) mpi_progress_completed();
+    completed(*it);
+    it = detached_.erase(it);
   }
   if (mode_ == MpiProgress::thread && open > 0) mpi_progress_polled();
   return open;
@@ -417,8 +436,9 @@ Message message(KernelContext& kctx, const BoundSymbol& b, const TensorType& t) 
   return Message{groups.comm(group), static_cast<int>(peer), static_cast<int>(bytes)};
 }
 
-// The input goes to `peer`; the future holds the input too (the sender keeps
-// its value), and is what MPI sends from, so the input is free after the start.
+// The input goes to `peer` from a copy the pending send owns (the sender
+// keeps its value: the wait gives the copy back), so the input is free
+// after the start and the wait need not block (PendingCollective::buffered).
 void send_to_peer(KernelContext& kctx, const BoundSymbol& b, const std::vector<TensorView>& in,
                   const std::vector<TensorView>& out) {
   FSDPC_CHECK(in.size() == 1 && out.size() == 1 && in[0].type && out[0].type)
@@ -427,9 +447,11 @@ void send_to_peer(KernelContext& kctx, const BoundSymbol& b, const std::vector<T
   PendingCollective p;
   p.result = out[0].data;
   p.bytes = m.bytes;
+  p.buffered = true;
   FSDPC_CHECK(numel(out[0].type->shape) * dtype_size(out[0].type->dtype) == p.bytes) << where(b);
-  if (out[0].data != in[0].data && p.bytes > 0) std::memcpy(out[0].data, in[0].data, static_cast<size_t>(p.bytes));
-  FSDPC_MPI_CHECK(MPI_Isend(p.result, m.bytes, MPI_BYTE, m.peer, kPointToPointTag, m.comm, &p.request));
+  p.scratch.resize(static_cast<size_t>(p.bytes));
+  if (p.bytes > 0) std::memcpy(p.scratch.data(), in[0].data, static_cast<size_t>(p.bytes));
+  FSDPC_MPI_CHECK(MPI_Isend(p.scratch.data(), m.bytes, MPI_BYTE, m.peer, kPointToPointTag, m.comm, &p.request));
   started(kctx, b, m.comm, in[0].type->dtype, std::move(p), numel(in[0].type->shape));
 }
 
@@ -468,6 +490,12 @@ void wait_collective(KernelContext& kctx, const BoundSymbol& b, const std::vecto
   FSDPC_CHECK(in.size() == 1 && out.size() == 1 && out[0].type) << where(b);
   MpiContext& mpi = mpi_context(kctx);
   PendingCollective p = mpi.take(b.inputs.at(0).name);
+  if (p.buffered) {  // a send: its value back now, its completion in the background
+    FSDPC_CHECK(numel(out[0].type->shape) * dtype_size(out[0].type->dtype) == p.bytes) << where(b);
+    if (p.bytes > 0) std::memcpy(out[0].data, p.scratch.data(), static_cast<size_t>(p.bytes));
+    mpi.detach(std::move(p));
+    return;
+  }
   mpi.complete(p);
   check_received(b, p, *out[0].type);
   FSDPC_CHECK(numel(out[0].type->shape) * dtype_size(out[0].type->dtype) == p.bytes)

@@ -78,6 +78,12 @@ struct PendingCollective {
   MPI_Comm comm = MPI_COMM_NULL;
   int peer = -1;               // where it comes from, in comm
   int64_t message_bytes = -1;  // once matched
+  // A send goes from `scratch`, a copy of its input, so its wait need not
+  // block: the wait gives the value back and hands the send to the context
+  // (MpiContext::detach), which completes it in the background. A pipeline
+  // stage that waited for its send to be received could deadlock with the
+  // next stage (1F1B: each would wait for the other's receive).
+  bool buffered = false;
   uint64_t watch_id = 0;  // what the collective watch (mpi_world.h) calls it
   uint32_t timeline_id = UINT32_MAX;  // what the timeline calls it; MAX: not recorded
 };
@@ -132,6 +138,11 @@ class MpiContext : public KernelContext {
   void start(const std::string& future, PendingCollective p, const CollectiveInfo& info);
   PendingCollective take(const std::string& future);
   void complete(PendingCollective& p);
+  // A buffered send its wait has returned from: completed by progress() or
+  // complete_all(), whichever sees it done first.
+  void detach(PendingCollective p);
+  // Buffered sends not yet completed.
+  size_t sends_in_flight() const { return detached_.size(); }
 
   // Records every collective on `timeline` (not owned) until reset to null;
   // null, the default, costs one branch per collective.
@@ -149,6 +160,7 @@ class MpiContext : public KernelContext {
   void match_through(const std::string& future);
   std::unordered_map<std::string, PendingCollective> pending_;
   std::vector<std::string> unmatched_;  // recvs by future, in start order
+  std::vector<PendingCollective> detached_;  // buffered sends whose wait has returned
 };
 
 // Claims all_gather and broadcast of any dtype (bytes are moved as they

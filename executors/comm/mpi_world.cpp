@@ -245,7 +245,7 @@ void finalize_at_exit() {
 }
 
 // Every rank creates the same groups in the same order (collective calls).
-constexpr const char* kGroupNames[] = {"dp", "shard", "replicate", "tp"};
+constexpr const char* kGroupNames[] = {"dp", "shard", "replicate", "tp", "pp", "pp_tied"};
 
 // Our communicators return error codes so FSDPC_MPI_CHECK can name the call.
 void return_errors(MPI_Comm comm) { FSDPC_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)); }

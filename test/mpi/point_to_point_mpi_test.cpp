@@ -337,5 +337,22 @@ TEST_CASE("a send or recv to this rank itself, or with the wrong size, fails bef
   CHECK(ctx.pending() == 0);
 }
 
+// A send's wait does not wait for its receive (PendingCollective::buffered):
+// both ranks send first, a message past Open MPI's eager limit that goes by
+// rendezvous, and only then receive. Were the wait to block until the peer
+// received, each rank would wait for the other (the 1F1B pipeline schedule
+// does exactly this between neighbouring stages) and the test would hang.
+TEST_CASE("both ranks can send a large message first and receive after", "[p2p]") {
+  if (!two_ranks()) return;
+  MpiContext ctx(flat_mesh(2));
+  const TensorType big = tensor({1 << 20}, DType::f32);
+  CHECK(run_mpi(sender({big}, other()), ctx, {input(big, 10 + me())}).at(0) == input(big, 10 + me()));
+  CHECK(ctx.sends_in_flight() <= 1);
+  CHECK(run_mpi(receiver({big}, other(), false), ctx, {}).at(0) == input(big, 10 + other()));
+  ctx.complete_all();
+  CHECK(ctx.sends_in_flight() == 0);
+  CHECK(ctx.pending() == 0);
+}
+
 }  // namespace
 }  // namespace fsdpc
