@@ -58,8 +58,8 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       allocator_(device_->backend(), options.mem_cap) {
   if (options_.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options_.grad_accum);
   if (options_.mesh.pp > 1 && options_.no_sync)
-    fail("--no-sync with --pp: pipeline stages synchronise each micro-batch's gradients; use --strategy zero2 "
-         "to keep gathered parameters across micro-batches");
+    fail("--no-sync with --pp: pipeline stages synchronise each micro-batch's gradients (keeping them local "
+         "across micro-batches is not built for pipeline stages yet)");
   check_lr_schedule(options_.lr_schedule, options_.optimizer.lr);
   if (options_.executor == "cpu") {
     // The CPU kernels share the host's cores among its ranks. Collective
