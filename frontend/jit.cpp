@@ -90,14 +90,15 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   }
   std::vector<Stage> stages = std::move(per_stage.at(stage));
   traces.sync = final_traces(stages);
-  if (k > 1 && options.engine.no_sync && pp == 1) {
+  if (k > 1 && options.engine.no_sync) {
     // PyTorch's no_sync: unsharded local gradients for K-1 micro-batches,
-    // added to the last one's before it synchronises.
+    // added to the last one's before it synchronises (a pipeline stage's
+    // micro-batches too).
     PipelineOptions local = options.pipeline, last = options.pipeline;
     local.sync_grads = false;
     last.accumulate_grads = true;
-    traces.no_sync = final_traces(compile(captured, local));
-    traces.accumulate = final_traces(compile(captured, last));
+    traces.no_sync = final_traces(compile_pipeline(captured, local).at(stage));
+    traces.accumulate = final_traces(compile_pipeline(captured, last).at(stage));
   }
 
   std::vector<ParamPlan> plans;

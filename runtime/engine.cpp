@@ -57,9 +57,6 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       device_(open_rank_device(options_.executor, *mpi_)),
       allocator_(device_->backend(), options.mem_cap) {
   if (options_.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options_.grad_accum);
-  if (options_.mesh.pp > 1 && options_.no_sync)
-    fail("--no-sync with --pp: pipeline stages synchronise each micro-batch's gradients (keeping them local "
-         "across micro-batches is not built for pipeline stages yet)");
   check_lr_schedule(options_.lr_schedule, options_.optimizer.lr);
   if (options_.executor == "cpu") {
     // The CPU kernels share the host's cores among its ranks. Collective
@@ -218,23 +215,23 @@ std::vector<HostTensor> micro_batch(const std::vector<HostTensor>& inputs, int k
   return out;
 }
 
-double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
-                          const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads) {
-  ProfileSpan forward_span(profiler_, "forward");
-  std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, inputs));
-  forward_span.end();
-  const size_t n_out = t.forward.returns.items.at(0).items.size();
-  const TensorValue loss = outs.at(0);
-  if (numel(loss.type.shape) != 1 || loss.type.dtype != DType::f32)
-    fail("train_step: the model's first output is ", type_str(loss.type), "; training needs a scalar f32 loss");
+std::vector<TensorValue> Engine::backward_args(const Trace& backward, std::vector<TensorValue> saved,
+                                               const std::vector<TensorValue>& acc, double cotangent) {
   // The backward takes the saved values, then acc_* (accumulated unsharded
-  // gradients, by parameter), then the cotangent of the loss.
-  std::vector<TensorValue> bargs(outs.begin() + static_cast<long>(n_out), outs.end());
-  outs.clear();
-  // acc[i] belongs to the i-th parameter that requires grad; the backward
-  // names each one acc_<parameter proxy>, in its own order.
-  for (size_t i = bargs.size(); i + 1 < t.backward.args.size(); ++i) {
-    const std::string& name = t.backward.args[i].name;
+  // gradients, by parameter), then the cotangent of the loss (which a
+  // pipeline stage before the last receives instead).
+  std::vector<TensorValue> bargs = std::move(saved);
+  for (size_t i = bargs.size(); i < backward.args.size(); ++i) {
+    const std::string& name = backward.args[i].name;
+    if (name == "cotangent") {
+      TensorValue ct = allocate_tensor(allocator_, backward.args[i].type, MemCategory::activations);
+      const float value = static_cast<float>(cotangent);
+      backend().copy_from_host(ct.data(), &value, sizeof value);
+      bargs.push_back(std::move(ct));
+      continue;
+    }
+    // acc[g] belongs to the g-th parameter that requires grad; the backward
+    // names each one acc_<parameter proxy>, in its own order.
     FSDPC_CHECK(name.rfind("acc_", 0) == 0) << "unexpected backward argument " << name;
     size_t g = 0;
     bool found = false;
@@ -249,11 +246,22 @@ double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& in
     }
     FSDPC_CHECK(found) << "no accumulated gradient for " << name;
   }
-  TensorValue ct = allocate_tensor(allocator_, t.backward.args.back().type, MemCategory::activations);
-  const float ct_value = static_cast<float>(cotangent);
-  backend().copy_from_host(ct.data(), &ct_value, sizeof ct_value);
-  bargs.push_back(std::move(ct));
-  FSDPC_CHECK(bargs.size() == t.backward.args.size()) << "backward argument count";
+  FSDPC_CHECK(bargs.size() == backward.args.size()) << "backward argument count";
+  return bargs;
+}
+
+double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
+                          const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads) {
+  ProfileSpan forward_span(profiler_, "forward");
+  std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, inputs));
+  forward_span.end();
+  const size_t n_out = t.forward.returns.items.at(0).items.size();
+  const TensorValue loss = outs.at(0);
+  if (numel(loss.type.shape) != 1 || loss.type.dtype != DType::f32)
+    fail("train_step: the model's first output is ", type_str(loss.type), "; training needs a scalar f32 loss");
+  std::vector<TensorValue> bargs =
+      backward_args(t.backward, {outs.begin() + static_cast<long>(n_out), outs.end()}, acc, cotangent);
+  outs.clear();
   ProfileSpan backward_span(profiler_, "backward");
   grads = interpreter_->run(t.backward, std::move(bargs));
   backward_span.end();

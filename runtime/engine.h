@@ -195,6 +195,10 @@ class Engine {
   double micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                     const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads);
   void add_into(std::vector<TensorValue>& sum, std::vector<TensorValue>& grads);
+  // A backward's arguments: the forward's saved values, then its acc_* and
+  // cotangent arguments by name (acc[g]: the g-th parameter with a gradient).
+  std::vector<TensorValue> backward_args(const Trace& backward, std::vector<TensorValue> saved,
+                                         const std::vector<TensorValue>& acc, double cotangent);
   // Pipeline parallelism (runtime/engine_pipeline.cpp): this stage's
   // forwards and backwards of every micro-batch in the schedule's order,
   // their gradients summed into `sum`; returns the sum of the micro-batches'

@@ -30,16 +30,23 @@ void Engine::refuse_with_pipeline(const char* what) const {
 double Engine::pipeline_micro_batches(const std::vector<HostTensor>& inputs, std::vector<TensorValue>& sum) {
   const int k = options_.grad_accum, stage = pipeline_stage(), stages = options_.mesh.pp;
   const bool last = stage + 1 == stages;
-  const Trace& fwd = sync_.forward;
-  const Trace& bwd = sync_.backward;
-  const size_t n_out = fwd.returns.items.at(0).items.size();
+  // With no_sync, micro-batches but the last keep unsharded local gradients
+  // (their own traces), which the last one's adds before synchronising. The
+  // last forward is the last backward too: both orders run backwards in
+  // micro-batch order.
+  auto traces_of = [&](int m) -> const StepTraces& {
+    if (!no_sync_) return sync_;
+    return m + 1 < k ? *no_sync_ : *accumulate_;
+  };
   std::map<int, std::vector<TensorValue>> saved;  // by micro-batch, until its backward
+  std::vector<TensorValue> local;                 // no_sync: the unsharded gradients so far
   double loss_sum = 0;
   for (const PipelineOp& op : pipeline_order(options_.pp_schedule, stage, stages, k)) {
+    const StepTraces& t = traces_of(op.micro_batch);
     if (op.forward) {
       ProfileSpan span(profiler_, "forward");
       const std::vector<HostTensor> micro = k == 1 ? inputs : micro_batch(inputs, op.micro_batch, k);
-      std::vector<TensorValue> outs = interpreter_->run(fwd, forward_args(fwd, micro));
+      std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, micro));
       if (last) {
         // The last stage's first output is the micro-batch's loss; the
         // others' is the activation they sent.
@@ -50,25 +57,28 @@ double Engine::pipeline_micro_batches(const std::vector<HostTensor>& inputs, std
         backend().copy_to_host(&value, loss.data(), sizeof value);
         loss_sum += value;
       }
+      const size_t n_out = t.forward.returns.items.at(0).items.size();
       saved[op.micro_batch].assign(outs.begin() + static_cast<long>(n_out), outs.end());
       continue;
     }
     ProfileSpan span(profiler_, "backward");
     auto it = saved.find(op.micro_batch);
     FSDPC_CHECK(it != saved.end()) << "backward of micro-batch " << op.micro_batch << " before its forward";
-    std::vector<TensorValue> bargs = std::move(it->second);
+    // The step's loss is the mean over micro-batches: the last stage's
+    // cotangent is 1/k; the others receive theirs.
+    std::vector<TensorValue> bargs = backward_args(t.backward, std::move(it->second), local, 1.0 / k);
     saved.erase(it);
-    if (last) {  // the loss's cotangent: the step's loss is the mean over micro-batches
-      TensorValue ct = allocate_tensor(allocator_, bwd.args.back().type, MemCategory::activations);
-      const float value = 1.0f / static_cast<float>(k);
-      backend().copy_from_host(ct.data(), &value, sizeof value);
-      bargs.push_back(std::move(ct));
-    }
-    FSDPC_CHECK(bargs.size() == bwd.args.size()) << "backward argument count";
-    std::vector<TensorValue> grads = interpreter_->run(bwd, std::move(bargs));
+    std::vector<TensorValue> grads = interpreter_->run(t.backward, std::move(bargs));
     if (stage > 0) grads.pop_back();  // the input's gradient, sent to the stage before
     for (TensorValue& g : grads) allocator_.recategorize(*g.storage, MemCategory::gradients);
-    add_into(sum, grads);
+    if (&t == &sync_) {
+      add_into(sum, grads);
+    } else if (no_sync_ && &t == &*no_sync_) {
+      add_into(local, grads);
+    } else {  // accumulate: local's sum is in these, synchronised
+      sum = std::move(grads);
+      local.clear();
+    }
   }
   FSDPC_CHECK(saved.empty()) << "micro-batches without a backward";
   return loss_sum;

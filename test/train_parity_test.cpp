@@ -137,6 +137,7 @@ const std::vector<Case> kCases = {
     {2, "--strategy no_shard --pp 2 --grad-accum 3 --pp-schedule gpipe"},
     {4, "--strategy zero3 --pp 2 --grad-accum 3"},
     {4, "--strategy zero2 --pp 2 --grad-accum 2 --bucketing unit --pp-schedule gpipe"},
+    {4, "--strategy zero3 --pp 2 --grad-accum 3 --no-sync"},  // gradients reduced once, after the last micro-batch
     {8, "--strategy zero3 --pp 2 --tp 2 --grad-accum 3", 1e-2},
 };
 

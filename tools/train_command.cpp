@@ -84,9 +84,6 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
         {!a.mem_cap.empty(), "--mem-cap"}};
     for (const auto& [given, flag] : unbuilt)
       if (given) fail(flag, " with --pp is not built yet (pipeline stages train and --save-state their weights)");
-    if (a.no_sync)  // the engine refuses it too, but only once every rank has compiled
-      fail("--no-sync with --pp: pipeline stages synchronise each micro-batch's gradients (keeping them local "
-           "across micro-batches is not built for pipeline stages yet)");
   }
   o.engine.no_sync = a.no_sync;
   o.engine.seed = a.seed;

@@ -114,11 +114,13 @@ void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
     f.add_text("the forward trace", print_trace(t.sync.forward));
     f.add_text("the backward trace", print_trace(t.sync.backward));
   }
-  if (t.no_sync) {
+  // A pipeline stage's no_sync and accumulate traces are its own: they
+  // follow from the options and the stages compared above.
+  if (t.no_sync && t.pipeline.empty()) {
     f.add_text("the no_sync forward trace", print_trace(t.no_sync->forward));
     f.add_text("the no_sync backward trace", print_trace(t.no_sync->backward));
   }
-  if (t.accumulate) {
+  if (t.accumulate && t.pipeline.empty()) {
     f.add_text("the accumulating forward trace", print_trace(t.accumulate->forward));
     f.add_text("the accumulating backward trace", print_trace(t.accumulate->backward));
   }
