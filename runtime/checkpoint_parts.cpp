@@ -73,6 +73,20 @@ bool RankFiles::holds_tp_parts(const std::string& param) const {
   return false;
 }
 
+bool RankFiles::holds(size_t k, const std::string& name) const {
+  if (files_[k]->find(name)) return true;
+  // Files written before pipeline stages could be saved have no "pp".
+  const bool stage_file = files_[k]->metadata().count("pp") && meta(k, "pp") > 1;
+  if (!stage_file) fail(files_[k]->path(), ": no tensor ", name);
+  return false;
+}
+
+int64_t RankFiles::param_meta(const std::string& param, const std::string& key) const {
+  for (size_t k = 0; k < files_.size(); ++k)
+    if (holds(k, param)) return meta(k, key);
+  fail(dir_, ": no rank file holds ", param);
+}
+
 void RankFiles::read_rows(const std::string& name, const std::string& param, int64_t full_rows, int64_t row_begin,
                           int64_t rows, int64_t cols, float* out) const {
   std::fill(out, out + rows * cols, 0.0f);
@@ -83,8 +97,8 @@ void RankFiles::read_rows(const std::string& name, const std::string& param, int
   std::vector<char> have(static_cast<size_t>(std::max<int64_t>(0, want_end - row_begin)), 0);
   int64_t covered = 0;
   for (size_t k = 0; k < files_.size() && covered < want_end - row_begin; ++k) {
+    if (!holds(k, name)) continue;
     const SafetensorsEntry* e = files_[k]->find(name);
-    if (!e) fail(files_[k]->path(), ": no tensor ", name);
     const int64_t e_rows = e->shape.empty() ? 1 : e->shape[0];
     if ((e_rows ? numel(e->shape) / e_rows : cols) != cols)
       fail(files_[k]->path(), ": ", name, " has shape ", shape_str(e->shape), ", rows of ", cols, " elements expected");
@@ -110,10 +124,14 @@ std::vector<float> RankFiles::read_full(const std::string& name, const std::stri
   // once the others covered the tensor: a damaged checkpoint fails on every
   // rank alike.
   std::vector<PartPlacement> placements;
-  for (size_t k = 0; k < files_.size(); ++k) placements.push_back(placement(k, param, full));
+  std::vector<bool> held;
+  for (size_t k = 0; k < files_.size(); ++k) {
+    held.push_back(holds(k, name));
+    placements.push_back(held.back() ? placement(k, param, full) : PartPlacement{});
+  }
   for (size_t k = 0; k < files_.size() && missing > 0; ++k) {
+    if (!held[k]) continue;
     const SafetensorsEntry* e = files_[k]->find(name);
-    if (!e) fail(files_[k]->path(), ": no tensor ", name);
     const PartPlacement& pl = placements[k];
     Shape part = full;
     if (pl.tp > 1) part[pl.split.dim] /= pl.tp;

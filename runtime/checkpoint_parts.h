@@ -44,6 +44,12 @@ class RankFiles {
   PartPlacement placement(size_t k, const std::string& param, const Shape& full) const;
   // Whether any file holds `param` as tensor-parallel parts.
   bool holds_tp_parts(const std::string& param) const;
+  // Whether file k holds tensor `name`. A pipeline stage's file (metadata
+  // pp > 1) holds only its stage's parameters; any other file lacking one
+  // is damaged: fails naming it.
+  bool holds(size_t k, const std::string& name) const;
+  // An integer of `param`'s metadata, from the first file that holds it.
+  int64_t param_meta(const std::string& param, const std::string& key) const;
 
   // Rows [row_begin, row_begin + rows) of tensor `name` (parameter `param`
   // of `full_rows` rows, or its optimizer state), when every file holds it

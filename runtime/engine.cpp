@@ -410,11 +410,12 @@ double Engine::mean_over_ranks(double local) {
 void Engine::barrier() { watched_barrier(MPI_COMM_WORLD, "barrier", "world"); }
 
 void Engine::save_rank_state(const std::string& dir, int64_t step) {
-  refuse_with_pipeline("resumable checkpoints (--save)");
   std::vector<SafetensorsTensor> tensors;
   std::map<std::string, std::string> meta = {{"step", std::to_string(step)},
                                              {"world", std::to_string(world())},
                                              {"tp", std::to_string(options_.mesh.tp)},
+                                             // A pipeline stage's file holds its stage's parameters only.
+                                             {"pp", std::to_string(options_.mesh.pp)},
                                              {"seed", std::to_string(options_.seed)},
                                              {"optimizer_steps", std::to_string(optimizer_->steps())}};
   // Host copies of every shard and state buffer (device memory on a GPU),
@@ -449,7 +450,6 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
 }
 
 int64_t Engine::load_rank_state(const std::string& dir) {
-  refuse_with_pipeline("resuming a checkpoint (--resume)");
   const RankFiles rf(dir);
   // Data and sampling are functions of (seed, step): another seed would not
   // continue the same run.
@@ -479,7 +479,7 @@ int64_t Engine::load_rank_state(const std::string& dir) {
     Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
     if (st.buf0) read(p.plan.path + ".state0", st.buf0);
     if (st.buf1) read(p.plan.path + ".state1", st.buf1);
-    optimizer_->set_param_step(p.plan.path, rf.meta(0, p.plan.path + ".step"));
+    optimizer_->set_param_step(p.plan.path, rf.param_meta(p.plan.path, p.plan.path + ".step"));
   }
   optimizer_->set_steps(rf.meta(0, "optimizer_steps"));
   return rf.meta(0, "step");

@@ -355,6 +355,65 @@ TEST_CASE("a tensor-parallel checkpoint resumes at the same layout, at tp 1, and
   CHECK_THAT(bad.output, Contains("rank-3.safetensors"));
 }
 
+// A pipeline stage's rank file holds its stage's parameters only (and says
+// pp in its metadata); a resume reads each parameter from the files that
+// hold it, so a --pp 2 checkpoint continues at pp 2, at 1 rank and at zero3
+// on 2 ranks, and a 1-rank one at pp 2 x zero3, as the uninterrupted run.
+TEST_CASE("a pipeline-parallel checkpoint resumes at the same layout and without stages, and back",
+          "[mpi][checkpoint][pp]") {
+  const std::string data = kData + "'" + corpus().string() + "' --optimizer adamw --grad-accum 2";
+  const Result whole = train(2, "--model gpt2-tiny --steps 4 --pp 2" + data);
+  INFO(whole.output);
+  REQUIRE(whole.code == 0);
+  REQUIRE(whole.losses.size() == 4);
+  const fs::path ck = scratch("ck-pp"), ck1 = scratch("ck-pp1");
+  fs::remove_all(ck);
+  fs::remove_all(ck1);
+  Result saved = train(2, "--model gpt2-tiny --steps 2 --pp 2 --save '" + ck.string() + "'" + data);
+  INFO(saved.output);
+  REQUIRE(saved.code == 0);
+  {
+    // Stage 1's file: its block, the final norm and the tied wte; not h.0.
+    fsdpc::SafetensorsFile r1((ck / "state" / "step-2" / "rank-1.safetensors").string());
+    CHECK(r1.metadata().at("pp") == "2");
+    CHECK(r1.find("h.1.attn.c_attn.weight") != nullptr);
+    CHECK(r1.find("wte.weight") != nullptr);
+    CHECK(r1.find("h.0.attn.c_attn.weight") == nullptr);
+    CHECK(r1.find("wpe.weight") == nullptr);
+    // The export holds every parameter, gathered from both stages.
+    fsdpc::SafetensorsFile hf((ck / "model.safetensors").string());
+    CHECK(hf.find("h.0.attn.c_attn.weight") != nullptr);
+    CHECK(hf.find("h.1.attn.c_attn.weight") != nullptr);
+    CHECK(hf.find("ln_f.weight") != nullptr);
+  }
+  auto resume = [&](int np, const fs::path& dir, const std::string& layout) {
+    Result r = train(np, "--resume '" + dir.string() + "' --steps 4" + data + layout);
+    INFO(np << " ranks" << layout << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.losses.size() == 2);
+    CHECK(r.losses[0] == Approx(whole.losses[2]).epsilon(1e-5));
+    CHECK(r.losses[1] == Approx(whole.losses[3]).epsilon(1e-5));
+    return r;
+  };
+  const Result same = resume(2, ck, " --pp 2");
+  CHECK(same.losses[0] == whole.losses[2]);  // bit for bit
+  CHECK(same.losses[1] == whole.losses[3]);
+  resume(1, ck, "");
+  resume(2, ck, " --strategy zero3");
+  Result saved1 = train(1, "--model gpt2-tiny --steps 2 --save '" + ck1.string() + "'" + data);
+  INFO(saved1.output);
+  REQUIRE(saved1.code == 0);
+  resume(4, ck1, " --pp 2 --strategy zero3");
+  // A stage file that lost a parameter of its stage: the rows are nowhere.
+  const fs::path step = ck / "state" / "step-2";
+  fs::remove(step / "index.json");
+  fs::copy_file(step / "rank-0.safetensors", step / "rank-1.safetensors", fs::copy_options::overwrite_existing);
+  Result bad = train(2, "--resume '" + ck.string() + "' --steps 4 --pp 2" + data + " --flight-dir '" +
+                            scratch("flight").string() + "'");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Contains("h.1.") && Contains("not in any rank file"));
+}
+
 TEST_CASE("a checkpoint with tensors the model does not have lists them", "[mpi][checkpoint]") {
   const fs::path ck = scratch("ck-extra");
   REQUIRE(train(1, "--model gpt2-tiny --steps 1 --save '" + ck.string() + "'" + kData + "'" + corpus().string() + "'")

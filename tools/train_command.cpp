@@ -80,10 +80,9 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   if (o.pipeline.pp > 1) {
     // What the pipeline runtime does not do yet, refused before any work.
     const std::pair<bool, const char*> unbuilt[] = {
-        {!a.val_data.empty(), "--val-data"}, {!a.save.empty(), "--save"},         {!a.resume.empty(), "--resume"},
-        {!a.mem_cap.empty(), "--mem-cap"}};
+        {!a.val_data.empty(), "--val-data"}, {!a.mem_cap.empty(), "--mem-cap"}};
     for (const auto& [given, flag] : unbuilt)
-      if (given) fail(flag, " with --pp is not built yet (pipeline stages train and --save-state their weights)");
+      if (given) fail(flag, " with --pp is not built yet (pipeline stages train, save and resume)");
   }
   o.engine.no_sync = a.no_sync;
   o.engine.seed = a.seed;
