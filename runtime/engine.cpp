@@ -361,16 +361,12 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   device_->end_step();
   r.collectives = device_->take_collective_times();
   // The tp ranks of a group compute the same loss: the mean is over dp.
-  // With pipeline stages only the last computes it; pp carries it to all.
-  r.loss = all_reduce_sum(loss_sum / k_total, "dp", "loss");
-  if (options_.mesh.pp > 1) r.loss = all_reduce_sum(r.loss, "pp", "loss");
-  r.loss /= options_.mesh.data_parallel();
+  r.loss = mean_over_ranks(loss_sum / k_total);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
 std::vector<HostTensor> Engine::forward(const std::vector<HostTensor>& inputs) {
-  refuse_with_pipeline("a forward alone (evaluation, --val-data)");
   std::vector<TensorValue> outs = interpreter_->run(sync_.forward, forward_args(sync_.forward, inputs));
   device_->end_step();
   const size_t n_out = sync_.forward.returns.items.at(0).items.size();
@@ -402,7 +398,11 @@ void Engine::load_parameters(const ShardFill& fill) {
 }
 
 double Engine::mean_over_ranks(double local) {
-  return all_reduce_sum(local, "dp", "mean over ranks") / options_.mesh.data_parallel();
+  // Only the last pipeline stage computes the loss; pp carries it to all.
+  const bool holds = options_.mesh.pp == 1 || pipeline_stage() + 1 == options_.mesh.pp;
+  double sum = all_reduce_sum(holds ? local : 0.0, "dp", "mean over ranks");
+  if (options_.mesh.pp > 1) sum = all_reduce_sum(sum, "pp", "mean over ranks");
+  return sum / options_.mesh.data_parallel();
 }
 
 // Over every rank: with tensor parallelism the dp group is only the ranks of

@@ -122,6 +122,8 @@ class Engine {
   // the order of the forward's non-parameter arguments.
   StepResult train_step(const std::vector<HostTensor>& inputs);
   // The forward alone; returns the model's outputs (not the saved values).
+  // A pipeline stage runs its own forward: every stage must call it, and a
+  // stage before the last returns the activation it sent.
   std::vector<HostTensor> forward(const std::vector<HostTensor>& inputs);
 
   // A host copy of an f32 tensor of this engine (a shard's value lives on
@@ -142,7 +144,9 @@ class Engine {
   using ShardFill = std::function<void(const std::string& path, const Shape& full_shape, int64_t row_begin,
                                        int64_t rows, float* out)>;
   void load_parameters(const ShardFill& fill);
-  // The mean of a per-rank value over every rank (validation loss).
+  // The mean of a per-rank value over the data-parallel ranks (the loss,
+  // which a tp group's ranks share); with pipeline stages, of the last
+  // stage's values, which every rank gets.
   double mean_over_ranks(double local);
 
   // Resumable training state, per rank: this rank's parameter shards and

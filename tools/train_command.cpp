@@ -80,9 +80,9 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   if (o.pipeline.pp > 1) {
     // What the pipeline runtime does not do yet, refused before any work.
     const std::pair<bool, const char*> unbuilt[] = {
-        {!a.val_data.empty(), "--val-data"}, {!a.mem_cap.empty(), "--mem-cap"}};
+        {!a.mem_cap.empty(), "--mem-cap"}};
     for (const auto& [given, flag] : unbuilt)
-      if (given) fail(flag, " with --pp is not built yet (pipeline stages train, save and resume)");
+      if (given) fail(flag, " with --pp is not built yet (pipeline stages train, evaluate, save and resume)");
   }
   o.engine.no_sync = a.no_sync;
   o.engine.seed = a.seed;
@@ -159,6 +159,7 @@ double validation_loss(Compiled& compiled, const TokenData& val, int batches, in
     Shape s{micro, val.seq()};
     std::vector<int64_t> idx(static_cast<size_t>(numel(s))), targets(idx.size());
     val.batch(b, rank, world, micro * world, idx.data(), targets.data());
+    // A pipeline stage before the last returns its activation: ignored.
     sum += compiled.forward({HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))})[0].f32[0];
   }
   return compiled.engine().mean_over_ranks(sum / batches);
