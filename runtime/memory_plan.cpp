@@ -231,6 +231,34 @@ std::vector<int> forward_args(StepReplay& r, const Trace& forward, const RankSta
   return args;
 }
 
+// Engine::backward_args: the saved values handed over, then acc_* (one more
+// reference each) and the cotangent (copied in) by name.
+std::vector<int> backward_args(StepReplay& r, const Trace& backward, std::vector<int> bargs, const RankState& s,
+                               const std::vector<Held>& acc) {
+  for (size_t i = bargs.size(); i < backward.args.size(); ++i) {
+    const std::string& name = backward.args[i].name;
+    if (name == "cotangent") {
+      bargs.push_back(r.mem().allocate(bytes_of(backward.args[i].type), MemCategory::activations));
+      r.point(0, "cotangent copied in");
+      continue;
+    }
+    size_t g = 0;
+    bool found = false;
+    for (const ParamBlock& p : s.params) {
+      if (!p.requires_grad) continue;
+      if ("acc_" + p.proxy == name) {
+        r.mem().hold(acc.at(g).id);
+        bargs.push_back(acc.at(g).id);
+        found = true;
+        break;
+      }
+      ++g;
+    }
+    FSDPC_CHECK(found) << "memory plan: no accumulated gradient for " << name;
+  }
+  return bargs;
+}
+
 // Engine::micro_step: returns the backward's gradients, one reference each.
 std::vector<Held> micro_step(StepReplay& r, const StepTraces& t, const RankState& s, const std::vector<Held>& acc,
                              const std::string& label) {
@@ -247,23 +275,7 @@ std::vector<Held> micro_step(StepReplay& r, const StepTraces& t, const RankState
   }
   for (const Held& h : outs) mem.drop(h.id);
   r.phase("backward " + label);
-  for (size_t i = bargs.size(); i + 1 < t.backward.args.size(); ++i) {  // acc_<parameter proxy>
-    size_t g = 0;
-    bool found = false;
-    for (const ParamBlock& p : s.params) {
-      if (!p.requires_grad) continue;
-      if ("acc_" + p.proxy == t.backward.args[i].name) {
-        mem.hold(acc.at(g).id);
-        bargs.push_back(acc.at(g).id);
-        found = true;
-        break;
-      }
-      ++g;
-    }
-    FSDPC_CHECK(found) << "memory plan: no accumulated gradient for " << t.backward.args[i].name;
-  }
-  bargs.push_back(mem.allocate(bytes_of(t.backward.args.back().type), MemCategory::activations));
-  r.point(0, "cotangent copied in");
+  bargs = backward_args(r, t.backward, std::move(bargs), s, acc);
   std::vector<Held> grads = r.run(t.backward, bargs);
   for (const Held& g : grads) mem.recategorize(g.id, MemCategory::gradients);
   r.point(0, "backward outputs kept as gradients");
@@ -285,14 +297,66 @@ void add_into(StepReplay& r, std::vector<Held>& sum, std::vector<Held>& grads) {
   r.point(0, "gradients added into the accumulated ones and freed");
 }
 
+// Engine::pipeline_micro_batches (runtime/engine_pipeline.cpp): the stage's
+// forwards and backwards in the schedule's order, each micro-batch's saved
+// values held from its forward to its backward, so 1F1B's peak holds at
+// most P - stage of them and GPipe's all.
+void pipeline_micro_batches(StepReplay& r, const EngineTraces& traces, const EngineOptions& o, const RankState& s,
+                            int stage, std::vector<Held>& sum) {
+  AllocatorModel& mem = r.mem();
+  const int k = o.grad_accum, stages = o.mesh.pp;
+  const bool no_sync = o.no_sync && k > 1;
+  std::map<int, std::vector<int>> saved;
+  std::vector<Held> local;
+  for (const PipelineOp& op : pipeline_order(o.pp_schedule, stage, stages, k)) {
+    const int m = op.micro_batch;
+    const StepTraces& t = !no_sync ? traces.sync : (m + 1 < k ? *traces.no_sync : *traces.accumulate);
+    const std::string label = std::to_string(m + 1) + "/" + std::to_string(k) +
+                              (!no_sync ? "" : m + 1 < k ? " no_sync" : " accumulate");
+    if (op.forward) {
+      r.phase("forward " + label);
+      std::vector<Held> outs = r.run(t.forward, forward_args(r, t.forward, s));
+      const size_t n_out = t.forward.returns.items.at(0).items.size();
+      for (size_t i = n_out; i < outs.size(); ++i) {
+        mem.hold(outs[i].id);
+        saved[m].push_back(outs[i].id);
+      }
+      for (const Held& h : outs) mem.drop(h.id);
+      r.point(0, "outputs read; saved values kept until the backward");
+      continue;
+    }
+    r.phase("backward " + label);
+    std::vector<int> bargs = backward_args(r, t.backward, std::move(saved.at(m)), s, local);
+    saved.erase(m);
+    std::vector<Held> grads = r.run(t.backward, bargs);
+    if (stage > 0) {  // the input's gradient, sent to the stage before
+      mem.drop(grads.back().id);
+      grads.pop_back();
+    }
+    for (const Held& g : grads) mem.recategorize(g.id, MemCategory::gradients);
+    r.point(0, "backward outputs kept as gradients");
+    if (!no_sync) {
+      add_into(r, sum, grads);
+    } else if (m + 1 < k) {
+      add_into(r, local, grads);
+    } else {
+      sum = std::move(grads);
+      for (const Held& h : local) mem.drop(h.id);
+      local.clear();
+      r.point(0, "no_sync gradients freed");
+    }
+  }
+}
+
 // Engine::train_step.
 void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces, const EngineOptions& o,
-                RankState& s, bool peaks_only) {
+                RankState& s, bool peaks_only, int stage) {
   StepReplay r(mem, out, peaks_only);
   const int k_total = o.grad_accum;
   const bool no_sync = o.no_sync && k_total > 1;
   std::vector<Held> grads, sum, local;
-  for (int k = 0; k < k_total; ++k) {
+  if (o.mesh.pp > 1) pipeline_micro_batches(r, traces, o, s, stage, sum);
+  for (int k = 0; k < k_total && o.mesh.pp == 1; ++k) {
     const std::string label = std::to_string(k + 1) + "/" + std::to_string(k_total);
     if (!no_sync) {
       grads = micro_step(r, traces.sync, s, {}, label);
@@ -363,7 +427,7 @@ size_t backend_alignment(const std::string& executor) {
 namespace {
 
 // The replay of lowered traces; `peaks_only` as plan_memory_peaks says.
-MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, bool peaks_only) {
+MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, bool peaks_only, int stage) {
   if (options.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options.grad_accum);
   MemoryPlan plan;
   plan.executor = options.executor;
@@ -377,7 +441,7 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   RankState s;
   for (const Proxy& a : low.sync.forward.args)  // Engine::Engine, in argument order
     if (a.is_param()) s.params.push_back({a.name, mem.allocate(bytes_of(a.type), MemCategory::parameters), a.requires_grad});
-  train_step(mem, plan.first, low, options, s, peaks_only);
+  train_step(mem, plan.first, low, options, s, peaks_only, stage);
   plan.reserved_after_step.push_back(plan.first.reserved);
   // Later steps repeat the same allocations; the cache grows until it holds
   // a block for each of them, which takes a step or two. What is live does
@@ -385,7 +449,7 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   // peaks alone need one.
   for (int i = 0; i < (peaks_only ? 1 : 8); ++i) {
     StepMemory step;
-    train_step(mem, step, low, options, s, peaks_only);
+    train_step(mem, step, low, options, s, peaks_only, stage);
     const bool settled = step.reserved == plan.reserved_after_step.back();
     plan.reserved_after_step.push_back(step.reserved);
     plan.steady = std::move(step);
@@ -397,7 +461,7 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
 
 }  // namespace
 
-MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options) {
+MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options, int pipeline_stage) {
   if (options.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options.grad_accum);
   const bool no_sync = options.no_sync && options.grad_accum > 1;
   EngineTraces low{lowered(traces.sync, options), {}, {}};
@@ -406,11 +470,11 @@ MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options)
     low.no_sync = lowered(*traces.no_sync, options);
     low.accumulate = lowered(*traces.accumulate, options);
   }
-  return plan_lowered(low, options, false);
+  return plan_lowered(low, options, false, pipeline_stage);
 }
 
 MemoryPlan plan_memory_peaks(const EngineTraces& lowered_traces, const EngineOptions& options) {
-  return plan_lowered(lowered_traces, options, true);
+  return plan_lowered(lowered_traces, options, true, 0);
 }
 
 MemBytes combined_peak(const StepMemory& step, const StepMemory* evaluation, int64_t& total) {

@@ -71,8 +71,10 @@ size_t backend_alignment(const std::string& executor);
 // options.executor (resolved: cpu or cuda) and options.fusion lower the
 // traces as the engine lowers them; grad_accum, no_sync and the optimizer
 // decide the engine's actions. Every rank runs the same traces on shards of
-// the same shape, so the plan holds for each rank.
-MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options);
+// the same shape, so the plan holds for each rank; with pipeline stages
+// (options.mesh.pp > 1), for each rank of `pipeline_stage`, whose traces
+// `traces` holds, run in options.pp_schedule's order.
+MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options, int pipeline_stage = 0);
 
 // The peaks of the same step from traces already lowered as plan_memory
 // lowers them (execution_trace for options.executor and options.fusion),

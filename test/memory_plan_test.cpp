@@ -295,3 +295,22 @@ TEST_CASE("training with every --remat mode gives the losses of --remat none to 
     }
   }
 }
+
+// A pipeline stage holds each micro-batch's saved values from its forward to
+// its backward: all of them under GPipe, at most P - stage under 1F1B. The
+// plan replays the stage's order (rank 0: stage 0), so it predicts both.
+TEST_CASE("memory plan equals the measured peak of a pipeline stage under GPipe and 1F1B", "[mpi][memory_plan][pp]") {
+  const std::string flags = "--model gpt2-tiny --seq 32 --batch 16 --pp 2 --grad-accum 4";
+  check_predicted_equals_measured(2, flags + " --pp-schedule gpipe");
+  check_predicted_equals_measured(2, flags + " --pp-schedule 1f1b");
+  const Run gpipe = train(2, flags + " --pp-schedule gpipe --steps 2"), one = train(2, flags + " --steps 2");
+  REQUIRE(gpipe.records.size() == 2);
+  REQUIRE(one.records.size() == 2);
+  CHECK(one.records[1]["peak_bytes"]["activations"].get<int64_t>() <
+        gpipe.records[1]["peak_bytes"]["activations"].get<int64_t>());
+  check_predicted_equals_measured(4, flags + " --no-sync --strategy zero3");
+  const Run refused = train(2, flags + " --steps 1 --mem-cap 1");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("pipeline stage 0: ") && Catch::Contains("predicted before running"));
+  CHECK_THAT(refused.output, !Catch::Contains("step    0"));
+}

@@ -124,7 +124,6 @@ std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std
   if (a.format != "text" && a.format != "json") fail("--memory prints text or json, not ", a.format);
   if (a.accumulate) fail("--memory plans a whole step; --accumulate selects one of its traces");
   if (a.stats) fail("--memory and --stats print different reports; ask for one");
-  if (a.sharding.pp > 1) fail("--memory plans one stage's step; with --pp, pipeline stages are not planned yet");
   ModelSource src = a.src;
   if (a.grad_accum > 1) {
     if (!src.trace_file.empty()) fail("--grad-accum ", a.grad_accum, " re-captures the model; a --trace file has its shapes");
@@ -139,27 +138,53 @@ std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std
   const Trace captured = place(load_source_trace(src), executor_device(executor));
   PipelineOptions o = pipeline_options(a, cmd);
   o.sync_grads = true;
+  // Each pipeline stage's traces (one stage without --pp).
   auto final_traces = [&](const PipelineOptions& p) {
-    std::vector<Stage> stages = compile(captured, p);
-    return StepTraces{stages.back().traces.at(0), stages.back().traces.at(1)};
+    std::vector<StepTraces> out;
+    for (const std::vector<Stage>& stages : compile_pipeline(captured, p))
+      out.push_back({stages.back().traces.at(0), stages.back().traces.at(1)});
+    return out;
   };
-  EngineTraces traces{final_traces(o), {}, {}};
+  std::vector<EngineTraces> per_stage;
+  for (StepTraces& t : final_traces(o)) per_stage.push_back({std::move(t), {}, {}});
   if (a.no_sync && a.grad_accum > 1) {
     PipelineOptions local = o, last = o;
     local.sync_grads = false;
     last.accumulate_grads = true;
-    traces.no_sync = final_traces(local);
-    traces.accumulate = final_traces(last);
+    const std::vector<StepTraces> no_sync = final_traces(local), accumulate = final_traces(last);
+    for (size_t s = 0; s < per_stage.size(); ++s) {
+      per_stage[s].no_sync = no_sync[s];
+      per_stage[s].accumulate = accumulate[s];
+    }
   }
   EngineOptions e;
+  e.mesh = o.mesh;
+  e.mesh.pp = o.pp;
+  e.pp_schedule = *parse_pipeline_schedule(a.sharding.pp_schedule);  // CLI11 admitted only the names
   e.executor = executor;
   e.fusion = a.fusion;
   e.grad_accum = a.grad_accum;
   e.no_sync = a.no_sync;
   e.optimizer.kind = a.optimizer == "sgd" ? OptimizerOptions::Kind::sgd : OptimizerOptions::Kind::adamw;
   e.optimizer.momentum = a.momentum;
-  const MemoryPlan plan = plan_memory(traces, e);
-  return a.format == "json" ? memory_plan_json(plan) : memory_plan_text(plan);
+  if (per_stage.size() == 1) {
+    const MemoryPlan plan = plan_memory(per_stage[0], e);
+    return a.format == "json" ? memory_plan_json(plan) : memory_plan_text(plan);
+  }
+  // Pipeline stages hold different parameters and micro-batches: one plan each.
+  std::string out = a.format == "json" ? "{\"pipeline_stages\": [\n" : "";
+  for (size_t s = 0; s < per_stage.size(); ++s) {
+    const MemoryPlan plan = plan_memory(per_stage[s], e, static_cast<int>(s));
+    if (a.format == "json") {
+      std::string one = memory_plan_json(plan);
+      while (!one.empty() && one.back() == '\n') one.pop_back();
+      out += one + (s + 1 < per_stage.size() ? ",\n" : "\n");
+    } else {
+      out += (s ? "\n" : "") + std::string("# pipeline stage ") + std::to_string(s) + " (" + a.sharding.pp_schedule +
+             ")\n" + memory_plan_text(plan);
+    }
+  }
+  return a.format == "json" ? out + "]}\n" : out;
 }
 
 }  // namespace

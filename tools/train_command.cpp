@@ -77,13 +77,6 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   o.engine.clip = a.clip;
   o.engine.grad_accum = a.grad_accum;
   o.engine.pp_schedule = *parse_pipeline_schedule(a.sharding.pp_schedule);  // CLI11 admitted only the names
-  if (o.pipeline.pp > 1) {
-    // What the pipeline runtime does not do yet, refused before any work.
-    const std::pair<bool, const char*> unbuilt[] = {
-        {!a.mem_cap.empty(), "--mem-cap"}};
-    for (const auto& [given, flag] : unbuilt)
-      if (given) fail(flag, " with --pp is not built yet (pipeline stages train, evaluate, save and resume)");
-  }
   o.engine.no_sync = a.no_sync;
   o.engine.seed = a.seed;
   o.engine.executor = a.executor;
@@ -258,13 +251,25 @@ void run_train(const TrainArgs& a) {
       add_traces(fingerprint, traces);
       checked = true;
       if (const std::string d = launch_disagreement(fingerprint); !d.empty()) exit_all_ranks(2, d);
-      // The plan models one micro-batch in flight: not pipeline stages yet.
-      if (o.pipeline.pp > 1) return;
       EngineOptions planned = o.engine;
       planned.executor = resolve_executor(a.executor);
-      plan = plan_memory(traces, planned);  // every rank plans the same traces: all refuse, or none
+      planned.mesh = o.pipeline.mesh;
+      planned.mesh.pp = o.pipeline.pp;
+      if (o.pipeline.pp == 1) {
+        plan = plan_memory(traces, planned);  // every rank plans the same traces: all refuse, or none
+        if (o.engine.mem_cap)
+          if (const std::string r = mem_cap_refusal(plan, *o.engine.mem_cap); !r.empty()) exit_all_ranks(2, r);
+        return;
+      }
+      // Each pipeline stage plans its own traces; the first rank refusing
+      // (by stage) speaks for all, through the same exchange as the check.
+      const int stage = rank / (world / o.pipeline.pp);
+      plan = plan_memory(traces, planned, stage);
+      LaunchFingerprint refused;
       if (o.engine.mem_cap)
-        if (const std::string r = mem_cap_refusal(plan, *o.engine.mem_cap); !r.empty()) exit_all_ranks(2, r);
+        if (const std::string r = mem_cap_refusal(plan, *o.engine.mem_cap); !r.empty())
+          refused.set_error("pipeline stage " + std::to_string(stage) + ": " + r);
+      if (const std::string d = launch_disagreement(refused); !d.empty()) exit_all_ranks(2, d);
     };
     compiled = jit(*model, o);
   } catch (const std::exception& e) {
@@ -361,9 +366,7 @@ void run_train(const TrainArgs& a) {
                   static_cast<double>(tokens_in_batch) / r.seconds, format_bytes(m.total_peak).c_str(),
                   static_cast<long long>(p.done), static_cast<long long>(p.total), format_duration(p.elapsed_s).c_str(),
                   format_duration(p.eta_s).c_str());
-      // The plan covers one micro-batch in flight; a pipeline stage holds
-      // several (issue 16): not shown until it models them.
-      if (!memory_shown && o.pipeline.pp == 1)
+      if (!memory_shown)
         std::printf("memory: peak %s per rank measured, %s predicted by the plan (peak at %s); reserved %s\n",
                     format_bytes(m.total_peak).c_str(), format_bytes(predicted_total).c_str(),
                     step_plan.peak_where().c_str(), format_bytes(compiled->engine().reserved_memory()).c_str());
@@ -378,10 +381,9 @@ void run_train(const TrainArgs& a) {
         v << ", \"val_loss\": " << val_loss;
         line.insert(line.size() - 1, v.str());
       }
-      if (o.pipeline.pp == 1)
-        line.insert(line.size() - 1, ", \"predicted_peak_bytes\": " + peak_bytes_json(predicted, predicted_total));
-      line.insert(line.size() - 1, ", \"reserved_bytes\": " + std::to_string(compiled->engine().reserved_memory()));
-      if (a.resume.empty() && o.pipeline.pp == 1)  // the plan's cache follows a fresh run's steps
+      line.insert(line.size() - 1, ", \"predicted_peak_bytes\": " + peak_bytes_json(predicted, predicted_total) +
+                                       ", \"reserved_bytes\": " + std::to_string(compiled->engine().reserved_memory()));
+      if (a.resume.empty())  // the plan's cache follows a fresh run's steps
         line.insert(line.size() - 1, ", \"predicted_reserved_bytes\": " +
                                          std::to_string(plan.reserved_after_step[std::min<size_t>(
                                              static_cast<size_t>(step - first_step), plan.reserved_after_step.size() - 1)]));
