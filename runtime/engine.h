@@ -215,8 +215,6 @@ class Engine {
   // full_state_dict's last part with pipeline stages: each stage's first
   // rank sends what it gathered to world rank 0, which adds it to `state`.
   void send_stage_state(std::map<std::string, HostTensor>& state);
-  // An operation the pipeline runtime does not do yet: fails naming it.
-  void refuse_with_pipeline(const char* what) const;
   // Parameters, gradients and optimizer state live on the executor's device:
   // every host access goes through its backend.
   DeviceBackend& backend();

@@ -23,10 +23,6 @@ bool Engine::is_tied(const Param& p) const {
   return options_.mesh.pp > 1 && std::find(tied.begin(), tied.end(), p.plan.path) != tied.end();
 }
 
-void Engine::refuse_with_pipeline(const char* what) const {
-  if (options_.mesh.pp > 1) fail(what, " with pipeline parallelism (--pp) is not built yet");
-}
-
 double Engine::pipeline_micro_batches(const std::vector<HostTensor>& inputs, std::vector<TensorValue>& sum) {
   const int k = options_.grad_accum, stage = pipeline_stage(), stages = options_.mesh.pp;
   const bool last = stage + 1 == stages;

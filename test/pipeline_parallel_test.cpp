@@ -56,7 +56,7 @@ Case case_of(const std::string& model) {
   return c;
 }
 
-constexpr int64_t kRows = 2;
+constexpr int64_t kRows = 2;  // a micro-batch's rows on one data-parallel rank
 
 // gpt2-tiny and llama-tiny have 2 blocks; more stages need more.
 std::unique_ptr<Model> model_of(const std::string& name) {
@@ -68,7 +68,7 @@ std::unique_ptr<Model> model_of(const std::string& name) {
   c.vocab_size = 64;
   c.n_positions = 16;
   return std::make_unique<GPT2>(name, c);
-}  // a micro-batch's rows on one data-parallel rank
+}
 
 CaptureOptions capture_options(int64_t batch) {
   CaptureOptions o;
