@@ -16,62 +16,19 @@
 #include "executors/reference/reference.h"
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "test/mpi/run_mpi.h"
 
 namespace fsdpc {
 namespace {
 
 using Catch::Matchers::Contains;
-using Data = std::vector<double>;
+using mpi_test::Data;
+using mpi_test::decode;
+using mpi_test::encode;
+using mpi_test::run_mpi;
 
 int world() { return mpi_world_size(); }
 int me() { return mpi_world_rank(); }
-
-// ---- Encoding reference values as the dtype's bytes ------------------------
-
-template <class T>
-void encode_as(const Data& v, std::vector<std::byte>& out) {
-  out.resize(v.size() * sizeof(T));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const T x = static_cast<T>(v[i]);
-    std::memcpy(out.data() + i * sizeof(T), &x, sizeof(T));
-  }
-}
-
-template <class T>
-Data decode_as(const std::vector<std::byte>& in) {
-  Data v(in.size() / sizeof(T));
-  for (size_t i = 0; i < v.size(); ++i) {
-    T x;
-    std::memcpy(&x, in.data() + i * sizeof(T), sizeof(T));
-    v[i] = static_cast<double>(x);
-  }
-  return v;
-}
-
-std::vector<std::byte> encode(const Data& v, DType d) {
-  std::vector<std::byte> out;
-  switch (d) {
-    case DType::f32: encode_as<float>(v, out); break;
-    case DType::f64: encode_as<double>(v, out); break;
-    case DType::i64: encode_as<int64_t>(v, out); break;
-    case DType::i32: encode_as<int32_t>(v, out); break;
-    case DType::boolean: encode_as<uint8_t>(v, out); break;
-    default: FSDPC_CHECK(false) << "no test encoding for " << dtype_name(d);
-  }
-  return out;
-}
-
-Data decode(const std::vector<std::byte>& in, DType d) {
-  switch (d) {
-    case DType::f32: return decode_as<float>(in);
-    case DType::f64: return decode_as<double>(in);
-    case DType::i64: return decode_as<int64_t>(in);
-    case DType::i32: return decode_as<int32_t>(in);
-    case DType::boolean: return decode_as<uint8_t>(in);
-    default: FSDPC_CHECK(false) << "no test decoding for " << dtype_name(d);
-  }
-  return {};
-}
 
 // ---- Traces and a minimal interpreter of their collectives ----------------
 
@@ -106,41 +63,6 @@ Data rank_input(const TensorType& x, int r) {
   for (size_t i = 0; i < v.size(); ++i)
     v[i] = x.dtype == DType::boolean ? double((i + r) % 2) : 1000.0 * (r + 1) + double(i);
   return v;
-}
-
-// Runs `t` on this rank with the MPI kernels, in trace order. With
-// `alias_waits` a wait's output is its future's buffer, as a runtime that
-// avoids the copy would do.
-std::vector<Data> run_mpi(const Trace& t, MpiContext& ctx, const std::vector<Data>& args,
-                          bool alias_waits = false) {
-  std::map<std::string, std::vector<std::byte>> env;
-  std::map<std::string, TensorType> types;
-  for (size_t i = 0; i < t.args.size(); ++i) {
-    env[t.args[i].name] = encode(args[i], t.args[i].type.dtype);
-    types[t.args[i].name] = t.args[i].type;
-  }
-  for (const BoundSymbol& b : t.bsyms) {
-    REQUIRE(mpi_executor().claims(b));  // the same verdict on every rank
-    std::vector<TensorView> in, out;
-    for (const Operand& o : b.inputs) in.push_back({env.at(o.name).data(), &types.at(o.name)});
-    for (const Proxy& p : b.outputs) {
-      types[p.name] = p.type;
-      if (alias_waits && b.op == OpId::Wait) {
-        env[p.name] = {};  // shares the future's buffer below
-        out.push_back({in[0].data, &types.at(p.name)});
-        continue;
-      }
-      env[p.name].resize(numel(p.type.shape) * dtype_size(p.type.dtype));
-      out.push_back({env[p.name].data(), &types.at(p.name)});
-    }
-    mpi_executor().kernel(b.op)(ctx, b, in, out);
-    if (alias_waits && b.op == OpId::Wait) env[b.output().name] = env.at(b.inputs[0].name);
-  }
-  std::vector<std::string> names;
-  t.returns.collect_names(names);
-  std::vector<Data> results;
-  for (const std::string& n : names) results.push_back(decode(env.at(n), types.at(n).dtype));
-  return results;
 }
 
 // What the reference executor computes for this rank, every rank's input

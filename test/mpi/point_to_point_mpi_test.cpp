@@ -18,13 +18,16 @@
 #include "executors/reference/reference.h"
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "test/mpi/run_mpi.h"
 
 namespace fsdpc {
 namespace {
 
 using Catch::Matchers::Contains;
-using Data = std::vector<double>;
-using Bytes = std::vector<std::byte>;
+using mpi_test::Data;
+using mpi_test::decode;
+using mpi_test::encode;
+using mpi_test::run_mpi;
 
 int me() { return mpi_world_rank(); }
 int other() { return 1 - me(); }
@@ -34,41 +37,6 @@ TensorType tensor(Shape shape, DType d) {
   t.shape = std::move(shape);
   t.dtype = d;
   return t;
-}
-
-template <class T>
-Bytes encode_as(const Data& v) {
-  Bytes out(v.size() * sizeof(T));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const T x = static_cast<T>(v[i]);
-    std::memcpy(out.data() + i * sizeof(T), &x, sizeof(T));
-  }
-  return out;
-}
-
-template <class T>
-Data decode_as(const Bytes& in) {
-  Data v(in.size() / sizeof(T));
-  for (size_t i = 0; i < v.size(); ++i) {
-    T x;
-    std::memcpy(&x, in.data() + i * sizeof(T), sizeof(T));
-    v[i] = static_cast<double>(x);
-  }
-  return v;
-}
-
-Bytes encode(const Data& v, DType d) {
-  if (d == DType::f32) return encode_as<float>(v);
-  if (d == DType::i64) return encode_as<int64_t>(v);
-  FSDPC_CHECK(d == DType::boolean) << "no test encoding for " << dtype_name(d);
-  return encode_as<uint8_t>(v);
-}
-
-Data decode(const Bytes& in, DType d) {
-  if (d == DType::f32) return decode_as<float>(in);
-  if (d == DType::i64) return decode_as<int64_t>(in);
-  FSDPC_CHECK(d == DType::boolean) << "no test decoding for " << dtype_name(d);
-  return decode_as<uint8_t>(in);
 }
 
 Attrs dp_peer(int peer) { return Attrs{{"group", "dp"}, {"size", int64_t{2}}, {"peer", int64_t{peer}}}; }
@@ -114,32 +82,6 @@ Trace receiver(const std::vector<TensorType>& types, int peer, bool echo) {
   }
   t.returns = ReturnTree::tuple(std::move(out));
   return t;
-}
-
-// Runs `t` on this rank with the MPI kernels, in trace order.
-std::vector<Data> run_mpi(const Trace& t, MpiContext& ctx, const std::vector<Data>& args) {
-  std::map<std::string, Bytes> env;
-  std::map<std::string, TensorType> types;
-  for (size_t i = 0; i < t.args.size(); ++i) {
-    env[t.args[i].name] = encode(args[i], t.args[i].type.dtype);
-    types[t.args[i].name] = t.args[i].type;
-  }
-  for (const BoundSymbol& b : t.bsyms) {
-    REQUIRE(mpi_executor().claims(b));  // the same verdict on every rank
-    std::vector<TensorView> in, out;
-    for (const Operand& o : b.inputs) in.push_back({env.at(o.name).data(), &types.at(o.name)});
-    for (const Proxy& p : b.outputs) {
-      types[p.name] = p.type;
-      env[p.name].resize(numel(p.type.shape) * dtype_size(p.type.dtype));
-      out.push_back({env[p.name].data(), &types.at(p.name)});
-    }
-    mpi_executor().kernel(b.op)(ctx, b, in, out);
-  }
-  std::vector<std::string> names;
-  t.returns.collect_names(names);
-  std::vector<Data> results;
-  for (const std::string& n : names) results.push_back(decode(env.at(n), types.at(n).dtype));
-  return results;
 }
 
 // Rank 0's values: distinct small integers, exact in every dtype.
