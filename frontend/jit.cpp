@@ -1,6 +1,8 @@
 // jit(): capture, compile, and hand the final traces to the runtime engine.
 #include "frontend/jit.h"
 
+#include "frontend/step_traces.h"
+
 #include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
 #include "ir/builder.h"
@@ -62,15 +64,13 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   Trace captured = capture(model, co);
   if (options.mean_square_loss) captured = with_mean_square_loss(std::move(captured));
   captured = place(captured, executor_device(engine.executor));
-  auto final_traces = [](const std::vector<Stage>& s) {
-    return StepTraces{s.back().traces.at(0), s.back().traces.at(1)};
-  };
   // Pipeline parallelism: every rank compiles every stage (the launch check
   // compares them all) and runs its own, the world's rank / (a stage's ranks).
   const int pp = options.pipeline.pp;
   int stage = 0;
   std::vector<std::vector<Stage>> per_stage = compile_pipeline(captured, options.pipeline);
-  EngineTraces traces;
+  std::vector<EngineTraces> stage_traces = step_traces(
+      captured, options.pipeline, per_stage, MicroBatchOptions{k, options.engine.no_sync, options.engine.keep_gathered});
   if (pp > 1) {
     if (engine.executor == "cuda" && engine.pp_schedule == PipelineSchedule::one_f_one_b)
       fail("--pp-schedule 1f1b on the cuda executor: an NCCL send holds the comm stream until its peer receives, "
@@ -82,24 +82,16 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
       fail("--pp ", pp, " stages of ", stage_world, " ranks need ", pp * stage_world, " processes; mpirun started ",
            mpi_world_size());
     stage = mpi_world_rank() / stage_world;
-    for (const std::vector<Stage>& s : per_stage) traces.pipeline.push_back(final_traces(s));
+  }
+  EngineTraces traces = stage_traces.at(stage);
+  if (pp > 1) {
+    for (const EngineTraces& t : stage_traces) traces.pipeline.push_back(t.sync);
     // A tied parameter: read by the first and the last stage.
     for (const Proxy& a : traces.pipeline.front().forward.args)
       for (const Proxy& b : traces.pipeline.back().forward.args)
         if (a.is_param() && a.param_path == b.param_path) engine.pp_tied_params.push_back(a.param_path);
   }
   std::vector<Stage> stages = std::move(per_stage.at(stage));
-  traces.sync = final_traces(stages);
-  if (k > 1 && options.engine.no_sync) {
-    // PyTorch's no_sync: unsharded local gradients for K-1 micro-batches,
-    // added to the last one's before it synchronises (a pipeline stage's
-    // micro-batches too).
-    PipelineOptions local = options.pipeline, last = options.pipeline;
-    local.sync_grads = false;
-    last.accumulate_grads = true;
-    traces.no_sync = final_traces(compile_pipeline(captured, local).at(stage));
-    traces.accumulate = final_traces(compile_pipeline(captured, last).at(stage));
-  }
 
   std::vector<ParamPlan> plans;
   for (const NamedParam& p : model.named_parameters())

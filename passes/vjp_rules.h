@@ -36,5 +36,9 @@ Proxy lower_synchronize(TraceBuilder& b, const BoundSymbol& sync);
 // for hybrid) or all_reduce + wait (replicated). Returns the gradient of the
 // input: the shard's shape and fully_sharded for a sharded input.
 Proxy reduce_synchronized_grad(TraceBuilder& b, const BoundSymbol& sync, const Proxy& g);
+// The same where the synchronize's input (of type `input`) is not a value of
+// `b`'s trace: a step that reduces gradients outside the backward
+// (passes/gather_once.h).
+Proxy reduce_synchronized_grad(TraceBuilder& b, const BoundSymbol& sync, const TensorType& input, const Proxy& g);
 
 }  // namespace fsdpc

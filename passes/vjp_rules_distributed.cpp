@@ -136,8 +136,11 @@ Proxy lower_synchronize(TraceBuilder& b, const BoundSymbol& sync) {
 }
 
 Proxy reduce_synchronized_grad(TraceBuilder& b, const BoundSymbol& sync, const Proxy& g) {
+  return reduce_synchronized_grad(b, sync, b.type_of(sync.inputs.at(0).name), g);
+}
+
+Proxy reduce_synchronized_grad(TraceBuilder& b, const BoundSymbol& sync, const TensorType& x, const Proxy& g) {
   const Attrs& a = sync.attrs;
-  const TensorType& x = b.type_of(sync.inputs.at(0).name);
   const std::string& group = a.get_str("group");
   const int64_t size = a.get_int("size");
   const int64_t replicas = a.get_int_or("replicate_size", 1);

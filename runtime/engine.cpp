@@ -79,12 +79,22 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     no_sync_ = lowered(*traces.no_sync);
     accumulate_ = lowered(*traces.accumulate);
   }
+  if (options_.keep_gathered) {
+    FSDPC_CHECK(traces.gathered) << "keep_gathered needs the gather, reduce and micro-batch traces";
+    if (options_.no_sync) fail("--keep-gathered reduces the gradients once per step already; drop --no-sync");
+    gathered_ = GatheredStep{execution_trace(traces.gathered->gather, options_.executor, options_.fusion),
+                             execution_trace(traces.gathered->reduce, options_.executor, options_.fusion),
+                             lowered(traces.gathered->micro)};
+  }
   // The CPU fusion executor's regions compile here, all at once on every
   // thread of the rank, rather than one by one as the first step meets them.
   if (options_.executor == "cpu" && options_.fusion == "auto") {
     std::vector<const Trace*> traces = {&sync_.forward, &sync_.backward};
     for (const std::optional<StepTraces>* t : {&no_sync_, &accumulate_})
       if (t->has_value()) traces.insert(traces.end(), {&(*t)->forward, &(*t)->backward});
+    if (gathered_)
+      traces.insert(traces.end(), {&gathered_->gather, &gathered_->reduce, &gathered_->micro.forward,
+                                   &gathered_->micro.backward});
     fusion::precompile_regions(traces);
   }
   interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(options_.executor), device_->kernels(),
@@ -195,7 +205,16 @@ std::vector<TensorValue> Engine::forward_args(const Trace& forward, const std::v
     backend().copy_from_host(args[i].data(), src, static_cast<size_t>(numel(h.shape) * dtype_size(h.dtype)));
   }
   if (next_input != inputs.size()) fail("train_step: too many inputs (", inputs.size(), ")");
-  for (const Param& p : params_) args[p.arg] = p.value;
+  if (gathered_values_.empty()) {
+    for (const Param& p : params_) args[p.arg] = p.value;
+    return args;
+  }
+  for (size_t i = 0; i < forward.args.size(); ++i)  // keep_gathered: the full parameters
+    if (forward.args[i].is_param()) {
+      auto it = gathered_values_.find(forward.args[i].param_path);
+      FSDPC_CHECK(it != gathered_values_.end()) << "no gathered value of " << forward.args[i].param_path;
+      args[i] = it->second;
+    }
   return args;
 }
 
@@ -291,10 +310,20 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   const double ct = 1.0 / k_total;
   std::vector<TensorValue> grads, sum, local;  // local: unsharded no_sync gradients
   double loss_sum = 0;
-  if (options_.mesh.pp > 1) loss_sum = pipeline_micro_batches(inputs, sum);
+  // The full parameters live from the gather to the reduce, and never past
+  // the step (an error mid-step included): forward() reads the shards.
+  struct DropGathered {
+    std::unordered_map<std::string, TensorValue>& values;
+    ~DropGathered() { values.clear(); }
+  } drop_gathered{gathered_values_};
+  if (gathered_) gather_parameters();
+  if (options_.mesh.pp > 1) loss_sum = pipeline_micro_batches(inputs, gathered_ ? local : sum);
   for (int k = 0; k < k_total && options_.mesh.pp == 1; ++k) {
     std::vector<HostTensor> micro = k_total == 1 ? inputs : micro_batch(inputs, k, k_total);
-    if (!no_sync_) {
+    if (gathered_) {
+      loss_sum += micro_step(gathered_->micro, micro, ct, {}, grads);
+      add_into(local, grads);
+    } else if (!no_sync_) {
       loss_sum += micro_step(sync_, micro, ct, {}, grads);
       add_into(sum, grads);
     } else if (k + 1 < k_total) {
@@ -305,6 +334,7 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
       local.clear();
     }
   }
+  if (gathered_) sum = reduce_gradients(std::move(local));
 
   sum_tied_gradients(sum);
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/mesh.h"
@@ -58,6 +59,13 @@ struct EngineOptions {
   // synchronises; without it every micro-batch reduces its gradients.
   int grad_accum = 1;
   bool no_sync = false;
+  // Parameters gathered once per step (PyTorch FSDP's
+  // set_reshard_after_backward(False) with no_sync; the "zero2-style"
+  // keeping across micro-batches the FSDP material recommends for pipeline
+  // stages): EngineTraces::gathered's gather runs before the first
+  // micro-batch, every micro-batch runs on the full parameters without
+  // synchronising, and its reduce runs once after the last.
+  bool keep_gathered = false;
   std::string executor = "cpu";
   // auto (the default, as Thunder fuses by default): regions of fusible
   // statements compiled by the executor's fusion executor (passes/fuse.h);
@@ -97,6 +105,16 @@ struct StepTraces {
   Trace forward, backward;
 };
 
+// A step that gathers its parameters once (EngineOptions::keep_gathered):
+// gather (shards -> full parameters) and reduce (summed full gradients ->
+// reduced shards) from passes/gather_once.h, and the micro-batches' traces
+// on full parameters without synchronisation (no_shard, no_sync; with --pp,
+// this rank's stage's).
+struct GatheredStep {
+  Trace gather, reduce;
+  StepTraces micro;
+};
+
 // The traces of each kind of micro-batch (passes/grad.h GradOptions).
 struct EngineTraces {
   StepTraces sync;                       // gradients synchronised (with --pp: this rank's stage)
@@ -105,6 +123,7 @@ struct EngineTraces {
   // With --pp, every stage's, in stage order: the launch check compares
   // them all, since each rank runs only its own.
   std::vector<StepTraces> pipeline = {};
+  std::optional<GatheredStep> gathered = {};  // keep_gathered
 };
 
 class Engine {
@@ -210,6 +229,10 @@ class Engine {
   // gradients summed between the first and last stage.
   double pipeline_micro_batches(const std::vector<HostTensor>& inputs, std::vector<TensorValue>& sum);
   void sum_tied_gradients(std::vector<TensorValue>& sum);
+  // keep_gathered (runtime/engine_gathered.cpp): fills gathered_values_;
+  // reduces the step's summed full gradients to this rank's shards.
+  void gather_parameters();
+  std::vector<TensorValue> reduce_gradients(std::vector<TensorValue> local);
   int pipeline_stage() const;
   bool is_tied(const Param& p) const;
   // full_state_dict's last part with pipeline stages: each stage's first
@@ -226,6 +249,10 @@ class Engine {
   Allocator allocator_;                  // after device_: returns its blocks first
   StepTraces sync_;
   std::optional<StepTraces> no_sync_, accumulate_;
+  std::optional<GatheredStep> gathered_;
+  // keep_gathered: the full parameters by path, from the step's gather until
+  // its reduce; forward_args reads them instead of the shards.
+  std::unordered_map<std::string, TensorValue> gathered_values_;
   std::vector<Param> params_;
   std::map<std::string, Shape> full_shapes_;  // every parameter of the model (other stages' too)
   std::unique_ptr<Interpreter> interpreter_;

@@ -29,8 +29,11 @@ double Engine::pipeline_micro_batches(const std::vector<HostTensor>& inputs, std
   // With no_sync, micro-batches but the last keep unsharded local gradients
   // (their own traces), which the last one's adds before synchronising. The
   // last forward is the last backward too: both orders run backwards in
-  // micro-batch order.
+  // micro-batch order. With keep_gathered every micro-batch runs the
+  // unsynchronised traces on the gathered parameters, summed into `sum`
+  // (the caller's local gradients, which it reduces after).
   auto traces_of = [&](int m) -> const StepTraces& {
+    if (gathered_) return gathered_->micro;
     if (!no_sync_) return sync_;
     return m + 1 < k ? *no_sync_ : *accumulate_;
   };
@@ -67,7 +70,7 @@ double Engine::pipeline_micro_batches(const std::vector<HostTensor>& inputs, std
     std::vector<TensorValue> grads = interpreter_->run(t.backward, std::move(bargs));
     if (stage > 0) grads.pop_back();  // the input's gradient, sent to the stage before
     for (TensorValue& g : grads) allocator_.recategorize(*g.storage, MemCategory::gradients);
-    if (&t == &sync_) {
+    if (&t == &sync_ || (gathered_ && &t == &gathered_->micro)) {
       add_into(sum, grads);
     } else if (no_sync_ && &t == &*no_sync_) {
       add_into(local, grads);

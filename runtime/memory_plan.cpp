@@ -212,6 +212,9 @@ struct ParamBlock {
 struct RankState {
   std::vector<ParamBlock> params;
   bool has_optimizer_state = false;
+  // keep_gathered: the full parameters by proxy name, from the step's
+  // gather to its reduce (Engine::gathered_values_).
+  std::unordered_map<std::string, int> gathered;
 };
 
 // Engine::forward_args: inputs copied in (activations), parameters by reference.
@@ -219,7 +222,11 @@ std::vector<int> forward_args(StepReplay& r, const Trace& forward, const RankSta
   std::vector<int> args;
   size_t p = 0;
   for (const Proxy& a : forward.args) {
-    if (a.is_param()) {
+    if (a.is_param() && !s.gathered.empty()) {
+      const int id = s.gathered.at(a.name);
+      r.mem().hold(id);
+      args.push_back(id);
+    } else if (a.is_param()) {
       FSDPC_CHECK(p < s.params.size() && s.params[p].proxy == a.name) << "memory plan: parameter order";
       r.mem().hold(s.params[p++].id);
       args.push_back(s.params[p - 1].id);
@@ -305,14 +312,16 @@ void pipeline_micro_batches(StepReplay& r, const EngineTraces& traces, const Eng
                             int stage, std::vector<Held>& sum) {
   AllocatorModel& mem = r.mem();
   const int k = o.grad_accum, stages = o.mesh.pp;
-  const bool no_sync = o.no_sync && k > 1;
+  const bool no_sync = o.no_sync && k > 1, gathered = traces.gathered.has_value();
   std::map<int, std::vector<int>> saved;
   std::vector<Held> local;
   for (const PipelineOp& op : pipeline_order(o.pp_schedule, stage, stages, k)) {
     const int m = op.micro_batch;
-    const StepTraces& t = !no_sync ? traces.sync : (m + 1 < k ? *traces.no_sync : *traces.accumulate);
+    const StepTraces& t = gathered ? traces.gathered->micro
+                          : !no_sync ? traces.sync
+                                     : (m + 1 < k ? *traces.no_sync : *traces.accumulate);
     const std::string label = std::to_string(m + 1) + "/" + std::to_string(k) +
-                              (!no_sync ? "" : m + 1 < k ? " no_sync" : " accumulate");
+                              (gathered ? " gathered" : !no_sync ? "" : m + 1 < k ? " no_sync" : " accumulate");
     if (op.forward) {
       r.phase("forward " + label);
       std::vector<Held> outs = r.run(t.forward, forward_args(r, t.forward, s));
@@ -335,7 +344,7 @@ void pipeline_micro_batches(StepReplay& r, const EngineTraces& traces, const Eng
     }
     for (const Held& g : grads) mem.recategorize(g.id, MemCategory::gradients);
     r.point(0, "backward outputs kept as gradients");
-    if (!no_sync) {
+    if (!no_sync || gathered) {
       add_into(r, sum, grads);
     } else if (m + 1 < k) {
       add_into(r, local, grads);
@@ -348,6 +357,37 @@ void pipeline_micro_batches(StepReplay& r, const EngineTraces& traces, const Eng
   }
 }
 
+// Engine::gather_parameters (runtime/engine_gathered.cpp): the shards
+// handed to the gather trace, its full parameters kept by name.
+void gather_parameters(StepReplay& r, const Trace& gather, RankState& s) {
+  r.phase("gather");
+  std::vector<int> args;
+  for (const Proxy& a : gather.args) {
+    auto it = std::find_if(s.params.begin(), s.params.end(), [&](const ParamBlock& p) { return p.proxy == a.name; });
+    FSDPC_CHECK(it != s.params.end()) << "memory plan: gather reads no parameter " << a.name;
+    r.mem().hold(it->id);
+    args.push_back(it->id);
+  }
+  const std::vector<Held> full = r.run(gather, args);
+  for (size_t i = 0; i < full.size(); ++i) s.gathered[gather.args.at(i).name] = full[i].id;
+  r.point(0, "whole parameters kept for the micro-batches");
+}
+
+// Engine::reduce_gradients: the whole parameters go, then the summed local
+// gradients are handed to the reduce trace, whose shards are the gradients.
+std::vector<Held> reduce_gradients(StepReplay& r, const Trace& reduce, RankState& s, std::vector<Held> local) {
+  r.phase("reduce");
+  for (const auto& [name, id] : s.gathered) r.mem().drop(id);
+  s.gathered.clear();
+  r.point(0, "whole parameters freed");
+  std::vector<int> args;
+  for (const Held& h : local) args.push_back(h.id);
+  std::vector<Held> shards = r.run(reduce, args);
+  for (const Held& g : shards) r.mem().recategorize(g.id, MemCategory::gradients);
+  r.point(0, "reduced shards kept as gradients");
+  return shards;
+}
+
 // Engine::train_step.
 void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces, const EngineOptions& o,
                 RankState& s, bool peaks_only, int stage) {
@@ -355,10 +395,14 @@ void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces
   const int k_total = o.grad_accum;
   const bool no_sync = o.no_sync && k_total > 1;
   std::vector<Held> grads, sum, local;
-  if (o.mesh.pp > 1) pipeline_micro_batches(r, traces, o, s, stage, sum);
+  if (traces.gathered) gather_parameters(r, traces.gathered->gather, s);
+  if (o.mesh.pp > 1) pipeline_micro_batches(r, traces, o, s, stage, traces.gathered ? local : sum);
   for (int k = 0; k < k_total && o.mesh.pp == 1; ++k) {
     const std::string label = std::to_string(k + 1) + "/" + std::to_string(k_total);
-    if (!no_sync) {
+    if (traces.gathered) {
+      grads = micro_step(r, traces.gathered->micro, s, {}, label + " gathered");
+      add_into(r, local, grads);
+    } else if (!no_sync) {
       grads = micro_step(r, traces.sync, s, {}, label);
       add_into(r, sum, grads);
     } else if (k + 1 < k_total) {
@@ -371,6 +415,7 @@ void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces
       r.point(0, "no_sync gradients freed");
     }
   }
+  if (traces.gathered) sum = reduce_gradients(r, traces.gathered->reduce, s, std::move(local));
   // Clipping works in place (sum_squares, scale); Optimizer::state_for makes
   // each parameter's state on its first update, in argument order.
   r.phase("optimizer");
@@ -469,6 +514,12 @@ MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options,
     FSDPC_CHECK(traces.no_sync && traces.accumulate) << "memory plan: no_sync accumulation needs its traces";
     low.no_sync = lowered(*traces.no_sync, options);
     low.accumulate = lowered(*traces.accumulate, options);
+  }
+  if (options.keep_gathered) {
+    FSDPC_CHECK(traces.gathered) << "memory plan: keep_gathered needs the gathered step's traces";
+    low.gathered = GatheredStep{execution_trace(traces.gathered->gather, options.executor, options.fusion),
+                                execution_trace(traces.gathered->reduce, options.executor, options.fusion),
+                                lowered(traces.gathered->micro, options)};
   }
   return plan_lowered(low, options, false, pipeline_stage);
 }

@@ -5,6 +5,7 @@
 
 #include "executors/claim.h"
 #include "frontend/models.h"
+#include "frontend/step_traces.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
@@ -22,7 +23,7 @@ struct DumpArgs {
   ShardingArgs sharding;
   int world = 1, rank = 0;
   std::string stages = "del";
-  bool no_sync = false, accumulate = false, stats = false, memory = false;
+  bool no_sync = false, accumulate = false, stats = false, memory = false, keep_gathered = false;
   std::string format = "text", output, executor = "cpu", fusion = "auto";
   // --memory: the step fsdpc train would run.
   int grad_accum = 1;
@@ -119,7 +120,8 @@ std::string render_stats(const std::vector<const Trace*>& traces, const std::str
 
 // --memory: the plan of one training step (runtime/memory_plan.h), compiled
 // as fsdpc::jit compiles it: micro-batches of batch / K, and with --no-sync
-// the no_sync and accumulate traces beside the synchronising ones.
+// the no_sync and accumulate traces beside the synchronising ones, with
+// --keep-gathered the gathered step's.
 std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std::string& executor) {
   if (a.format != "text" && a.format != "json") fail("--memory prints text or json, not ", a.format);
   if (a.accumulate) fail("--memory plans a whole step; --accumulate selects one of its traces");
@@ -139,24 +141,8 @@ std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std
   PipelineOptions o = pipeline_options(a, cmd);
   o.sync_grads = true;
   // Each pipeline stage's traces (one stage without --pp).
-  auto final_traces = [&](const PipelineOptions& p) {
-    std::vector<StepTraces> out;
-    for (const std::vector<Stage>& stages : compile_pipeline(captured, p))
-      out.push_back({stages.back().traces.at(0), stages.back().traces.at(1)});
-    return out;
-  };
-  std::vector<EngineTraces> per_stage;
-  for (StepTraces& t : final_traces(o)) per_stage.push_back({std::move(t), {}, {}});
-  if (a.no_sync && a.grad_accum > 1) {
-    PipelineOptions local = o, last = o;
-    local.sync_grads = false;
-    last.accumulate_grads = true;
-    const std::vector<StepTraces> no_sync = final_traces(local), accumulate = final_traces(last);
-    for (size_t s = 0; s < per_stage.size(); ++s) {
-      per_stage[s].no_sync = no_sync[s];
-      per_stage[s].accumulate = accumulate[s];
-    }
-  }
+  const std::vector<EngineTraces> per_stage = step_traces(captured, o, compile_pipeline(captured, o),
+                                                          MicroBatchOptions{a.grad_accum, a.no_sync, a.keep_gathered});
   EngineOptions e;
   e.mesh = o.mesh;
   e.mesh.pp = o.pp;
@@ -165,6 +151,7 @@ std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std
   e.fusion = a.fusion;
   e.grad_accum = a.grad_accum;
   e.no_sync = a.no_sync;
+  e.keep_gathered = a.keep_gathered;
   e.optimizer.kind = a.optimizer == "sgd" ? OptimizerOptions::Kind::sgd : OptimizerOptions::Kind::adamw;
   e.optimizer.momentum = a.momentum;
   if (per_stage.size() == 1) {
@@ -200,6 +187,9 @@ Command add_dump_command(CLI::App& app) {
   add_sharding_options(cmd, a->sharding);
   cmd->add_flag("--no-sync", a->no_sync, "Gradient-accumulation micro-batch: no gradient synchronisation");
   cmd->add_flag("--accumulate", a->accumulate, "Add accumulated local gradients (acc_*) before synchronising");
+  cmd->add_flag("--keep-gathered", a->keep_gathered,
+                "As fsdpc train --keep-gathered: the passes of the micro-batches on whole parameters, and stage "
+                "gather_once (the step's gather and reduce traces)");
   cmd->add_option("--stage", a->stages, "NAME[,NAME...] | all (see `fsdpc passes`; forward, backward; exec: claimed by --executor; fusion: exec with regions fused)")
       ->capture_default_str();
   cmd->add_option("--executor", a->executor, "Executors: cpu (CPU kernels + MPI) | cuda (CUDA kernels + NCCL, on cuda:0) | auto (cuda when a GPU is visible)")
@@ -228,14 +218,32 @@ Command add_dump_command(CLI::App& app) {
                    if (a->memory) return write_output(a->output, render_memory_plan(*a, *cmd, executor));
                    // Every stage prints the tensors where they will live.
                    const Trace captured = place(load_source_trace(a->src), executor_device(executor));
-                   std::vector<Stage> stages = merge_pipeline(compile_pipeline(captured, o));
+                   std::vector<Stage> stages;
+                   std::vector<Trace> final;  // what the executors claim for exec and fusion
+                   if (a->keep_gathered) {
+                     if (a->no_sync || a->accumulate)
+                       fail("--keep-gathered prints the gathered step's traces; --no-sync and --accumulate select "
+                            "another step's");
+                     // The micro-batches' passes, then the step's gather and
+                     // reduce around them (one pair per pipeline stage).
+                     const std::vector<std::vector<Stage>> sync = compile_pipeline(captured, o);
+                     stages = merge_pipeline(compile_pipeline(captured, gathered_micro_options(o)));
+                     Stage around{"gather_once", {}, 0};
+                     for (EngineTraces& t : step_traces(captured, o, sync, MicroBatchOptions{1, false, true}))
+                       around.traces.insert(around.traces.end(), {std::move(t.gathered->gather), std::move(t.gathered->reduce)});
+                     final = stages.back().traces;
+                     final.insert(final.end(), around.traces.begin(), around.traces.end());
+                     stages.push_back(std::move(around));
+                   } else {
+                     stages = merge_pipeline(compile_pipeline(captured, o));
+                     final = stages.back().traces;
+                   }
                    if (o.pp > 1) stages.insert(stages.begin(), Stage{"trace", {captured}, 0});
                    // The execution traces: the final stage claimed by the executors.
                    const bool all = a->stages.find("all") != std::string::npos;
-                   const Stage last = stages.back();
                    auto executed = [&](const std::string& name, const std::string& fusion) {
                      Stage s{name, {}, 0};
-                     for (const Trace& t : last.traces) s.traces.push_back(execution_trace(t, executor, fusion));
+                     for (const Trace& t : final) s.traces.push_back(execution_trace(t, executor, fusion));
                      stages.push_back(std::move(s));
                    };
                    if (all || a->stages.find("exec") != std::string::npos) executed("exec", a->fusion);

@@ -28,6 +28,7 @@ struct TrainArgs {
   int64_t warmup_steps = 0, decay_steps = 0;  // decay_steps 0: --steps
   double min_lr = 0.0;
   bool no_sync = false;
+  bool keep_gathered = false;
   uint64_t seed = 0;
 };
 

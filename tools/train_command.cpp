@@ -78,6 +78,7 @@ JitOptions jit_options(const TrainArgs& a, int world, bool is_lm) {
   o.engine.grad_accum = a.grad_accum;
   o.engine.pp_schedule = *parse_pipeline_schedule(a.sharding.pp_schedule);  // CLI11 admitted only the names
   o.engine.no_sync = a.no_sync;
+  o.engine.keep_gathered = a.keep_gathered;
   o.engine.seed = a.seed;
   o.engine.executor = a.executor;
   o.engine.fusion = a.fusion;
@@ -486,6 +487,10 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--grad-accum", a->grad_accum, "Micro-batches per step")->check(whole_number(1))
       ->capture_default_str();
   cmd->add_flag("--no-sync", a->no_sync, "With --grad-accum: synchronise gradients on the last micro-batch only");
+  cmd->add_flag("--keep-gathered", a->keep_gathered,
+                "Gather each parameter once per step and keep it whole across the --grad-accum micro-batches (and "
+                "--pp stages' micro-batches), reducing each gradient once after the last: fewer collectives, the "
+                "memory of whole parameters and gradients (PyTorch FSDP's reshard_after_backward=False with no_sync)");
   cmd->add_option("--seed", a->seed, "Seed of initialisation and data")->capture_default_str();
   cmd->add_option("--mem-cap", a->mem_cap, "Per-rank memory cap, e.g. 512M");
   cmd->add_option("--init", a->init, "Hugging Face weights (GPT-2, Llama, Mistral, Qwen2): a .safetensors file or a folder")

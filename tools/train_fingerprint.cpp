@@ -66,6 +66,7 @@ LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, co
   f.add("--grad-accum", std::to_string(a.grad_accum));
   f.add("--pp-schedule", a.sharding.pp_schedule);
   f.add("--no-sync", a.no_sync ? "on" : "off");
+  f.add("--keep-gathered", a.keep_gathered ? "on" : "off");
   f.add("--optimizer", a.optimizer);
   f.add("--lr", exact(a.lr));
   f.add("--beta1", exact(a.beta1));
@@ -123,6 +124,12 @@ void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
   if (t.accumulate && t.pipeline.empty()) {
     f.add_text("the accumulating forward trace", print_trace(t.accumulate->forward));
     f.add_text("the accumulating backward trace", print_trace(t.accumulate->backward));
+  }
+  if (t.gathered && t.pipeline.empty()) {
+    f.add_text("the gather trace", print_trace(t.gathered->gather));
+    f.add_text("the reduce trace", print_trace(t.gathered->reduce));
+    f.add_text("the gathered forward trace", print_trace(t.gathered->micro.forward));
+    f.add_text("the gathered backward trace", print_trace(t.gathered->micro.backward));
   }
 }
 
