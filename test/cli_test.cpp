@@ -175,6 +175,9 @@ TEST_CASE("user errors print one line and exit 2", "[cli]") {
       {"train --model gpt2-tiny --precision bf16", "--precision bf16 needs --executor cuda"},
       {"train --model gpt2-tiny --precision fp8", "fp8"},
       {"train --model gpt2-tiny --executor tpu", "tpu"},
+      {"train --model gpt2-tiny --strategy no_shard --grad-accum 2 --keep-gathered", "needs a sharded strategy"},
+      {"train --model gpt2-tiny --grad-accum 2 --no-sync --keep-gathered", "drop --no-sync"},
+      {"dump --model gpt2-tiny --keep-gathered --no-sync", "--no-sync and --accumulate select another step's"},
       {"frobnicate", "frobnicate"},
       {"", "subcommand"},
   };
@@ -232,6 +235,22 @@ TEST_CASE("fsdpc dump shows the sharded gradients and the zero3 re-gather", "[cl
   CHECK_THAT(stats.out, Contains("\"all_gather\"") && Contains("peak"));
   Run passes = fsdpc_run("passes");
   CHECK_THAT(passes.out, Contains("fsdp") && Contains("schedule") && Contains("del"));
+}
+
+TEST_CASE("fsdpc dump --keep-gathered shows the step's gather and reduce and micro-batches without collectives",
+          "[cli]") {
+  Run r = fsdpc_run("dump --model mlp --world-size 2 --strategy zero3 --keep-gathered --stage del,gather_once");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("def gather(t_0_weight, t_2_weight)") && Contains("def reduce(grad_t_0_weight, grad_t_2_weight)"));
+  CHECK_THAT(r.out, Contains("all_gather(t_0_weight, group=dp, size=2, dim=0)") &&
+                        Contains("reduce_scatter(t0, group=dp, size=2, dim=0, op=sum)"));
+  // The micro-batches (def forward/backward) read whole parameters and move nothing.
+  const std::string micro = r.out.substr(0, r.out.find("def gather("));
+  CHECK_THAT(micro, Contains("def forward(") && Contains("def backward(") && !Contains("all_gather") &&
+                        !Contains("reduce_scatter") && !Contains("all_reduce"));
+  Run exec = fsdpc_run("dump --model mlp --world-size 2 --strategy zero3 --keep-gathered --stage exec");
+  REQUIRE(exec.code == 0);
+  CHECK_THAT(exec.out, Contains("mpi_all_gather(") && Contains("mpi_reduce_scatter("));
 }
 
 TEST_CASE("train's AdamW, schedule and thread options: help, and bad values in one line with exit 2", "[cli]") {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -123,6 +124,21 @@ TEST_CASE("memory plan: the other halves of each axis (gpt2 no_sync fused, mlp u
   check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --val-data '" + val.string() +
                                          "' --eval-every 1 --eval-batches 2 --bucketing unit --strategy zero3");
   check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy no_shard --bucket-mb 0.1 --fusion auto");
+}
+
+// --keep-gathered holds the whole parameters from the step's gather to its
+// reduce, and the summed local gradients until the reduce: the plan replays
+// both step-level traces around the micro-batches.
+TEST_CASE("memory plan equals the measured peak with --keep-gathered (zero3, zero2)", "[mpi][memory_plan]") {
+  check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --batch 12 --grad-accum 3 --keep-gathered");
+  check_predicted_equals_measured(
+      3, "--model gpt2-tiny --seq 32 --batch 18 --strategy zero2 --grad-accum 3 --keep-gathered --fusion none");
+  const Json plan = dump_memory("--model gpt2-tiny --seq 32 --batch 6 --world-size 2 --grad-accum 3 --keep-gathered");
+  std::vector<std::string> phases;
+  for (const Json& p : plan["steady"]["phases"]) phases.push_back(p["name"].get<std::string>());
+  CHECK(std::find(phases.begin(), phases.end(), "gather") != phases.end());
+  CHECK(std::find(phases.begin(), phases.end(), "reduce") != phases.end());
+  CHECK(std::find(phases.begin(), phases.end(), "forward 3/3 gathered") != phases.end());
 }
 
 TEST_CASE("memory plan: after --resume every step is a steady one", "[mpi][memory_plan]") {
@@ -309,6 +325,7 @@ TEST_CASE("memory plan equals the measured peak of a pipeline stage under GPipe 
   CHECK(one.records[1]["peak_bytes"]["activations"].get<int64_t>() <
         gpipe.records[1]["peak_bytes"]["activations"].get<int64_t>());
   check_predicted_equals_measured(4, flags + " --no-sync --strategy zero3");
+  check_predicted_equals_measured(4, flags + " --keep-gathered --strategy zero3 --pp-schedule gpipe");
   const Run refused = train(2, flags + " --steps 1 --mem-cap 1");
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.output, Catch::Contains("pipeline stage 0: ") && Catch::Contains("predicted before running"));

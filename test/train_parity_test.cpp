@@ -139,6 +139,13 @@ const std::vector<Case> kCases = {
     {4, "--strategy zero2 --pp 2 --grad-accum 2 --bucketing unit --pp-schedule gpipe"},
     {4, "--strategy zero3 --pp 2 --grad-accum 3 --no-sync"},  // gradients reduced once, after the last micro-batch
     {8, "--strategy zero3 --pp 2 --tp 2 --grad-accum 3", 1e-2},
+    // --keep-gathered: each parameter gathered once per step and each
+    // gradient reduced once, after the last micro-batch (and under pp, after
+    // the stage's last backward).
+    {2, "--strategy zero3 --grad-accum 3 --keep-gathered"},
+    {4, "--strategy hybrid_zero2 --mesh 2,2 --grad-accum 3 --keep-gathered"},
+    {4, "--strategy zero3 --pp 2 --grad-accum 3 --keep-gathered"},
+    {4, "--strategy zero3 --tp 2 --grad-accum 2 --keep-gathered", 1e-2},
 };
 
 }  // namespace
