@@ -184,6 +184,7 @@ void print_header(const TrainArgs& a, const Model& model, const JitOptions& o, i
   if (pp > 1)
     layout += " x pp " + std::to_string(pp) + " (" + a.sharding.pp_schedule + ", " + std::to_string(a.grad_accum) +
               " micro-batches)";
+  if (a.keep_gathered) layout += ", parameters gathered once a step";
   std::printf("train %s: %d rank%s, %s, executor %s\n", model.name().c_str(), world, world == 1 ? "" : "s",
               layout.c_str(), executor.c_str());
   std::ostringstream opt;
