@@ -427,6 +427,27 @@ TEST_CASE("p2p: each boundary moves one activation forward and its gradient back
   }
 }
 
+// autocast re-emits the trace with new names, the stage's output included:
+// p2p finds the boundary by place, and it crosses in f32 (autocast returns
+// floats in f32), so mixed precision moves the same bytes between stages.
+TEST_CASE("p2p: stages compiled with mixed precision send and receive the f32 activation", "[pp]") {
+  PipelineOptions po;
+  po.mesh = flat_mesh(2);
+  po.pp = 2;
+  po.precision = DType::bf16;
+  const auto compiled = compile_pipeline(capture(*model_of("gpt2-tiny"), capture_options(kRows)), po);
+  REQUIRE(compiled.size() == 2);
+  const int64_t activation = kRows * 8 * 64 * 4;  // [rows, seq, n_embd] f32
+  for (int s = 0; s < 2; ++s) {
+    INFO("stage " << s);
+    const TraceStats fwd = trace_stats(compiled[s].back().traces.at(0));
+    const TraceStats bwd = trace_stats(compiled[s].back().traces.at(1));
+    CHECK(fwd.send.bytes + fwd.recv.bytes == activation);
+    CHECK(bwd.send.bytes + bwd.recv.bytes == activation);
+    CHECK(fwd.all_gather.count > 0);  // zero3 inside the stage, gathering bf16 casts
+  }
+}
+
 namespace {
 
 // Runs `cmd` (stdout and stderr into `out`); returns its exit code.
