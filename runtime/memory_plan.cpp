@@ -524,8 +524,8 @@ MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options,
   return plan_lowered(low, options, false, pipeline_stage);
 }
 
-MemoryPlan plan_memory_peaks(const EngineTraces& lowered_traces, const EngineOptions& options) {
-  return plan_lowered(lowered_traces, options, true, 0);
+MemoryPlan plan_memory_peaks(const EngineTraces& lowered_traces, const EngineOptions& options, int pipeline_stage) {
+  return plan_lowered(lowered_traces, options, true, pipeline_stage);
 }
 
 MemBytes combined_peak(const StepMemory& step, const StepMemory* evaluation, int64_t& total) {

@@ -81,8 +81,9 @@ MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options,
 // for a caller that lowers them anyway (fsdpc advise): `first` and `steady`
 // hold the same peaks and peak_where() as plan_memory's, but each phase keeps
 // only its first highest point, `steady` is the second step (its reserved
-// bytes need not have settled) and there is no evaluation.
-MemoryPlan plan_memory_peaks(const EngineTraces& lowered_traces, const EngineOptions& options);
+// bytes need not have settled) and there is no evaluation. With pipeline
+// stages, of `pipeline_stage`'s traces, as plan_memory.
+MemoryPlan plan_memory_peaks(const EngineTraces& lowered_traces, const EngineOptions& options, int pipeline_stage = 0);
 
 // Peaks per category of a step followed (or not) by an evaluation forward,
 // as fsdpc train measures them between two resets.

@@ -154,7 +154,11 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
         inputs.push_back(it == types.end() ? nullptr : it->second);
       }
       for (const Proxy& p : b.outputs) types[p.name] = &p.type;
-      if (is_issue(b.op)) {
+      if (b.op == OpId::Send || b.op == OpId::Recv) {
+        // A pipeline stage's transfer: its time is between two stages, which
+        // runtime/pipeline_timing.h prices; within the stage it is done.
+        done[b.outputs.at(0).name] = now;
+      } else if (is_issue(b.op)) {
         const std::string& group = b.attrs.get_str("group");
         auto [it, fresh] = stream_of.try_emplace(group, sim.streams.size());
         if (fresh) {

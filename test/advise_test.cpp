@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "test/golden.h"
@@ -91,7 +92,13 @@ int64_t dump_peak(const std::string& args) {
   REQUIRE(r.code == 0);
   std::ifstream in(out);
   const Json plan = Json::parse(in);
-  return std::max(plan["steady"]["peak_bytes"]["total"].get<int64_t>(), plan["first"]["peak_bytes"]["total"].get<int64_t>());
+  auto worst = [](const Json& p) {
+    return std::max(p["steady"]["peak_bytes"]["total"].get<int64_t>(), p["first"]["peak_bytes"]["total"].get<int64_t>());
+  };
+  if (!plan.contains("pipeline_stages")) return worst(plan);
+  int64_t most = 0;  // with --pp, the fullest stage's
+  for (const Json& stage : plan["pipeline_stages"]) most = std::max(most, worst(stage));
+  return most;
 }
 
 // Bytes one rank sends in the execution traces, as fsdpc dump --stats counts them.
@@ -159,6 +166,37 @@ TEST_CASE("advise --tp compiles every strategy with tensor parallelism too, at t
     for (const Json& st : c["comm"]) groups.insert(st["group"].get<std::string>());
     CHECK(groups.count("tp"));
   }
+}
+
+TEST_CASE("advise --pp prices pipeline stages in 1F1B micro-batches, with and without --keep-gathered") {
+  // gpt2-tiny's trace has 2 sequences per rank: a pp2 stage's data-parallel
+  // rank trains 4 (the global batch is the same), in 4 micro-batches of one.
+  const Json j = advise("--model gpt2-tiny --world-size 4 --pp 1,2 --hardware " + cpu_profile().string());
+  std::set<std::string> names, expected = expected_names(4);
+  expected.insert({"no_shard pp2 m4", "zero3 unit p1 pp2 m4", "zero2 unit p1 pp2 m4", "zero3 unit p1 pp2 m4 kg"});
+  for (const Json& c : j["candidates"]) names.insert(c["candidate"].get<std::string>());
+  CHECK(names == expected);
+  const double tokens = j["tokens_per_rank"].get<double>() * 4;
+  double plain = 0, kept = 0;
+  for (const Json& c : j["candidates"]) {
+    if (c["pp"].get<int>() == 1) continue;
+    INFO(c["candidate"]);
+    CHECK(c["micro_batches"].get<int>() == 4);
+    CHECK(c["tokens_per_second"].get<double>() * c["step_seconds"].get<double>() == Approx(tokens));
+    const std::string flags = "--model gpt2-tiny --world-size 4 --batch 4 " + c["flags"].get<std::string>();
+    CHECK_THAT(flags, Contains("--pp 2 --grad-accum 4"));
+    CHECK(c["peak_bytes"].get<int64_t>() == dump_peak(flags));
+    std::map<std::string, double> sent;
+    for (const Json& st : c["comm"]) sent[st["group"].get<std::string>()] = st["bytes"].get<double>();
+    // Stage 1 sends 4 gradients of [1, 64, 64] f32 back; stage 0 the activations on.
+    CHECK(sent["pp"] == 4 * 64 * 64 * 4);
+    if (c["strategy"] != "no_shard") CHECK(sent["dp"] > 0);
+    if (c["candidate"] == "zero3 unit p1 pp2 m4") plain = sent["dp"];
+    if (c["candidate"] == "zero3 unit p1 pp2 m4 kg") kept = sent["dp"];
+  }
+  // Kept gathered, a stage moves its parameters once a step, not per micro-batch.
+  CHECK(kept > 0);
+  CHECK(kept < plain / 4);
 }
 
 TEST_CASE("advise puts the candidates that fit first, fastest first, and a cap excludes the larger ones") {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ struct Candidate {
   int prefetch = 1;
   std::string remat = "none";  // --remat: activation checkpointing trades compute for memory
   bool sequence_parallel = false;  // --sequence-parallel (mesh.tp > 1 only)
+  // Pipeline stages (--pp; mesh is then one stage's) and the micro-batches
+  // of a step (--grad-accum), run in 1F1B's order.
+  int pp = 1;
+  int micro_batches = 1;
+  bool keep_gathered = false;  // --keep-gathered (pp > 1 only): a stage gathers once a step
   // Predictions, per rank.
   int64_t peak_bytes = 0;  // the memory plan's worst step
   std::string peak_where;
@@ -45,7 +51,7 @@ struct Candidate {
   Measurement measured;  // --measure only
 
   std::string flags() const;  // "--strategy hybrid --mesh 2,2 --bucketing unit --prefetch 2 --remat block --tp 2"
-  std::string name() const;   // "hybrid 2x2 unit p2 remat:block tp2"
+  std::string name() const;   // "hybrid 2x2 unit p2 remat:block tp2", "zero3 unit p1 pp2 m8"
 };
 
 struct AdviseSetup {
@@ -68,10 +74,24 @@ struct AdviseSetup {
   // candidate trains the same global batch (and tokens per step).
   std::map<int, Trace> tp_captured;
   const Trace& captured_at(int tp) const { return tp > 1 ? tp_captured.at(tp) : captured; }
+  // --pp: the pipeline sizes to try; each strategy (zero3, zero2, no_shard)
+  // is compiled at each P above 1 on world / (P * T) data-parallel ranks a
+  // stage, at the same global batch, split into micro-batches.
+  std::vector<int> pps{1};
+  int micro_batches = 0;  // --micro-batches; 0: the most up to 4P that divide a stage rank's rows
+  // The model captured at one micro-batch of each (tp, pp > 1), and that
+  // micro-batch count (prepare_pipelines).
+  std::map<std::pair<int, int>, Trace> pp_captured;
+  std::map<std::pair<int, int>, int> pp_micro_batches;
 };
 
 // Every candidate the setup admits, in a fixed order.
 std::vector<Candidate> enumerate_candidates(const AdviseSetup& s);
+// Captures the model at the micro-batch of each pipeline candidate's (tp,
+// pp) and sets its micro_batches: a stage's data-parallel rank trains on
+// pp * tp ranks' rows of s.captured, split into micro-batches. `capture`
+// returns the model at a given per-rank batch (placed as s.captured).
+void prepare_pipelines(AdviseSetup& s, std::vector<Candidate>& cs, const std::function<Trace(int64_t)>& capture);
 // Compiles, plans and simulates each candidate (s.threads at a time).
 void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs);
 // Best first: those that fit the cap, then the fastest; ties by smaller peak.

@@ -28,7 +28,9 @@
 #include "passes/split.h"
 #include "passes/tensor_parallel.h"
 #include "passes/wrap.h"
+#include "frontend/step_traces.h"
 #include "runtime/memory_plan.h"
+#include "runtime/pipeline_timing.h"
 #include "tools/advise.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -55,6 +57,7 @@ PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
   a.remat = c.remat;
   a.tp = c.mesh.tp;
   a.sequence_parallel = c.sequence_parallel;
+  a.pp = c.pp;
   PipelineOptions o = sharding_pipeline(a, s.world, "--world-size is " + std::to_string(s.world));
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
   return o;
@@ -105,6 +108,122 @@ void copy_predictions(const Candidate& from, Candidate& to) {
   to.optimizer_seconds = from.optimizer_seconds;
   to.tokens_per_second = from.tokens_per_second;
   to.mfu = from.mfu;
+}
+
+// A pipeline candidate: every stage compiled as fsdpc dump compiles it,
+// each stage's memory planned under 1F1B (the candidate's peak is the
+// fullest stage's), each stage's micro-batch forward and backward simulated
+// on their own, and the step replayed over the stages' orders
+// (runtime/pipeline_timing.h) with each transfer priced on the link group
+// pp crosses. Reported per rank: the stage that sends the most (its
+// streams, each a step's, beside pp's), the step's matmul FLOPs averaged
+// over the stages, and as exposed the most any stage waits (its bubble and
+// its waits on collectives). What it leaves out: the host all_reduce of a
+// tied embedding's gradient between the first and last stage.
+void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
+  const PipelineOptions o = pipeline_options(s, c);
+  const Trace& captured = s.pp_captured.at({c.mesh.tp, c.pp});
+  const std::vector<std::vector<Stage>> compiled = compile_pipeline(captured, o);
+  // --keep-gathered: each stage's micro-batches on whole parameters, between
+  // its gather and its reduce.
+  const std::vector<EngineTraces> gathered =
+      c.keep_gathered ? step_traces(captured, o, compiled, MicroBatchOptions{c.micro_batches, false, true})
+                      : std::vector<EngineTraces>{};
+  EngineOptions e;
+  e.executor = s.executor;
+  e.optimizer.kind = OptimizerOptions::Kind::adamw;
+  e.mesh = o.mesh;
+  e.mesh.pp = c.pp;
+  e.grad_accum = c.micro_batches;
+  e.pp_schedule = PipelineSchedule::one_f_one_b;
+  e.keep_gathered = c.keep_gathered;
+  const int m = c.micro_batches, per_node = static_cast<int>(s.hw.gpus_per_node.value);
+  std::vector<PipelineStageTimes> times;
+  double transfer = 0, flops = 0, optimizer = 0, most_sent = -1, most_waited = 0, compute = 0, matmul = 0;
+  std::vector<double> stage_blocked;
+  c.peak_bytes = -1;
+  for (size_t i = 0; i < compiled.size(); ++i) {
+    auto lowered = [&](const Trace& t) { return execution_trace(t, s.executor, e.fusion); };
+    EngineTraces low{StepTraces{lowered(compiled[i].back().traces.at(0)), lowered(compiled[i].back().traces.at(1))},
+                     {},
+                     {}};
+    if (c.keep_gathered) {
+      const GatheredStep& g = *gathered.at(i).gathered;
+      low.gathered = GatheredStep{lowered(g.gather), lowered(g.reduce), {lowered(g.micro.forward), lowered(g.micro.backward)}};
+    }
+    const MemoryPlan plan = plan_memory_peaks(low, e, static_cast<int>(i));
+    if (plan.worst().total_peak > c.peak_bytes) {
+      c.peak_bytes = plan.worst().total_peak;
+      c.peak_where = "stage " + std::to_string(i) + ", " + plan.worst().peak_where();
+    }
+    const StepTraces& micro = c.keep_gathered ? low.gathered->micro : low.sync;
+    const StepSimulation fwd = simulate_step({&micro.forward}, o.mesh, s.hw);
+    const StepSimulation bwd = simulate_step({&micro.backward}, o.mesh, s.hw);
+    StepSimulation before, after;  // the gather and reduce, once a step
+    if (c.keep_gathered) {
+      before = simulate_step({&low.gathered->gather}, o.mesh, s.hw);
+      after = simulate_step({&low.gathered->reduce}, o.mesh, s.hw);
+    }
+    times.push_back({fwd.seconds, bwd.seconds, before.seconds, after.seconds});
+    flops += m * (fwd.flops + bwd.flops);
+    if (m * (fwd.compute + bwd.compute) + before.compute + after.compute > compute) {
+      compute = m * (fwd.compute + bwd.compute) + before.compute + after.compute;
+      matmul = m * (fwd.matmul + bwd.matmul);
+    }
+    double elements = 0;
+    for (const Proxy& p : low.sync.forward.args)
+      if (p.is_param() && p.requires_grad) elements += static_cast<double>(numel(p.type.shape));
+    optimizer = std::max(optimizer, elements * kAdamwBytesPerElement /
+                                        (s.hw.memory_bandwidth.value * s.hw.memory_sustained_fraction.value));
+    stage_blocked.push_back(m * (fwd.blocked + bwd.blocked) + before.blocked + after.blocked);
+    // The activation a stage sends forward, and its gradient back, are of one size.
+    double payload = 0;
+    int sends = 0;
+    for (const Trace* t : {&micro.forward, &micro.backward})
+      for (const BoundSymbol& b : t->bsyms)
+        if (b.op == OpId::Send) {
+          const TensorType& sent = b.outputs.at(0).type;
+          payload = static_cast<double>(numel(sent.shape) * dtype_size(sent.dtype));
+          ++sends;
+        }
+    Mesh full = o.mesh;
+    full.pp = c.pp;
+    const bool inter = group_crosses_nodes(full, "pp", per_node);
+    const LinkProfile& link = inter ? s.hw.inter_node : s.hw.intra_node;
+    if (payload > 0) transfer = std::max(transfer, link.latency.value + payload / link.effective_bandwidth());
+    // The step's streams of this stage: each collective M times, and pp.
+    std::vector<CommStream> streams;
+    for (const StepSimulation* sim : std::initializer_list<const StepSimulation*>{&before, &fwd, &bwd, &after})
+      for (const CommStream& st : sim->streams) {
+        const int times_a_step = sim == &fwd || sim == &bwd ? m : 1;
+        auto it = std::find_if(streams.begin(), streams.end(), [&](const CommStream& x) { return x.group == st.group; });
+        if (it == streams.end()) it = streams.insert(streams.end(), CommStream{st.group, st.size, st.inter_node, 0, 0, 0});
+        it->count += times_a_step * st.count;
+        it->bytes += times_a_step * st.bytes;
+        it->busy += times_a_step * st.busy;
+      }
+    const double pp_bytes = static_cast<double>(m) * sends * payload;
+    streams.push_back({"pp", c.pp, inter, static_cast<int64_t>(m) * sends, pp_bytes,
+                       m * sends * (link.latency.value + payload / link.effective_bandwidth())});
+    double sent = 0;
+    for (const CommStream& st : streams) sent += st.bytes;
+    if (sent > most_sent) {
+      most_sent = sent;
+      c.sim.streams = std::move(streams);
+    }
+  }
+  const PipelineTiming timing = pipeline_timing(times, transfer, e.pp_schedule, m);
+  for (size_t i = 0; i < times.size(); ++i) most_waited = std::max(most_waited, timing.idle[i] + stage_blocked[i]);
+  c.fits = s.cap <= 0 || c.peak_bytes <= s.cap;
+  c.optimizer_seconds = optimizer;
+  c.sim.seconds = timing.seconds + optimizer;
+  c.sim.compute = compute + optimizer;  // the busiest stage's
+  c.sim.matmul = matmul;
+  c.sim.blocked = most_waited;
+  c.sim.flops = flops / static_cast<double>(compiled.size());
+  c.tokens_per_second = static_cast<double>(s.tokens_per_rank) * s.world / c.sim.seconds;
+  const double peak = s.precision == "f32" ? s.hw.peak_flops_f32.value : s.hw.peak_flops_bf16.value;
+  c.mfu = c.sim.flops / c.sim.seconds / peak;
 }
 
 // compile()'s last pass. Lowering with fusion drops every del and places
@@ -190,6 +309,8 @@ std::string Candidate::flags() const {
   if (remat != "none") f += " --remat " + remat;
   if (mesh.tp > 1) f += " --tp " + std::to_string(mesh.tp);
   if (sequence_parallel) f += " --sequence-parallel";
+  if (pp > 1) f += " --pp " + std::to_string(pp) + " --grad-accum " + std::to_string(micro_batches);
+  if (keep_gathered) f += " --keep-gathered";
   return f;
 }
 
@@ -200,6 +321,8 @@ std::string Candidate::name() const {
   if (remat != "none") n += " remat:" + remat;
   if (mesh.tp > 1) n += " tp" + std::to_string(mesh.tp);
   if (sequence_parallel) n += " sp";
+  if (pp > 1) n += " pp" + std::to_string(pp) + " m" + std::to_string(micro_batches);
+  if (keep_gathered) n += " kg";
   return n;
 }
 
@@ -249,6 +372,29 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
     add("no_shard", with_tp(flat_mesh(data)), false, 1);
     for (const Mesh& m : meshes) fsdp("hybrid", m);
     for (const Mesh& m : meshes) fsdp("hybrid_zero2", m);
+    // Pipeline stages on the same tp: each stage's data-parallel ranks laid
+    // out flat, FSDP with a collective per block (its usually fastest knobs).
+    for (int pp : s.pps) {
+      if (pp < 1) fail("--pp must be at least 1, got ", pp);
+      if (pp == 1) continue;
+      if (data % pp != 0)
+        fail("--pp ", pp, " does not divide the ", data, " data-parallel ranks of --world-size ", s.world,
+             tp > 1 ? " over --tp " + std::to_string(tp) : std::string(), " (the world is pp x a stage's ranks)");
+      const Mesh stage = with_tp(flat_mesh(data / pp));
+      auto pipelined = [&](const std::string& strategy, bool unit, bool keep_gathered = false) {
+        add(strategy, stage, unit, 1);
+        cs.back().pp = pp;
+        cs.back().keep_gathered = keep_gathered;
+      };
+      // Kept gathered, zero3 and zero2 are one step: sharded between steps,
+      // gathered once, reduced once.
+      if (data / pp > 1) {
+        pipelined("zero3", true);
+        pipelined("zero2", true);
+        pipelined("zero3", true, true);
+      }
+      pipelined("no_shard", false);
+    }
   }
   if (s.sequence_parallel) {
     if (std::none_of(s.tps.begin(), s.tps.end(), [](int t) { return t > 1; }))
@@ -281,7 +427,7 @@ void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs) {
     auto same = [&](const std::vector<Candidate*>& f) {
       return f.front()->strategy == c.strategy && f.front()->mesh.replicas == c.mesh.replicas &&
              f.front()->mesh.shards == c.mesh.shards && f.front()->mesh.tp == c.mesh.tp &&
-             f.front()->sequence_parallel == c.sequence_parallel;
+             f.front()->sequence_parallel == c.sequence_parallel && f.front()->pp == c.pp;
     };
     auto it = std::find_if(families.begin(), families.end(), same);
     if (it == families.end()) families.push_back({&c});
@@ -295,7 +441,11 @@ void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs) {
   auto work = [&] {
     for (size_t i; !failed && (i = next++) < families.size();) {
       try {
-        compile_family(s, families[i]);
+        if (families[i].front()->pp > 1) {
+          for (Candidate* c : families[i]) evaluate_pipeline(s, *c);
+        } else {
+          compile_family(s, families[i]);
+        }
       } catch (...) {
         if (!failed.exchange(true)) error = std::current_exception();
       }
@@ -306,6 +456,30 @@ void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs) {
   work();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+}
+
+void prepare_pipelines(AdviseSetup& s, std::vector<Candidate>& cs, const std::function<Trace(int64_t)>& capture) {
+  for (Candidate& c : cs) {
+    if (c.pp == 1) continue;
+    const std::pair<int, int> key{c.mesh.tp, c.pp};
+    if (!s.pp_micro_batches.count(key)) {
+      if (s.captured.args.empty() || s.captured.args[0].type.shape.empty())
+        fail("--pp: the model's first input has no batch dimension to split into micro-batches");
+      // A stage's data-parallel rank trains on tp * pp ranks' rows.
+      const int64_t rows = s.captured.args[0].type.shape[0] * c.mesh.tp * c.pp;
+      int64_t m = s.micro_batches;
+      if (m > 0 && rows % m != 0)
+        fail("--micro-batches ", m, " does not divide the ", rows, " rows a data-parallel rank of a --pp ", c.pp,
+             " stage trains on (", s.captured.args[0].type.shape[0], " a rank x ", c.pp, " stages",
+             c.mesh.tp > 1 ? " x tp " + std::to_string(c.mesh.tp) : std::string(), ")");
+      if (m <= 0)  // 1F1B's bubble is (P-1)/(M+P-1): 4P micro-batches keep it near a fifth
+        for (m = std::min<int64_t>(rows, 4 * c.pp); rows % m != 0; --m) {
+        }
+      s.pp_micro_batches[key] = static_cast<int>(m);
+      s.pp_captured.emplace(key, capture(rows / m));
+    }
+    c.micro_batches = s.pp_micro_batches.at(key);
+  }
 }
 
 void rank_candidates(std::vector<Candidate>& cs) {

@@ -29,7 +29,8 @@ struct AdviseArgs {
   int world = 0, threads = 0, measure_steps = 5;
   bool measure = false, sequence_parallel = false;
   std::vector<std::string> strategies;
-  std::vector<int> tps{1};
+  std::vector<int> tps{1}, pps{1};
+  int micro_batches = 0;
   std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output;
 };
 
@@ -73,7 +74,9 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
   const int per_node = static_cast<int>(s.hw.gpus_per_node.value);
   std::string out = "fsdpc advise: " + model + " on " + std::to_string(s.world) + " ranks, " +
                     std::to_string(s.tokens_per_rank) + " tokens per rank a step" +
-                    (s.tp_captured.empty() ? "" : " (tpT: a group of T ranks shares T times that)") + ", " +
+                    (s.tp_captured.empty() ? "" : " (tpT: a group of T ranks shares T times that)") +
+                    (s.pp_captured.empty() ? "" : " (ppP mM: a stage rank trains P times that in M micro-batches, 1F1B)") +
+                    ", " +
                     s.precision + " on the " +
                     s.executor + " executor\nhardware: " + s.hw.name + (s.hw.file.empty() ? "" : " (" + s.hw.file + ")") +
                     ", " + std::to_string(std::min(per_node, s.world)) + " ranks per node";
@@ -138,6 +141,9 @@ std::string render_json(const AdviseSetup& s, const std::string& model, const st
                         {"mesh", {c.mesh.replicas, c.mesh.shards}},
                         {"tp", c.mesh.tp},
                         {"sequence_parallel", c.sequence_parallel},
+                        {"pp", c.pp},
+                        {"micro_batches", c.micro_batches},
+                        {"keep_gathered", c.keep_gathered},
                         {"bucketing", c.strategy == "no_shard" ? "none" : c.unit_buckets ? "unit" : "none"},
                         {"prefetch", c.prefetch},
                         {"flags", c.flags()},
@@ -212,6 +218,10 @@ void run_advise(const AdviseArgs& a) {
   s.tps = a.tps;  // each size once, smallest first
   std::sort(s.tps.begin(), s.tps.end());
   s.tps.erase(std::unique(s.tps.begin(), s.tps.end()), s.tps.end());
+  s.pps = a.pps;
+  std::sort(s.pps.begin(), s.pps.end());
+  s.pps.erase(std::unique(s.pps.begin(), s.pps.end()), s.pps.end());
+  s.micro_batches = a.micro_batches;
   const std::string mpirun = a.measure ? find_mpirun() : "";
   if (a.measure && mpirun.empty())
     fail("--measure runs each candidate under mpirun, and none was found (not on PATH; FSDPC_MPIRUN names one)");
@@ -236,6 +246,11 @@ void run_advise(const AdviseArgs& a) {
     shared.batch = s.captured.args[0].type.shape[0] * tp;
     s.tp_captured.emplace(tp, place(load_source_trace(shared), executor_device(s.executor)));
   }
+  prepare_pipelines(s, cs, [&](int64_t batch) {
+    ModelSource micro = a.src;
+    micro.batch = batch;
+    return place(load_source_trace(micro), executor_device(s.executor));
+  });
   evaluate_candidates(s, cs);
   rank_candidates(cs);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -268,6 +283,14 @@ Command add_advise_command(CLI::App& app) {
                   "Tensor-parallel sizes to compile every strategy at, e.g. 1,2,4 (each must divide --world-size; "
                   "default 1: none)")
       ->delimiter(',');
+  cmd->add_option("--pp", a->pps,
+                  "Pipeline sizes to compile zero3, zero2 and no_shard at, e.g. 1,2,4 (stages of world / (P x T) "
+                  "ranks, 1F1B; default 1: none)")
+      ->delimiter(',');
+  cmd->add_option("--micro-batches", a->micro_batches,
+                  "Micro-batches a step of each --pp candidate (default: the most up to 4P that divide a stage "
+                  "rank's rows)")
+      ->check(whole_number(1));
   cmd->add_flag("--sequence-parallel", a->sequence_parallel,
                 "Also compile every --tp candidate above 1 with sequence parallelism (rows '... sp')");
   auto* measure = cmd->add_flag("--measure", a->measure,
