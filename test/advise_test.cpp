@@ -358,6 +358,10 @@ TEST_CASE("advise refuses bad input with one line and exit code 2") {
       {"--model gpt2-tiny --world-size 4 --tp 4 --hardware " + cpu_profile().string(), "2 is not divisible by 4"},
       {"--model gpt2-tiny --world-size 4 --tp 2 --mesh 2,2 --hardware " + cpu_profile().string(),
        "--mesh 2,2 has 4 ranks but --world-size is 4 over --tp 2 (2 data-parallel ranks)"},
+      {"--model gpt2-tiny --world-size 4 --pp 3 --hardware " + cpu_profile().string(),
+       "--pp 3 does not divide the 4 data-parallel ranks"},
+      {"--model gpt2-tiny --world-size 4 --pp 2 --micro-batches 3 --hardware " + cpu_profile().string(),
+       "--micro-batches 3 does not divide the 4 rows"},
   };
   for (const auto& [args, expect] : cases) {
     const Run r = fsdpc_run("advise " + args);
