@@ -52,10 +52,15 @@ struct TensorParallelOptions {
 // How one parameter is split across the tp ranks: `dim` of the full shape is
 // `blocks` equal blocks (GPT-2's fused q|k|v: 3), each cut into T equal
 // chunks; tp rank t holds chunk t of every block, in block order.
+// `pad` (a vocabulary T does not divide; blocks 1): each part has
+// ceil(n / T) entries on `dim`, rank t's the full ones [t * that, n) holds
+// and then zeros (Megatron's padded vocabulary), so every rank's part has
+// the same shape.
 struct TensorParallelSplit {
   std::string param_path;
   int64_t dim = 0;
   int64_t blocks = 1;
+  bool pad = false;
 };
 
 // The split at T = `tp` of a parameter of full shape `full`, by its module
@@ -65,6 +70,11 @@ struct TensorParallelSplit {
 // when it is replicated on the tp group.
 std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& param_path, const Shape& full, int tp);
 
+// The shape of each tp rank's part of a parameter of full shape `full`: `dim`
+// is n / T, or ceil(n / T) for a padded split. Every place that sizes a part
+// asks here. Throws fsdpc::Error for a split the shape cannot take.
+Shape tensor_parallel_part_shape(const TensorParallelSplit& split, const Shape& full, int tp);
+
 // The splits at T = `tp` of every split parameter of `captured`, in argument
 // order: what init and checkpoints need to cut a full parameter into a tp
 // rank's part.
@@ -72,8 +82,9 @@ std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured, i
 
 // The runs of contiguous elements tp rank `rank`'s part of a full parameter
 // of shape `full` shares with it, in the part's order: `count` elements at
-// `part` in the part are those at `full` in the full tensor. The one place the
-// layout is written: init, checkpoints and the tests cut and reassemble by it.
+// `part` in the part are those at `full` in the full tensor; the part's
+// elements no run covers are padding (0). The one place the layout is
+// written: init, checkpoints and the tests cut and reassemble by it.
 // Throws fsdpc::Error for a split the shape cannot take.
 struct TensorParallelRun {
   int64_t part = 0, full = 0, count = 0;
@@ -81,8 +92,8 @@ struct TensorParallelRun {
 std::vector<TensorParallelRun> tensor_parallel_runs(const TensorParallelSplit& split, const std::vector<int64_t>& full,
                                                     int tp, int rank);
 
-// Tp rank `rank`'s part of a full parameter of shape `full` held row-major in
-// `data`.
+// Tp rank `rank`'s part (of tensor_parallel_part_shape) of a full parameter
+// of shape `full` held row-major in `data`, padding 0.
 std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
                                          const std::vector<double>& data, int tp, int rank);
 

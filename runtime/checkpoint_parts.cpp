@@ -19,6 +19,7 @@ void write_placement(std::map<std::string, std::string>& meta, const std::string
   meta[param + ".tp_rank"] = std::to_string(p.tp_rank);
   meta[param + ".tp_dim"] = std::to_string(p.split.dim);
   meta[param + ".tp_blocks"] = std::to_string(p.split.blocks);
+  meta[param + ".tp_pad"] = p.split.pad ? "1" : "0";
 }
 
 RankFiles::RankFiles(const std::string& dir) : dir_(dir) {
@@ -54,11 +55,15 @@ PartPlacement RankFiles::placement(size_t k, const std::string& param, const Sha
   const int64_t rank = meta(k, param + ".tp_rank");
   if (rank < 0 || rank >= tp) fail(path, ": ", param, ".tp_rank is ", rank, ", not a rank of tp ", tp);
   p.tp_rank = static_cast<int>(rank);
-  p.split = {param, meta(k, param + ".tp_dim"), meta(k, param + ".tp_blocks")};
+  // Files written before vocabularies were padded have no ".tp_pad": their
+  // parts were never padded.
+  const bool pad = files_[k]->metadata().count(param + ".tp_pad") && meta(k, param + ".tp_pad") != 0;
+  p.split = {param, meta(k, param + ".tp_dim"), meta(k, param + ".tp_blocks"), pad};
   const std::optional<TensorParallelSplit> ours = tensor_parallel_split(param, full, p.tp);
-  if (!ours || ours->dim != p.split.dim || ours->blocks != p.split.blocks)
-    fail(path, ": ", param, " was cut on dim ", p.split.dim, " in ", p.split.blocks,
-         " blocks; this model's tensor parallelism ", ours ? "cuts it otherwise" : "does not cut it");
+  if (!ours || ours->dim != p.split.dim || ours->blocks != p.split.blocks || ours->pad != p.split.pad)
+    fail(path, ": ", param, " was cut on dim ", p.split.dim, " in ", p.split.blocks, " blocks",
+         p.split.pad ? ", padded" : "", "; this model's tensor parallelism ",
+         ours ? "cuts it otherwise" : "does not cut it");
   try {
     tensor_parallel_runs(p.split, full, p.tp, p.tp_rank);  // the shape takes the cut
   } catch (const Error& e) {
@@ -133,8 +138,9 @@ std::vector<float> RankFiles::read_full(const std::string& name, const std::stri
     if (!held[k]) continue;
     const SafetensorsEntry* e = files_[k]->find(name);
     const PartPlacement& pl = placements[k];
-    Shape part = full;
-    if (pl.tp > 1) part[pl.split.dim] /= pl.tp;
+    // A padded vocabulary's part ends in padding rows, which no run maps
+    // back: they are never read into the full tensor.
+    const Shape part = pl.tp > 1 ? tensor_parallel_part_shape(pl.split, full, pl.tp) : full;
     const int64_t part_n = numel(part), part_rows = part.empty() ? 1 : part[0];
     const int64_t cols = part_rows ? part_n / part_rows : 0;
     const int64_t e_rows = e->shape.empty() ? 1 : e->shape[0];

@@ -28,7 +28,8 @@ struct PartPlacement {
 };
 
 // Records `p` in a rank file's metadata under "<param>.row_begin",
-// "<param>.tp" and, for a tp part, "<param>.tp_rank", ".tp_dim", ".tp_blocks".
+// "<param>.tp" and, for a tp part, "<param>.tp_rank", ".tp_dim", ".tp_blocks",
+// ".tp_pad".
 void write_placement(std::map<std::string, std::string>& meta, const std::string& param, const PartPlacement& p);
 
 // The rank files rank-0 .. rank-(W-1) of a checkpoint folder, W the world

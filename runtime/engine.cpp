@@ -119,7 +119,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     std::optional<TensorParallelSplit> split;
     Shape local = full;
     if (options_.mesh.tp > 1 && (split = tensor_parallel_split(p.plan.path, full, options_.mesh.tp)))
-      local[split->dim] /= options_.mesh.tp;
+      local = tensor_parallel_part_shape(*split, full, options_.mesh.tp);
     int64_t rows = local.empty() ? 1 : local[0];
     if (a.type.dist == DistType::fully_sharded) {
       p.group = shard_group;
@@ -535,9 +535,10 @@ std::vector<Engine::Shard> Engine::shards() const {
 
 std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>& whole) const {
   const int tp = options_.mesh.tp;
-  std::vector<float> part(whole.size() / static_cast<size_t>(tp));
-  for (const TensorParallelRun& r :
-       tensor_parallel_runs(split_of(p.plan, options_.mesh.tp), p.plan.full_shape, tp, mpi_->groups().rank_in("tp")))
+  const TensorParallelSplit split = split_of(p.plan, tp);
+  // A padded vocabulary's padding rows stay 0.
+  std::vector<float> part(static_cast<size_t>(numel(tensor_parallel_part_shape(split, p.plan.full_shape, tp))), 0.0f);
+  for (const TensorParallelRun& r : tensor_parallel_runs(split, p.plan.full_shape, tp, mpi_->groups().rank_in("tp")))
     std::copy_n(whole.begin() + r.full, r.count, part.begin() + r.part);
   return part;
 }
@@ -548,7 +549,7 @@ std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>&
 std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> part) {
   const int tp = options_.mesh.tp;
   const TensorParallelSplit split = split_of(p.plan, options_.mesh.tp);
-  const int64_t n = numel(p.plan.full_shape) / tp;
+  const int64_t n = numel(tensor_parallel_part_shape(split, p.plan.full_shape, tp));
   part.resize(static_cast<size_t>(n));  // a shard group's other members hold no rows
   MPI_Comm comm = mpi_->groups().comm("tp");
   const bool tp_root = mpi_->groups().rank_in("tp") == 0;
@@ -564,7 +565,7 @@ std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> pa
   if (watch) watch->completed(id);
   if (!tp_root) return {};
   std::vector<float> full(static_cast<size_t>(numel(p.plan.full_shape)));
-  for (int t = 0; t < tp; ++t)
+  for (int t = 0; t < tp; ++t)  // the real rows only: a padded vocabulary's padding is dropped
     for (const TensorParallelRun& r : tensor_parallel_runs(split, p.plan.full_shape, tp, t))
       std::copy_n(parts.begin() + (t * n + r.part), r.count, full.begin() + r.full);
   return full;
@@ -597,7 +598,10 @@ std::map<std::string, HostTensor> Engine::full_state_dict() {
       mpi_wait_watched(&request, id);
       if (watch) watch->completed(id);
       // Drop the padding rows (of this tp rank's part, when tp cut it).
-      full.resize(static_cast<size_t>(numel(p.plan.full_shape) / (p.tp_split ? options_.mesh.tp : 1)));
+      full.resize(static_cast<size_t>(
+          p.tp_split ? numel(tensor_parallel_part_shape(split_of(p.plan, options_.mesh.tp), p.plan.full_shape,
+                                                        options_.mesh.tp))
+                     : numel(p.plan.full_shape)));
     }
     if (p.tp_split) full = gather_tp_parts(p, std::move(full));
     if (root) out[p.plan.path] = HostTensor::floats(p.plan.full_shape, std::move(full));

@@ -79,8 +79,7 @@ void init_tp_shard(float* out, const Shape& full_shape, const TensorParallelSpli
   if (init.scale < 0 || !(init.scale == init.scale))
     fail("init of '", split.param_path, "': scale must be a non-negative number, got ", init.scale);
   const std::vector<TensorParallelRun> runs = tensor_parallel_runs(split, full_shape, tp, tp_rank);
-  Shape local = full_shape;
-  local[split.dim] /= tp;
+  const Shape local = tensor_parallel_part_shape(split, full_shape, tp);
   int64_t row = 1;  // elements per index of the part's dim 0
   for (size_t i = 1; i < local.size(); ++i) row *= local[i];
   const int64_t real_end = std::max(row_begin, std::min(row_begin + rows, local.empty() ? 1 : local[0]));
@@ -88,6 +87,8 @@ void init_tp_shard(float* out, const Shape& full_shape, const TensorParallelSpli
   // what of them it holds, from the full parameter's stream.
   const int64_t lo = row_begin * row, hi = real_end * row;
   const uint64_t key = derive_key(seed, hash_string(split.param_path));
+  // A padded vocabulary's padding rows, which no run covers, are 0.
+  if (split.pad) std::fill(out, out + (hi - lo), 0.0f);
   for (const TensorParallelRun& r : runs) {
     const int64_t a = std::max(lo, r.part), b = std::min(hi, r.part + r.count);
     if (a < b) fill_parallel(out + (a - lo), r.full + (a - r.part), r.full + (b - r.part), init, key);

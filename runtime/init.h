@@ -33,10 +33,10 @@ void init_shard(float* out, const Shape& full_shape, int64_t row_begin, int64_t 
 
 // init_shard for tp rank `tp_rank`'s part of a parameter tensor parallelism
 // cut by `split` (passes/tensor_parallel.h; its path names the stream): fills
-// rows [row_begin, row_begin + rows) of the part (full_shape with dim
-// split.dim divided by tp; rows past its dim 0 are padding, 0) with the
-// values the full parameter holds at those places, so the parts of every tp
-// rank put back together are the unsharded initialisation.
+// rows [row_begin, row_begin + rows) of the part (tensor_parallel_part_shape;
+// rows past its dim 0 are padding, 0) with the values the full parameter
+// holds at those places, so the parts of every tp rank put back together are
+// the unsharded initialisation; a padded vocabulary's padding rows are 0.
 void init_tp_shard(float* out, const Shape& full_shape, const TensorParallelSplit& split, int tp, int tp_rank,
                    int64_t row_begin, int64_t rows, const ParamInit& init, uint64_t seed);
 

@@ -112,6 +112,45 @@ TEST_CASE("tensor-parallel parts hold the full init's values where the split put
   }
 }
 
+// A padded vocabulary (passes/tensor_parallel.h): part t holds the full
+// rows [t * ceil(V / T), V) it covers, bit for bit as one process
+// initialises them, then padding rows of 0; put back together, the real rows
+// are the one-process init.
+TEST_CASE("a padded vocabulary's tp parts hold the full init's rows, then zeros", "[init][tp]") {
+  const ParamInit normal{ParamInit::Kind::normal, 0.02};
+  const int64_t cols = 7;  // odd: Box-Muller pairs straddle rows
+  for (int64_t vocab : {101, 5}) {
+    const Shape shape{vocab, cols};
+    const std::vector<float> full = full_init(shape, normal, 7, "wte.weight");
+    for (int tp : {2, 3, 4}) {
+      if (vocab % tp == 0) continue;
+      const TensorParallelSplit split{"wte.weight", 0, 1, true};
+      const int64_t part_rows = (vocab + tp - 1) / tp;  // 101: 51, 34, 26; 5: 3, 2, 2
+      REQUIRE(tensor_parallel_part_shape(split, shape, tp) == Shape{part_rows, cols});
+      std::vector<float> rebuilt;
+      for (int t = 0; t < tp; ++t)
+        for (int64_t world = 1; world <= 3; ++world) {  // FSDP rows of the part, the last padded
+          CAPTURE(vocab, tp, t, world);
+          const int64_t rows = shard_rows(part_rows, world);
+          std::vector<float> part;
+          for (int64_t rank = 0; rank < world; ++rank) {
+            std::vector<float> shard(static_cast<size_t>(rows * cols), -1.0f);
+            init_tp_shard(shard.data(), shape, split, tp, t, rank * rows, rows, normal, 7);
+            part.insert(part.end(), shard.begin(), shard.end());
+          }
+          const int64_t real = std::clamp<int64_t>(vocab - t * part_rows, 0, part_rows);
+          const auto at = full.begin() + t * part_rows * cols;
+          CHECK(std::vector<float>(part.begin(), part.begin() + real * cols) == std::vector<float>(at, at + real * cols));
+          int64_t nonzero = 0;  // vocabulary padding, then FSDP padding
+          for (size_t i = static_cast<size_t>(real * cols); i < part.size(); ++i) nonzero += part[i] != 0.0f;
+          CHECK(nonzero == 0);
+          if (world == 1) rebuilt.insert(rebuilt.end(), part.begin(), part.begin() + real * cols);
+        }
+      CHECK(rebuilt == full);
+    }
+  }
+}
+
 TEST_CASE("a shard made only of padding rows is all zeros", "[init]") {
   // 3 rows on 4 ranks: ceil(3/4) = 1, so rank 3 holds row 3, which is padding.
   std::vector<float> shard(4, -1.0f);
