@@ -6,6 +6,7 @@
 #include "passes/tensor_parallel.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "ir/builder.h"
@@ -17,11 +18,16 @@ namespace {
 
 // dim < 0: replicated (every tp rank holds the whole value). `seq`: an
 // activation of sequence parallelism, its dim 1 (the sequence) split.
+// `vocab` > 0: the split dim is a padded vocabulary of that many entries
+// (a padded table, its logits), each rank's part ceil(vocab / T) long, the
+// entries past `vocab` padding.
 struct Layout {
   int64_t dim = -1;
   int64_t blocks = 1;
   bool seq = false;
+  int64_t vocab = 0;
   bool split() const { return dim >= 0; }
+  bool same_cut(const Layout& o) const { return dim == o.dim && blocks == o.blocks && seq == o.seq && vocab == o.vocab; }
 };
 constexpr Layout kSeq{1, 1, true};
 
@@ -56,6 +62,7 @@ class TensorParallel {
   void slice(const BoundSymbol& s, const Local& x);
   void take(const BoundSymbol& s, const Local& table);
   void cross_entropy(const BoundSymbol& s, const Local& logits);
+  std::string mask_padding(const std::string& logits, int64_t vocab);
   Proxy rank_offset(int64_t rows, DType dtype, const Device& device);
   std::pair<Proxy, Proxy> local_ids(const std::string& ids, int64_t rows);
   Proxy emit(OpId op, std::vector<Operand> ins, Attrs a = {}) { return b_.emit1(op, std::move(ins), std::move(a)); }
@@ -166,8 +173,7 @@ Operand TensorParallel::localized(const BoundSymbol& s, size_t i, Layout want) {
   const Local x = in(s, i);
   if (x.name.empty()) return s.inputs[i];
   if (x.layout.split()) {
-    if (x.layout.dim != want.dim || x.layout.blocks != want.blocks || x.layout.seq != want.seq)
-      unsupported(s, "inputs split on different dims");
+    if (!x.layout.same_cut(want)) unsupported(s, "inputs split on different dims");
     return Operand::of(x.name);
   }
   auto bc = broadcasts_.find(s.inputs[i].name);
@@ -196,7 +202,7 @@ Operand TensorParallel::localized(const BoundSymbol& s, size_t i, Layout want) {
   for (size_t k = 0; k < dims.size(); ++k)
     if (dims[k] == want.dim && b_.type_of(source.name).shape[k] != 1)
       unsupported(s, "mixes a split value with " + s.inputs[i].name + ", which varies along the split dim");
-  shape[want.dim] /= tp_;
+  shape[want.dim] = want.vocab ? (shape[want.dim] + tp_ - 1) / tp_ : shape[want.dim] / tp_;
   Attrs a = src.attrs;
   a.set("shape", shape);
   return Operand::of(b_.emit1(OpId::BroadcastInDim, {Operand::of(source.name)}, std::move(a)).name);
@@ -220,9 +226,12 @@ void TensorParallel::matmul(const BoundSymbol& s) {
         unsupported(s, "the bias of a column-parallel linear must be split like its weight");
       ins.push_back(Operand::of(bias.name));
     }
-    define(s, b_.emit1(s.op, std::move(ins), s.attrs), Layout{last, w.layout.blocks});
+    // A padded vocabulary's logits: its padded columns are h . 0 = 0, kept
+    // out of the loss by cross_entropy.
+    define(s, b_.emit1(s.op, std::move(ins), s.attrs), Layout{last, w.layout.blocks, false, w.layout.vocab});
     return;
   }
+  if (x.layout.vocab || w.layout.vocab) unsupported(s, "a padded vocabulary may only be a column-parallel weight");
   if (!x.layout.seq && x.layout.dim == last && x.layout.blocks == 1 && w.layout.dim == in_dim && w.layout.blocks == 1) {
     const Proxy partial = b_.emit1(s.op, std::move(ins), s.attrs);
     Proxy y = sp_ ? reduce_scatter_seq(s, partial) : g(partial);
@@ -238,9 +247,9 @@ void TensorParallel::matmul(const BoundSymbol& s) {
     return;
   }
   if (x.layout.seq && !w.layout.split() && (s.inputs.size() < 3 || !in(s, 2).layout.split())) {
-    // A replicated weight after the sequence-parallel region (GPT-2's LM
-    // head when T does not divide the vocabulary): every rank computes the
-    // whole product, so its cotangent is split back, not summed.
+    // A replicated weight after the sequence-parallel region (an LM head
+    // the plan leaves whole): every rank computes the whole product, so its
+    // cotangent is split back, not summed.
     Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"dim", int64_t{1}}, {"grad", std::string("split")}};
     ins[0] = Operand::of(emit(OpId::Wait, {Operand::of(emit(OpId::AllGather, {ins[0]}, std::move(a)).name)}).name);
     if (s.inputs.size() == 3) ins.push_back(Operand::of(in(s, 2).name));
@@ -349,6 +358,7 @@ void TensorParallel::take(const BoundSymbol& s, const Local& table) {
     unsupported(s, "only a lookup of rows (dim 0) in a table split by rows is supported");
   const std::string ids = in(s, 1).name;
   const Shape idx_shape = b_.type_of(ids).shape;
+  // A padded table's rows per rank, ceil(V / T): no id reaches its padding.
   const auto [safe, mine] = local_ids(ids, b_.type_of(table.name).shape[0]);
   Proxy rows_out = emit(OpId::Take, {Operand::of(table.name), Operand::of(safe.name)}, s.attrs);
   IntList dims(idx_shape.size());
@@ -365,7 +375,8 @@ void TensorParallel::take(const BoundSymbol& s, const Local& table) {
 // logits shifted by their global row max. The max crosses the ranks without
 // a gradient (the shift cancels out of the loss); each rank's row sums of
 // exp z and its share of z[target] (zero unless it holds the target's class)
-// cross in one g. The full logits are never gathered.
+// cross in one g. The full logits are never gathered. A padded vocabulary's
+// padded columns are masked out first.
 void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
   const Shape& ls = b_.type_of(logits.name).shape;
   if (logits.layout.dim != static_cast<int64_t>(ls.size()) - 1 || logits.layout.blocks != 1 || in(s, 1).layout.split())
@@ -374,6 +385,7 @@ void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
   const Device device = b_.type_of(logits.name).device;
   std::string x = logits.name, targets = in(s, 1).name;
   if (ls.size() != 2) x = emit(OpId::Reshape, {Operand::of(x)}, Attrs{{"shape", IntList{n, v}}}).name;
+  if (logits.layout.vocab) x = mask_padding(x, logits.layout.vocab);
   if (b_.type_of(targets).shape.size() != 1)
     targets = emit(OpId::Reshape, {Operand::of(targets)}, Attrs{{"shape", IntList{n}}}).name;
   auto across_rows = [&](const std::string& row) {  // [n] along dim 0 of [n, v]
@@ -410,6 +422,24 @@ void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
   define(s, emit(OpId::Div, {Operand::of(total.name), Operand::lit(static_cast<double>(n))}), Layout{});
 }
 
+// Logits [n, v] of a padded vocabulary with the columns past `vocab` (global
+// index iota(v) + this rank's offset) -inf: they add exp(-inf) = 0 to the
+// sums, never win the max, and where's backward gives them a zero
+// cotangent, so the padded rows of the table get exactly zero gradients and
+// stay zero through the optimizer.
+std::string TensorParallel::mask_padding(const std::string& logits, int64_t vocab) {
+  const TensorType& t = b_.type_of(logits);
+  const int64_t n = t.shape.at(0), v = t.shape.at(1);
+  Proxy off = rank_offset(v, DType::i64, t.device);
+  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList{v}}, {"broadcast_dims", IntList{}}});
+  Proxy cols = emit(OpId::Iota, {}, Attrs{{"length", v}, {"dtype", std::string("i64")}, {"device", device_name(t.device)}});
+  cols = emit(OpId::Add, {Operand::of(cols.name), Operand::of(off.name)});
+  Proxy pad = emit(OpId::Ge, {Operand::of(cols.name), Operand::lit(static_cast<double>(vocab))});
+  pad = emit(OpId::BroadcastInDim, {Operand::of(pad.name)}, Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{1}}});
+  return emit(OpId::Where, {Operand::of(pad.name), Operand::lit(-std::numeric_limits<double>::infinity()), Operand::of(logits)})
+      .name;
+}
+
 bool follows_layout(OpId op) {
   return op_info(op).category == OpCategory::elementwise || op == OpId::Gelu || op == OpId::Silu ||
          op == OpId::ScaledDotProductAttention || op == OpId::Cat;
@@ -437,6 +467,8 @@ void TensorParallel::statement(const BoundSymbol& s) {
     for (size_t i = 0; i < s.inputs.size(); ++i) ins.push_back(localized(s, i, *split));
     return define(s, b_.emit1(s.op, std::move(ins), s.attrs), *split);
   }
+  if (x.layout.vocab && (s.op == OpId::Reshape || s.op == OpId::Slice || s.op == OpId::BroadcastInDim))
+    unsupported(s, "this op on a padded vocabulary (split with padding, as T does not divide it) is not supported");
   switch (s.op) {
     case OpId::Reshape: return reshape(s, x);
     case OpId::Slice: return slice(s, x);
@@ -446,7 +478,7 @@ void TensorParallel::statement(const BoundSymbol& s) {
       const IntList& dims = s.attrs.get_ints("dims");
       int64_t at = 0;
       while (dims[at] != x.layout.dim) ++at;
-      return define(s, b_.emit1(s.op, {Operand::of(x.name)}, s.attrs), Layout{at, x.layout.blocks});
+      return define(s, b_.emit1(s.op, {Operand::of(x.name)}, s.attrs), Layout{at, x.layout.blocks, false, x.layout.vocab});
     }
     case OpId::BroadcastInDim: {
       const IntList& dims = s.attrs.get_ints("broadcast_dims");
@@ -483,12 +515,12 @@ Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options) 
       if (p.type.dist != DistType::none) fail("tp: parameter ", p.name, " is already ", dist_name(p.type.dist));
       if (auto s = tensor_parallel_split(p.param_path, p.type.shape, tp)) {
         const int64_t n = p.type.shape.at(s->dim);
-        if (n % (s->blocks * tp) != 0)
+        if (!s->pad && n % (s->blocks * tp) != 0)
           fail("tp ", tp, ": parameter ", p.param_path, " has ", n, " entries on dim ", s->dim,
                (s->blocks > 1 ? " in " + std::to_string(s->blocks) + " blocks" : std::string()),
                ", not divisible across ", tp, " tensor-parallel ranks");
-        p.type.shape[s->dim] = n / tp;
-        params[p.name] = Layout{s->dim, s->blocks};
+        p.type.shape = tensor_parallel_part_shape(*s, p.type.shape, tp);
+        params[p.name] = Layout{s->dim, s->blocks, false, s->pad ? n : 0};
       }
     }
     out.args.push_back(std::move(p));

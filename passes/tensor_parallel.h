@@ -12,16 +12,17 @@
 //       row-parallel matmul Megatron's g, `all_reduce(.., group=tp,
 //       grad=identity)` + wait (the partial sums added, cotangent passed on),
 //       before the bias. The token embedding and LM head are split by
-//       vocabulary rows when T divides the vocabulary (Megatron's
-//       vocab-parallel layers): each rank looks up the tokens in its range
-//       (others give zero rows, summed by g), the LM head is column-parallel,
-//       and cross_entropy becomes Megatron's vocab-parallel form: the max
-//       shift by `all_reduce(op=max, grad=none)`, the sums of exp and the
-//       target logits by one g, so the full logits are never gathered. The
-//       rank's vocabulary offset comes from `axis_index(group=tp)`. A
-//       vocabulary T does not divide stays replicated, as do norms and the
-//       position embedding. Heads (and Llama's kv heads) not divisible by
-//       T, or a statement the split values cannot pass through, are an
+//       vocabulary rows (Megatron's vocab-parallel layers; a vocabulary T
+//       does not divide is padded to ceil(V / T) rows per rank, the padded
+//       logits masked out of the loss): each rank looks up the tokens in
+//       its range (others give zero rows, summed by g), the LM head is
+//       column-parallel, and cross_entropy becomes Megatron's
+//       vocab-parallel form: the max shift by `all_reduce(op=max,
+//       grad=none)`, the sums of exp and the target logits by one g, so the
+//       full logits are never gathered. The rank's vocabulary offset comes
+//       from `axis_index(group=tp)`. Norms and the position embedding stay
+//       replicated. Heads (and Llama's kv heads) or features not divisible
+//       by T, or a statement the split values cannot pass through, are an
 //       fsdpc::Error.
 //
 //   t21 = matmul(t5, t_h_0_attn_c_attn_weight)  # f32[2, 64, 192], weight [64, 192]
@@ -66,8 +67,8 @@ struct TensorParallelSplit {
 // The split at T = `tp` of a parameter of full shape `full`, by its module
 // path (the plan: GPT-2's c_attn, c_proj, c_fc; Llama's q/k/v/o, gate/up/down
 // projections; the token embedding and LM head by vocabulary rows, as
-// Megatron's vocab-parallel layers, when T divides the vocabulary), or none
-// when it is replicated on the tp group.
+// Megatron's vocab-parallel layers, padded when T does not divide the
+// vocabulary), or none when it is replicated on the tp group.
 std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& param_path, const Shape& full, int tp);
 
 // The shape of each tp rank's part of a parameter of full shape `full`: `dim`

@@ -18,11 +18,13 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }  // namespace
 
 std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& path, const Shape& full, int tp) {
-  // Vocabulary rows, when T divides them: a vocabulary T does not divide
-  // (GPT-2's 50257) stays replicated rather than padded.
+  // Vocabulary rows; a vocabulary T does not divide (GPT-2's 50257) is
+  // padded, as Megatron does, rather than left whole on every rank (GPT-2
+  // small's wte is 30% of the model). Only a vocabulary may be padded: a
+  // padded head or feature would change what the model computes.
   for (const char* tail : {"wte.weight", "embed_tokens.weight", "lm_head.weight"})
     if (path == tail || ends_with(path, std::string(".") + tail)) {
-      if (tp > 1 && full.size() == 2 && full[0] % tp == 0) return TensorParallelSplit{path, 0, 1};
+      if (tp > 1 && full.size() == 2) return TensorParallelSplit{path, 0, 1, full[0] % tp != 0};
       return std::nullopt;
     }
   struct Row {

@@ -355,6 +355,77 @@ TEST_CASE("a tensor-parallel checkpoint resumes at the same layout, at tp 1, and
   CHECK_THAT(bad.output, Contains("rank-3.safetensors"));
 }
 
+// A vocabulary tp does not divide is padded (257 rows at tp 2: 129 per
+// rank, the last one padding): the rank files hold padded parts and say so,
+// the padding stays 0 in the weights and in AdamW's state, the export holds
+// the 257 real rows, and a resume at tp 2 x zero3, at 1 rank and from a
+// 1-rank checkpoint at tp 2 continues as the uninterrupted run did.
+TEST_CASE("a padded vocabulary's tensor-parallel checkpoint resumes at tp 2 and at 1 rank", "[mpi][checkpoint][tp]") {
+  const fs::path config = scratch("odd-vocab.json");
+  std::ofstream(config) << R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 64, "vocab_size": 257,
+                              "n_positions": 64})";
+  const std::string model = "--config '" + config.string() + "'";
+  const std::string data = kData + "'" + corpus().string() + "' --strategy zero3 --optimizer adamw";
+  const Result whole = train(4, model + " --steps 4 --tp 2" + data);
+  INFO(whole.output);
+  REQUIRE(whole.code == 0);
+  REQUIRE(whole.losses.size() == 4);
+  const fs::path ck = scratch("ck-tp-vocab"), ck1 = scratch("ck-tp-vocab1");
+  fs::remove_all(ck);
+  fs::remove_all(ck1);
+  const Result saved = train(4, model + " --steps 2 --tp 2 --save '" + ck.string() + "'" + data);
+  INFO(saved.output);
+  REQUIRE(saved.code == 0);
+  {
+    fsdpc::SafetensorsFile hf((ck / "model.safetensors").string());
+    const fsdpc::SafetensorsEntry* wte = hf.find("wte.weight");
+    REQUIRE(wte != nullptr);
+    CHECK(wte->shape == fsdpc::Shape{257, 64});
+    // World rank 3: tp rank 1 of data-parallel rank 1, rows 65..129 of the
+    // part of 129 rows: 65..127 real (the vocabulary's rows 194..256), 128
+    // the vocabulary's padding, 129 FSDP's.
+    fsdpc::SafetensorsFile r3((ck / "state" / "step-2" / "rank-3.safetensors").string());
+    CHECK(r3.metadata().at("wte.weight.tp_rank") == "1");
+    CHECK(r3.metadata().at("wte.weight.tp_pad") == "1");
+    CHECK(r3.metadata().at("wte.weight.row_begin") == "65");
+    for (const char* name : {"wte.weight", "wte.weight.state0", "wte.weight.state1"}) {
+      INFO(name);
+      const fsdpc::SafetensorsEntry* e = r3.find(name);
+      REQUIRE(e != nullptr);
+      REQUIRE(e->shape == fsdpc::Shape{65, 64});
+      std::vector<float> rows(65 * 64);
+      r3.read_rows_f32(*e, 0, 65, rows.data());
+      size_t nonzero_real = 0, nonzero_padding = 0;
+      for (size_t i = 0; i < rows.size(); ++i) (i < 63 * 64 ? nonzero_real : nonzero_padding) += rows[i] != 0.0f;
+      CHECK(nonzero_real > 0);
+      CHECK(nonzero_padding == 0);
+      // The export's last row is the part's row 127, this file's row 62.
+      if (std::string(name) == "wte.weight") {
+        std::vector<float> last(64);
+        hf.read_rows_f32(*wte, 256, 1, last.data());
+        CHECK(std::vector<float>(rows.begin() + 62 * 64, rows.begin() + 63 * 64) == last);
+      }
+    }
+  }
+  auto resume = [&](int np, const fs::path& dir, const std::string& layout) {
+    Result r = train(np, "--resume '" + dir.string() + "' --steps 4" + data + layout);
+    INFO(np << " ranks" << layout << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.losses.size() == 2);
+    CHECK(r.losses[0] == Approx(whole.losses[2]).epsilon(1e-5));
+    CHECK(r.losses[1] == Approx(whole.losses[3]).epsilon(1e-5));
+    return r;
+  };
+  const Result same = resume(4, ck, " --tp 2");  // the same layout continues bit for bit
+  CHECK(same.losses[0] == whole.losses[2]);
+  CHECK(same.losses[1] == whole.losses[3]);
+  resume(1, ck, "");  // tp 1, one rank: the full rows, never the padding
+  const Result saved1 = train(1, model + " --steps 2 --save '" + ck1.string() + "'" + data);
+  INFO(saved1.output);
+  REQUIRE(saved1.code == 0);
+  resume(4, ck1, " --tp 2");  // cut into padded parts
+}
+
 // A pipeline stage's rank file holds its stage's parameters only (and says
 // pp in its metadata); a resume reads each parameter from the files that
 // hold it, so a --pp 2 checkpoint continues at pp 2, at 1 rank and at zero3

@@ -4,6 +4,7 @@
 // its tp part of every split parameter (tensor_parallel_part), then its FSDP
 // shard of that; gradients are compared part by part. Also: the bytes tp
 // moves per step against Megatron's count, and bad T refused clearly.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -44,7 +45,9 @@ struct Case {
 };
 
 std::unique_ptr<Model> model_of(const std::string& name) {
-  if (name == "llama-tp3") {  // 6 heads over 3 kv heads: one kv head per rank at T = 3
+  // 6 heads over 3 kv heads: one kv head per rank at T = 3; its vocabulary
+  // of 64 is padded to 22 rows per rank (the last 20 + 2 padding).
+  if (name == "llama-tp3") {
     LlamaConfig c;
     c.vocab_size = 64;
     c.hidden_size = 24;
@@ -55,14 +58,37 @@ std::unique_ptr<Model> model_of(const std::string& name) {
     c.max_position_embeddings = 16;
     return std::make_unique<Llama>(name, c);
   }
-  if (name == "gpt2-odd-vocab") {  // a vocabulary 2 does not divide: embedding and LM head stay whole
+  // A vocabulary T does not divide: the tied embedding and LM head padded to
+  // ceil(101 / T) rows per rank (T = 2: 51 and 50 + 1 padding; T = 4: 26,
+  // 26, 26 and 23 + 3 padding).
+  if (name == "gpt2-odd-vocab" || name == "gpt2-odd-vocab-4") {
     GPT2Config c;
     c.n_layer = 2;
-    c.n_head = 2;
+    c.n_head = name == "gpt2-odd-vocab" ? 2 : 4;
     c.n_embd = 32;
     c.vocab_size = 101;
     c.n_positions = 16;
     return std::make_unique<GPT2>(name, c);
+  }
+  if (name == "gpt2-vocab-50257") {  // GPT-2's vocabulary on a narrow model: the table is most of it
+    GPT2Config c;
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.n_embd = 64;
+    c.vocab_size = 50257;
+    c.n_positions = 16;
+    return std::make_unique<GPT2>(name, c);
+  }
+  if (name == "llama-odd-vocab") {  // an untied LM head and embedding, both padded
+    LlamaConfig c;
+    c.vocab_size = 101;
+    c.hidden_size = 32;
+    c.intermediate_size = 48;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.max_position_embeddings = 16;
+    return std::make_unique<Llama>(name, c);
   }
   if (name != "llama-biases") return make_model(name);
   // Llama with every bias (Qwen2's q/k/v, attention_bias's o_proj, mlp_bias):
@@ -89,14 +115,33 @@ CaptureOptions capture_options(int64_t batch) {
 
 
 // Tp rank t's part of a full value of parameter `path` (the whole value when
-// the plan replicates it).
+// the plan replicates it; a padded vocabulary's padding rows 0).
 Value tp_part(const Value& full, const std::string& path, int tp, int t) {
   auto split = tensor_parallel_split(path, full.type.shape, tp);
   if (!split) return full;
   Value out = full;
   out.data = tensor_parallel_part(*split, full.type.shape, full.data, tp, t);
-  out.type.shape[split->dim] /= tp;
+  out.type.shape = tensor_parallel_part_shape(*split, full.type.shape, tp);
   return out;
+}
+
+// The gradient rows of a padded vocabulary's padding on tp rank t are
+// exactly 0 (the masked logits give them no cotangent), so AdamW keeps them
+// 0. `g` holds rows [first, first + its rows) of the rank's part.
+void check_padding_gradient(const Value& g, const Proxy& p, const Shape& full, int tp, int t, int64_t first) {
+  const auto split = tensor_parallel_split(p.param_path, full, tp);
+  if (!split || !split->pad) return;
+  const int64_t part_rows = tensor_parallel_part_shape(*split, full, tp)[0];
+  const int64_t real = std::clamp<int64_t>(full[0] - t * part_rows, 0, part_rows);
+  const int64_t cols = full[1], rows_here = g.type.shape[0];
+  int64_t padding = 0, nonzero = 0;
+  for (int64_t i = 0; i < rows_here; ++i) {
+    if (first + i < real) continue;
+    ++padding;
+    for (int64_t j = 0; j < cols; ++j) nonzero += g.data[static_cast<size_t>(i * cols + j)] != 0.0;
+  }
+  INFO("padding rows of " << p.name << " on tp rank " << t << ": " << padding);
+  CHECK(nonzero == 0);
 }
 
 void check_parity(const Case& c) {
@@ -191,6 +236,8 @@ void check_parity(const Case& c) {
       REQUIRE(g.data.size() == want.data.size());
       INFO("gradient of " << p.name << " on rank " << r);
       CHECK(test::worst_relative_error(g, want) < 1e-12);
+      check_padding_gradient(g, p, full_args.at(i).type.shape, tp, t,
+                             p.type.dist == DistType::fully_sharded ? s * g.type.shape[0] : 0);
     }
     ++gi;
   }
@@ -258,7 +305,36 @@ TEST_CASE("tensor parallel: sequence parallelism gives one process's loss and gr
     check_parity(sp(Strategy::zero3, Mesh{1, 2, 2}, false, DType::bf16));
     check_parity(sp(Strategy::zero3, Mesh{1, 2, 2}, false, DType::f32, RematMode::block));
   }
-  check_parity({"gpt2-odd-vocab", Strategy::zero3, Mesh{1, 2, 2}});  // the whole vocabulary, without SP
+}
+
+// A vocabulary T does not divide is padded to ceil(V / T) rows per rank; the
+// padded logits are masked out of the vocab-parallel cross-entropy, so loss
+// and gradients are one process's, the padding rows' gradients exactly 0.
+TEST_CASE("tensor parallel: a padded vocabulary gives one process's loss and gradients", "[tp]") {
+  for (const Case& c : cases("gpt2-odd-vocab")) check_parity(c);
+  check_parity({"llama-odd-vocab", Strategy::zero3, Mesh{1, 1, 2}});
+  check_parity({"llama-odd-vocab", Strategy::zero3, Mesh{1, 2, 2}});
+  // T = 4: 26 rows per rank, the last 23 real and 3 padding.
+  check_parity({"gpt2-odd-vocab-4", Strategy::zero3, Mesh{1, 1, 4}});
+  check_parity({"gpt2-odd-vocab-4", Strategy::zero3, Mesh{1, 2, 4}});
+  Case sp{"gpt2-odd-vocab-4", Strategy::zero3, Mesh{1, 1, 4}};
+  sp.sequence_parallel = true;
+  check_parity(sp);
+}
+
+TEST_CASE("tensor parallel: a padded vocabulary's logits never widen to the vocabulary", "[tp]") {
+  const Trace captured = capture(*model_of("gpt2-odd-vocab-4"), capture_options(2));
+  PipelineOptions po;
+  po.mesh = Mesh{1, 1, 4};
+  const std::vector<Stage> stages = compile(captured, po);
+  for (const Trace& t : stages.back().traces) {
+    INFO(t.name);
+    for (const Proxy& a : t.args)
+      if (a.param_path == "wte.weight") CHECK(a.type.shape == Shape{26, 32});
+    for_each_bsym(t.bsyms, [&](const BoundSymbol& b) {
+      for (const Proxy& o : b.outputs) CHECK((o.type.shape.empty() || o.type.shape.back() != 101));
+    });
+  }
 }
 
 TEST_CASE("tensor parallel: Llama with q/k/v, o_proj and MLP biases", "[tp]") {
@@ -285,13 +361,24 @@ TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
   CHECK_FALSE(tensor_parallel_split("h.0.ln_1.weight", {64}, 2));
   CHECK_FALSE(tensor_parallel_split("wpe.weight", {16, 64}, 2));                   // positions stay whole
   CHECK_FALSE(tensor_parallel_split("h.0.attn.c_proj.bias", {64}, 2));             // added once, after g
-  // Vocabulary rows when T divides them; GPT-2's 50257 stays replicated.
+  // Vocabulary rows; padded to ceil(V / T) rows when T does not divide them.
   CHECK(tensor_parallel_split("wte.weight", {50256, 768}, 2)->dim == 0);
-  CHECK_FALSE(tensor_parallel_split("wte.weight", {50257, 768}, 2));
+  CHECK_FALSE(tensor_parallel_split("wte.weight", {50256, 768}, 2)->pad);
+  const auto gpt2 = tensor_parallel_split("wte.weight", {50257, 768}, 2);
+  REQUIRE(gpt2);
+  CHECK(gpt2->pad);
+  CHECK(tensor_parallel_part_shape(*gpt2, {50257, 768}, 2) == Shape{25129, 768});
+  CHECK(tensor_parallel_part_shape(*tensor_parallel_split("wte.weight", {50257, 768}, 8), {50257, 768}, 8) ==
+        Shape{6283, 768});
   CHECK(tensor_parallel_split("model.embed_tokens.weight", {128256, 4096}, 8)->dim == 0);
   CHECK(tensor_parallel_split("lm_head.weight", {128256, 4096}, 8)->dim == 0);
-  CHECK_FALSE(tensor_parallel_split("lm_head.weight", {64, 24}, 3));
+  CHECK(tensor_parallel_part_shape(*tensor_parallel_split("lm_head.weight", {64, 24}, 3), {64, 24}, 3) == Shape{22, 24});
   CHECK_FALSE(tensor_parallel_split("not_wte.weight", {64, 24}, 2));
+  CHECK_FALSE(tensor_parallel_split("wte.weight", {64, 24}, 1));
+  // Only a vocabulary is padded: heads and features still must divide.
+  CHECK_FALSE(tensor_parallel_split("h.0.mlp.c_fc.weight", {64, 94}, 4)->pad);
+  CHECK(tensor_parallel_part_shape({"x", 0, 1}, {6, 2}, 3) == Shape{2, 2});
+  CHECK_THROWS_WITH(tensor_parallel_part_shape({"x", 0, 1}, {5, 2}, 2), Catch::Contains("cannot be cut into 2"));
   // q|k|v of 2 rows x 6: rank 1 holds the second half of each of the 3 blocks.
   const TensorParallelSplit qkv{"x", 1, 3};
   std::vector<double> data(12);
@@ -300,6 +387,18 @@ TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
   CHECK(tensor_parallel_part({"x", 0, 1}, {2, 6}, data, 2, 1) == std::vector<double>{6, 7, 8, 9, 10, 11});
   CHECK_THROWS_WITH(tensor_parallel_part({"x", 1, 3}, {2, 6}, data, 4, 0), Catch::Contains("cannot be cut into 4"));
   CHECK_THROWS_WITH(tensor_parallel_part({"x", 2, 1}, {2, 6}, data, 2, 0), Catch::Contains("has no dim 2"));
+  // A padded vocabulary of 5 rows x 2 at T = 2: 3 rows per rank; rank 1
+  // holds rows 3 and 4, then a row of padding.
+  const TensorParallelSplit vocab{"wte.weight", 0, 1, true};
+  const std::vector<double> table(data.begin(), data.begin() + 10);
+  CHECK(tensor_parallel_part(vocab, {5, 2}, table, 2, 0) == std::vector<double>{0, 1, 2, 3, 4, 5});
+  CHECK(tensor_parallel_part(vocab, {5, 2}, table, 2, 1) == std::vector<double>{6, 7, 8, 9, 0, 0});
+  CHECK(tensor_parallel_runs(vocab, {5, 2}, 2, 1).size() == 1);
+  // 5 rows at T = 4: 2 per rank, the last holds padding only.
+  CHECK(tensor_parallel_part(vocab, {5, 2}, table, 4, 2) == std::vector<double>{8, 9, 0, 0});
+  CHECK(tensor_parallel_part(vocab, {5, 2}, table, 4, 3) == std::vector<double>{0, 0, 0, 0});
+  CHECK(tensor_parallel_runs(vocab, {5, 2}, 4, 3).empty());
+  CHECK_THROWS_WITH(tensor_parallel_part({"x", 1, 3, true}, {2, 6}, data, 4, 0), Catch::Contains("padded parts"));
 }
 
 // f and g are attributes on existing ops: every form reads them back, and
@@ -518,12 +617,12 @@ TEST_CASE("tensor parallel: fsdpc dump --tp", "[tp]") {
 
 // Each rank holds its tp part of every split parameter, then its FSDP shard
 // of that: 1/(dp*tp) of the model, but for what tp replicates (positions,
-// norms, row-parallel biases), which is only dp-sharded, and the padding of
-// a shard's last rows.
+// norms, row-parallel biases), which is only dp-sharded, the padding of a
+// shard's last rows and of a vocabulary T does not divide (GPT-2's 50257).
 TEST_CASE("tensor parallel: per-rank parameters are 1/(dp*tp) of the model, but for what tp replicates", "[tp]") {
-  for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
+  for (const char* name : {"gpt2-tiny", "llama-tiny", "gpt2-vocab-50257"}) {
     INFO(name);
-    const Trace captured = capture(*make_model(name), capture_options(2));
+    const Trace captured = capture(*model_of(name), capture_options(2));
     const int dp = 2, tp = 2;
     PipelineOptions po;
     po.mesh = Mesh{1, dp, tp};
@@ -534,8 +633,12 @@ TEST_CASE("tensor parallel: per-rank parameters are 1/(dp*tp) of the model, but 
       if (!p.is_param()) continue;
       model += numel(p.type.shape);
       Shape local = p.type.shape;
-      if (auto split = tensor_parallel_split(p.param_path, p.type.shape, tp)) local[split->dim] /= tp;
-      else replicated_on_tp += numel(p.type.shape);
+      if (auto split = tensor_parallel_split(p.param_path, p.type.shape, tp)) {
+        local = tensor_parallel_part_shape(*split, p.type.shape, tp);
+        padding += numel(local) - numel(p.type.shape) / tp;  // a padded vocabulary's share of its padding
+      } else {
+        replicated_on_tp += numel(p.type.shape);
+      }
       want += (local[0] + dp - 1) / dp * (numel(local) / local[0]);  // FSDP's ceil(rows / dp) rows
       padding += (dp - 1) * (numel(local) / local[0]);                // at most dp - 1 rows
     }
@@ -547,5 +650,8 @@ TEST_CASE("tensor parallel: per-rank parameters are 1/(dp*tp) of the model, but 
           static_cast<double>(model - replicated_on_tp) / (dp * tp) + static_cast<double>(replicated_on_tp) / dp + static_cast<double>(padding));
     // What tp replicates is a small share of these models (and less of real ones).
     CHECK(static_cast<double>(replicated_on_tp) < 0.08 * static_cast<double>(model));
+    // GPT-2's 50257 rows are padded, not left whole: a rank holds a quarter.
+    if (std::string(name) == "gpt2-vocab-50257")
+      CHECK(static_cast<double>(held) < 1.01 * static_cast<double>(model) / (dp * tp));
   }
 }

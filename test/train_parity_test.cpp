@@ -4,9 +4,10 @@
 // gradient accumulation (with and without no_sync), with tensor
 // parallelism (--tp 2) alone and times zero3, zero2 and hybrid, and with
 // pipeline parallelism (--pp 2) alone, times zero3/zero2 and times tp, on
-// gpt2-tiny over 10 steps. f32 sums run in a different order when sharded,
-// so values agree to rounding: with SGD (momentum 0.9) every weight agrees to
-// 1e-5 relative. AdamW divides each gradient by its own running RMS, which
+// gpt2-tiny (and a padded vocabulary at --tp 2) over 10 steps. f32 sums run
+// in a different order when sharded, so values agree to rounding: with SGD
+// (momentum 0.9) every weight agrees to 1e-5 relative. AdamW divides each
+// gradient by its own running RMS, which
 // turns rounding noise in a gradient that is mathematically zero (the key
 // bias of attention: softmax ignores a constant added to every score) into
 // lr-sized steps whose sign depends on the summation order. For AdamW the
@@ -39,11 +40,12 @@ fs::path scratch(const std::string& name) {
   return dir / name;
 }
 
-Run train(int np, const std::string& flags, const std::string& tag, const std::string& optimizer) {
+Run train(int np, const std::string& flags, const std::string& tag, const std::string& optimizer,
+          const std::string& model = "--model gpt2-tiny") {
   fs::path log = scratch(tag + ".jsonl"), state = scratch(tag + ".json"), out = scratch(tag + ".out");
   std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) +
                     " --oversubscribe --allow-run-as-root '" + FSDPC_BIN +
-                    "' train --model gpt2-tiny --seq 16 --batch 12 --steps 10 --clip 1.0 --weight-decay 0.01 --seed 5 " +
+                    "' train " + model + " --seq 16 --batch 12 --steps 10 --clip 1.0 --weight-decay 0.01 --seed 5 " +
                     optimizer + " " + flags + " --log-json '" + log.string() + "' --save-state '" + state.string() + "' >'" +
                     out.string() + "' 2>&1";
   int status = std::system(cmd.c_str());
@@ -169,4 +171,27 @@ TEST_CASE("AdamW training sharded over N processes matches one process", "[mpi][
     check_same(base, train(c.np, c.flags, "adamw-np" + std::to_string(c.np), adamw), /*strict=*/false,
                2 * 3e-3 * 10, c.adamw_loose);
   }
+}
+
+// A vocabulary tp does not divide (gpt2-tiny's shape with 257 tokens: 129
+// rows per tp rank, the last one padding) trains as one process does, with
+// and without sequence parallelism; --save-state drops the padding, so the
+// weights are compared whole.
+TEST_CASE("training a padded vocabulary over tp 2 x zero3 matches one process", "[mpi][train][tp]") {
+  const fs::path config = scratch("odd-vocab.json");
+  std::ofstream(config) << R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 64, "vocab_size": 257,
+                              "n_positions": 64})";
+  const std::string model = "--config '" + config.string() + "'";
+  const std::string sgd = "--optimizer sgd --lr 3e-2 --momentum 0.9";
+  const Run base = train(1, "--strategy zero3", "vocab-base", sgd, model);
+  CHECK(base.losses.back() < base.losses.front());
+  REQUIRE(base.state.at("wte.weight")["data"].size() == 257 * 64);
+  for (const char* flags : {"--strategy zero3 --tp 2", "--strategy zero3 --tp 2 --sequence-parallel"}) {
+    INFO(flags);
+    check_same(base, train(4, flags, "vocab-np4", sgd, model), /*strict=*/true, 0);
+  }
+  const std::string adamw = "--optimizer adamw --lr 3e-3";
+  const Run adamw_base = train(1, "--strategy zero3", "vocab-adamw-base", adamw, model);
+  check_same(adamw_base, train(4, "--strategy zero3 --tp 2", "vocab-adamw-np4", adamw, model), /*strict=*/false,
+             2 * 3e-3 * 10, 1e-2);
 }
