@@ -61,12 +61,13 @@ std::unique_ptr<Model> model_of(const std::string& name) {
   // A vocabulary T does not divide: the tied embedding and LM head padded to
   // ceil(101 / T) rows per rank (T = 2: 51 and 50 + 1 padding; T = 4: 26,
   // 26, 26 and 23 + 3 padding).
-  if (name == "gpt2-odd-vocab" || name == "gpt2-odd-vocab-4") {
+  // gpt2-vocab-5 at T = 4: 2 rows per rank, the last rank's all padding.
+  if (name == "gpt2-odd-vocab" || name == "gpt2-odd-vocab-4" || name == "gpt2-vocab-5") {
     GPT2Config c;
     c.n_layer = 2;
     c.n_head = name == "gpt2-odd-vocab" ? 2 : 4;
     c.n_embd = 32;
-    c.vocab_size = 101;
+    c.vocab_size = name == "gpt2-vocab-5" ? 5 : 101;
     c.n_positions = 16;
     return std::make_unique<GPT2>(name, c);
   }
@@ -320,6 +321,10 @@ TEST_CASE("tensor parallel: a padded vocabulary gives one process's loss and gra
   Case sp{"gpt2-odd-vocab-4", Strategy::zero3, Mesh{1, 1, 4}};
   sp.sequence_parallel = true;
   check_parity(sp);
+  // A rank that holds padding only: its logits are all -inf, its max too,
+  // and it adds nothing to the sums.
+  check_parity({"gpt2-vocab-5", Strategy::zero3, Mesh{1, 1, 4}});
+  check_parity({"gpt2-vocab-5", Strategy::zero3, Mesh{1, 2, 4}});
 }
 
 TEST_CASE("tensor parallel: a padded vocabulary's logits never widen to the vocabulary", "[tp]") {
