@@ -2,83 +2,19 @@
 // passes/tensor_parallel.h. Each value carries a layout (replicated, or split
 // on one dim in blocks; a row-parallel product's partial sum is completed by
 // g at once) and every statement a split value reaches is re-emitted with its
-// rank-local shapes; the rest is copied unchanged, names kept.
+// rank-local shapes; the rest is copied unchanged, names kept. The
+// vocabulary-parallel ops are in tensor_parallel_vocab.cpp.
 #include "passes/tensor_parallel.h"
 
 #include <algorithm>
-#include <limits>
 #include <unordered_map>
 
-#include "ir/builder.h"
 #include "ir/error.h"
+#include "passes/tensor_parallel_rewriter.h"
 
 namespace fsdpc {
 
-namespace {
-
-// dim < 0: replicated (every tp rank holds the whole value). `seq`: an
-// activation of sequence parallelism, its dim 1 (the sequence) split.
-// `vocab` > 0: the split dim is a padded vocabulary of that many entries
-// (a padded table, its logits), each rank's part ceil(vocab / T) long, the
-// entries past `vocab` padding.
-struct Layout {
-  int64_t dim = -1;
-  int64_t blocks = 1;
-  bool seq = false;
-  int64_t vocab = 0;
-  bool split() const { return dim >= 0; }
-  bool same_cut(const Layout& o) const { return dim == o.dim && blocks == o.blocks && seq == o.seq && vocab == o.vocab; }
-};
-constexpr Layout kSeq{1, 1, true};
-
-struct Local {
-  std::string name;  // the value's name in the new trace
-  Layout layout;
-};
-
-class TensorParallel {
- public:
-  TensorParallel(Trace& out, int tp, bool sp) : b_(out), tp_(tp), sp_(sp) {}
-  void param(const std::string& name, Layout l) { values_[name] = {name, l}; }
-  void statement(const BoundSymbol& s);
-  const std::unordered_map<std::string, std::string>& renames() const { return renamed_; }
-  Layout layout_of(const std::string& old) const {
-    auto it = values_.find(old);
-    return it == values_.end() ? Layout{} : it->second.layout;
-  }
-
- private:
-  Local in(const BoundSymbol& s, size_t i) const;
-  void define(const BoundSymbol& s, const Proxy& out, Layout l);
-  std::string f(const std::string& x);
-  Proxy g(const Proxy& partial);
-  Proxy reduce_scatter_seq(const BoundSymbol& s, const Proxy& partial);
-  std::string all_gather_seq(const std::string& x);
-  Operand scatter_seq(const BoundSymbol& s, const std::string& replicated);
-  void norm(const BoundSymbol& s, const Local& x);
-  Operand localized(const BoundSymbol& s, size_t i, Layout want);
-  void matmul(const BoundSymbol& s);
-  void reshape(const BoundSymbol& s, const Local& x);
-  void slice(const BoundSymbol& s, const Local& x);
-  void take(const BoundSymbol& s, const Local& table);
-  void cross_entropy(const BoundSymbol& s, const Local& logits);
-  std::string mask_padding(const std::string& logits, int64_t vocab);
-  Proxy rank_offset(int64_t rows, DType dtype, const Device& device);
-  std::pair<Proxy, Proxy> local_ids(const std::string& ids, int64_t rows);
-  Proxy emit(OpId op, std::vector<Operand> ins, Attrs a = {}) { return b_.emit1(op, std::move(ins), std::move(a)); }
-  [[noreturn]] void unsupported(const BoundSymbol& s, const std::string& why) const;
-
-  TraceBuilder b_;
-  int tp_;
-  bool sp_;  // sequence parallelism: the activations between tp blocks split on the sequence
-  std::unordered_map<std::string, Local> values_;     // old name -> new name, layout
-  std::unordered_map<std::string, std::string> renamed_;  // old name -> new, where they differ
-  std::unordered_map<std::string, std::string> f_;    // new name -> its f output
-  std::unordered_map<std::string, std::string> gathered_;  // new name -> its all_gather over the sequence
-  std::unordered_map<std::string, const BoundSymbol*> broadcasts_;  // old name -> broadcast_in_dim
-  std::unordered_map<std::string, std::string> axis_index_;  // device -> this rank's tp index
-  std::unordered_map<std::string, std::string> offsets_;     // device/rows/dtype -> rank_offset's value
-};
+namespace tp_detail {
 
 void TensorParallel::unsupported(const BoundSymbol& s, const std::string& why) const {
   fail("tp ", tp_, ": ", op_name(s.op), " -> ", s.outputs.empty() ? "" : s.outputs[0].name, ": ", why);
@@ -317,133 +253,14 @@ void TensorParallel::slice(const BoundSymbol& s, const Local& x) {
   define(s, b_.emit1(OpId::Slice, {Operand::of(x.name)}, std::move(a)), l);
 }
 
-// The first of this rank's `rows` (vocabulary rows, or sequence positions
-// under sequence parallelism), `tp rank * rows`, as a `dtype` scalar.
-Proxy TensorParallel::rank_offset(int64_t rows, DType dtype, const Device& device) {
-  const std::string dev = device_name(device);
-  const std::string key = dev + "/" + std::to_string(rows) + "/" + std::string(dtype_name(dtype));
-  if (auto done = offsets_.find(key); done != offsets_.end()) return Proxy{done->second, b_.type_of(done->second), "", true};
-  auto it = axis_index_.find(dev);
-  if (it == axis_index_.end()) {
-    Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"device", dev}};
-    it = axis_index_.emplace(dev, emit(OpId::AxisIndex, {}, std::move(a)).name).first;
-  }
-  Proxy off = emit(OpId::Mul, {Operand::of(it->second), Operand::lit(static_cast<double>(rows))});
-  if (dtype != DType::i64)
-    off = emit(OpId::ConvertElementType, {Operand::of(off.name)}, Attrs{{"dtype", std::string(dtype_name(dtype))}});
-  offsets_[key] = off.name;
-  return off;
-}
-
-// Ids as rows of this rank's part of a table of `rows` rows per rank: the
-// local row (0 for an id another rank holds) and whether this rank holds it.
-std::pair<Proxy, Proxy> TensorParallel::local_ids(const std::string& ids, int64_t rows) {
-  const TensorType& it = b_.type_of(ids);
-  Proxy off = rank_offset(rows, it.dtype, it.device);
-  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList(it.shape)}, {"broadcast_dims", IntList{}}});
-  Proxy local = emit(OpId::Sub, {Operand::of(ids), Operand::of(off.name)});
-  Proxy below = emit(OpId::Lt, {Operand::of(local.name), Operand::lit(0)});
-  Proxy clamped = emit(OpId::Where, {Operand::of(below.name), Operand::lit(0), Operand::of(local.name)});
-  Proxy above = emit(OpId::Ge, {Operand::of(clamped.name), Operand::lit(static_cast<double>(rows))});
-  Proxy safe = emit(OpId::Where, {Operand::of(above.name), Operand::lit(0), Operand::of(clamped.name)});
-  return {safe, emit(OpId::Eq, {Operand::of(local.name), Operand::of(safe.name)})};  // in range
-}
-
-// Vocab-parallel embedding: ids outside this rank's rows look up row 0 and
-// are zeroed, so g's sum over the tp ranks is the full lookup. The backward
-// (where's, then take's rule) adds each cotangent row to the rank that holds
-// its id only.
-void TensorParallel::take(const BoundSymbol& s, const Local& table) {
-  if (table.layout.dim != 0 || table.layout.blocks != 1 || s.attrs.get_int("dim") != 0 || in(s, 1).layout.split())
-    unsupported(s, "only a lookup of rows (dim 0) in a table split by rows is supported");
-  const std::string ids = in(s, 1).name;
-  const Shape idx_shape = b_.type_of(ids).shape;
-  // A padded table's rows per rank, ceil(V / T): no id reaches its padding.
-  const auto [safe, mine] = local_ids(ids, b_.type_of(table.name).shape[0]);
-  Proxy rows_out = emit(OpId::Take, {Operand::of(table.name), Operand::of(safe.name)}, s.attrs);
-  IntList dims(idx_shape.size());
-  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
-  Proxy keep = emit(OpId::BroadcastInDim, {Operand::of(mine.name)},
-                    Attrs{{"shape", IntList(rows_out.type.shape)}, {"broadcast_dims", std::move(dims)}});
-  Proxy partial = emit(OpId::Where, {Operand::of(keep.name), Operand::of(rows_out.name), Operand::lit(0)});
-  if (sp_) return define(s, reduce_scatter_seq(s, partial), kSeq);
-  define(s, g(partial), Layout{});
-}
-
-// Megatron's vocab-parallel cross-entropy on logits split on the vocabulary
-// (the last dim): the loss is mean(log(sum exp z) - z[target]) with z the
-// logits shifted by their global row max. The max crosses the ranks without
-// a gradient (the shift cancels out of the loss); each rank's row sums of
-// exp z and its share of z[target] (zero unless it holds the target's class)
-// cross in one g. The full logits are never gathered. A padded vocabulary's
-// padded columns are masked out first.
-void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
-  const Shape& ls = b_.type_of(logits.name).shape;
-  if (logits.layout.dim != static_cast<int64_t>(ls.size()) - 1 || logits.layout.blocks != 1 || in(s, 1).layout.split())
-    unsupported(s, "only logits split on the vocabulary (their last dim) are supported");
-  const int64_t v = ls.back(), n = numel(ls) / v;
-  const Device device = b_.type_of(logits.name).device;
-  std::string x = logits.name, targets = in(s, 1).name;
-  if (ls.size() != 2) x = emit(OpId::Reshape, {Operand::of(x)}, Attrs{{"shape", IntList{n, v}}}).name;
-  if (logits.layout.vocab) x = mask_padding(x, logits.layout.vocab);
-  if (b_.type_of(targets).shape.size() != 1)
-    targets = emit(OpId::Reshape, {Operand::of(targets)}, Attrs{{"shape", IntList{n}}}).name;
-  auto across_rows = [&](const std::string& row) {  // [n] along dim 0 of [n, v]
-    return emit(OpId::BroadcastInDim, {Operand::of(row)}, Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{0}}});
-  };
-  Proxy local_max = emit(OpId::Amax, {Operand::of(x)}, Attrs{{"dims", IntList{1}}});
-  Attrs max_attrs{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"op", std::string("max")},
-                  {"grad", std::string("none")}};
-  Proxy max = emit(OpId::Wait, {Operand::of(emit(OpId::AllReduce, {Operand::of(local_max.name)}, std::move(max_attrs)).name)});
-  Proxy z = emit(OpId::Sub, {Operand::of(x), Operand::of(across_rows(max.name).name)});
-  Proxy sum_exp = emit(OpId::Sum, {Operand::of(emit(OpId::Exp, {Operand::of(z.name)}).name)}, Attrs{{"dims", IntList{1}}});
-  // z[target] where this rank holds the target's class, else 0: a lookup in
-  // z flattened (row * v + local class), never a [n, v] one-hot.
-  auto [safe, mine] = local_ids(targets, v);
-  if (b_.type_of(targets).dtype != DType::i64)  // n * v may pass 2^31
-    safe = emit(OpId::ConvertElementType, {Operand::of(safe.name)}, Attrs{{"dtype", std::string("i64")}});
-  Proxy rows = emit(OpId::Iota, {}, Attrs{{"length", n}, {"dtype", std::string("i64")}, {"device", device_name(device)}});
-  Proxy at = emit(OpId::Add, {Operand::of(emit(OpId::Mul, {Operand::of(rows.name), Operand::lit(static_cast<double>(v))}).name),
-                              Operand::of(safe.name)});
-  Proxy flat = emit(OpId::Reshape, {Operand::of(z.name)}, Attrs{{"shape", IntList{n * v}}});
-  Proxy target = emit(OpId::Take, {Operand::of(flat.name), Operand::of(at.name)}, Attrs{{"dim", int64_t{0}}});
-  Proxy picked = emit(OpId::Where, {Operand::of(mine.name), Operand::of(target.name), Operand::lit(0)});
-  // One g for both row vectors: [2, n], summed over the ranks.
-  auto row = [&](const Proxy& p) { return Operand::of(emit(OpId::Reshape, {Operand::of(p.name)}, Attrs{{"shape", IntList{1, n}}}).name); };
-  Proxy both = g(emit(OpId::Cat, {row(sum_exp), row(picked)}, Attrs{{"dim", int64_t{0}}}));
-  auto part = [&](int64_t r) {
-    Proxy p = emit(OpId::Slice, {Operand::of(both.name)},
-                   Attrs{{"starts", IntList{r, 0}}, {"ends", IntList{r + 1, n}}, {"strides", IntList{1, 1}}});
-    return emit(OpId::Reshape, {Operand::of(p.name)}, Attrs{{"shape", IntList{n}}});
-  };
-  Proxy lse = emit(OpId::Log, {Operand::of(part(0).name)});
-  Proxy nll = emit(OpId::Sub, {Operand::of(lse.name), Operand::of(part(1).name)});
-  Proxy total = emit(OpId::Sum, {Operand::of(nll.name)}, Attrs{{"dims", IntList{0}}});
-  define(s, emit(OpId::Div, {Operand::of(total.name), Operand::lit(static_cast<double>(n))}), Layout{});
-}
-
-// Logits [n, v] of a padded vocabulary with the columns past `vocab` (global
-// index iota(v) + this rank's offset) -inf: they add exp(-inf) = 0 to the
-// sums, never win the max, and where's backward gives them a zero
-// cotangent, so the padded rows of the table get exactly zero gradients and
-// stay zero through the optimizer.
-std::string TensorParallel::mask_padding(const std::string& logits, int64_t vocab) {
-  const TensorType& t = b_.type_of(logits);
-  const int64_t n = t.shape.at(0), v = t.shape.at(1);
-  Proxy off = rank_offset(v, DType::i64, t.device);
-  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList{v}}, {"broadcast_dims", IntList{}}});
-  Proxy cols = emit(OpId::Iota, {}, Attrs{{"length", v}, {"dtype", std::string("i64")}, {"device", device_name(t.device)}});
-  cols = emit(OpId::Add, {Operand::of(cols.name), Operand::of(off.name)});
-  Proxy pad = emit(OpId::Ge, {Operand::of(cols.name), Operand::lit(static_cast<double>(vocab))});
-  pad = emit(OpId::BroadcastInDim, {Operand::of(pad.name)}, Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{1}}});
-  return emit(OpId::Where, {Operand::of(pad.name), Operand::lit(-std::numeric_limits<double>::infinity()), Operand::of(logits)})
-      .name;
-}
+namespace {
 
 bool follows_layout(OpId op) {
   return op_info(op).category == OpCategory::elementwise || op == OpId::Gelu || op == OpId::Silu ||
          op == OpId::ScaledDotProductAttention || op == OpId::Cat;
 }
+
+}  // namespace
 
 void TensorParallel::statement(const BoundSymbol& s) {
   std::optional<Layout> split;
@@ -499,7 +316,10 @@ void TensorParallel::statement(const BoundSymbol& s) {
   define(s, b_.emit1(s.op, std::move(ins), s.attrs), *split);
 }
 
-}  // namespace
+}  // namespace tp_detail
+
+using tp_detail::Layout;
+using tp_detail::TensorParallel;
 
 Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options) {
   const int tp = options.tp;
