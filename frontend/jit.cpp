@@ -1,10 +1,9 @@
 // jit(): capture, compile, and hand the final traces to the runtime engine.
 #include "frontend/jit.h"
 
-#include "frontend/step_traces.h"
-
 #include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
+#include "frontend/step_traces.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "passes/place.h"
