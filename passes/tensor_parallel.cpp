@@ -11,6 +11,7 @@
 
 #include "ir/error.h"
 #include "passes/tensor_parallel_rewriter.h"
+#include "passes/vjp_rules_util.h"
 
 namespace fsdpc {
 
@@ -82,10 +83,7 @@ Operand TensorParallel::scatter_seq(const BoundSymbol& s, const std::string& rep
     fail("tp ", tp_, " --sequence-parallel: ", op_name(s.op), " -> ", s.outputs.at(0).name, " reads ", replicated, " of ",
          shape_str(t.shape), "; its sequence (dim 1) must be divisible by ", tp_);
   const int64_t local = t.shape[1] / tp_;
-  Proxy off = rank_offset(local, DType::i64, t.device);  // this rank's first position
-  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList{local}}, {"broadcast_dims", IntList{}}});
-  Proxy positions = emit(OpId::Iota, {}, Attrs{{"length", local}, {"dtype", std::string("i64")}, {"device", device_name(t.device)}});
-  positions = emit(OpId::Add, {Operand::of(positions.name), Operand::of(off.name)});
+  const Proxy positions = vjp_detail::indices_from(b_, rank_offset(local, DType::i64, t.device), local);
   return Operand::of(emit(OpId::Take, {Operand::of(f(replicated)), Operand::of(positions.name)}, Attrs{{"dim", int64_t{1}}}).name);
 }
 

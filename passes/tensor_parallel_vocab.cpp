@@ -5,6 +5,7 @@
 
 #include "ir/error.h"
 #include "passes/tensor_parallel_rewriter.h"
+#include "passes/vjp_rules_util.h"
 
 namespace fsdpc::tp_detail {
 
@@ -121,10 +122,7 @@ void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
 std::string TensorParallel::mask_padding(const std::string& logits, int64_t vocab) {
   const TensorType& t = b_.type_of(logits);
   const int64_t n = t.shape.at(0), v = t.shape.at(1);
-  Proxy off = rank_offset(v, DType::i64, t.device);
-  off = emit(OpId::BroadcastInDim, {Operand::of(off.name)}, Attrs{{"shape", IntList{v}}, {"broadcast_dims", IntList{}}});
-  Proxy cols = emit(OpId::Iota, {}, Attrs{{"length", v}, {"dtype", std::string("i64")}, {"device", device_name(t.device)}});
-  cols = emit(OpId::Add, {Operand::of(cols.name), Operand::of(off.name)});
+  const Proxy cols = vjp_detail::indices_from(b_, rank_offset(v, DType::i64, t.device), v);  // global class ids
   Proxy pad = emit(OpId::Ge, {Operand::of(cols.name), Operand::lit(static_cast<double>(vocab))});
   pad = emit(OpId::BroadcastInDim, {Operand::of(pad.name)}, Attrs{{"shape", IntList{n, v}}, {"broadcast_dims", IntList{1}}});
   return emit(OpId::Where, {Operand::of(pad.name), Operand::lit(-std::numeric_limits<double>::infinity()), Operand::of(logits)})

@@ -82,6 +82,13 @@ Proxy convert(TraceBuilder& b, const Proxy& x, DType dtype) {
                  Attrs{{"dtype", std::string(dtype_name(dtype))}});
 }
 
+Proxy indices_from(TraceBuilder& b, const Proxy& first, int64_t n) {
+  const Proxy at = broadcast(b, first, Shape{n}, {});
+  const Proxy iota = b.emit1(OpId::Iota, {},
+                             Attrs{{"length", n}, {"dtype", std::string("i64")}, {"device", device_name(first.type.device)}});
+  return b.emit1(OpId::Add, {op(iota), op(at)});
+}
+
 Proxy zeros(TraceBuilder& b, const TensorType& like) {
   return b.emit1(OpId::Full, {},
                  Attrs{{"shape", IntList(like.shape)},

@@ -52,11 +52,9 @@ Proxy own_chunk(const VjpCall& c) {
   const std::string device = device_name(x.device);
   Attrs where = group_attrs(group(c), size(c));
   where.set("device", device);
-  Proxy first = c.b.emit1(OpId::Mul, {op(c.b.emit1(OpId::AxisIndex, {}, std::move(where))), Operand::lit(static_cast<double>(n))});
-  first = c.b.emit1(OpId::BroadcastInDim, {op(first)}, Attrs{{"shape", IntList{n}}, {"broadcast_dims", IntList{}}});
-  Proxy at = c.b.emit1(OpId::Iota, {}, Attrs{{"length", n}, {"dtype", std::string("i64")}, {"device", device}});
-  at = c.b.emit1(OpId::Add, {op(at), op(first)});
-  return c.b.emit1(OpId::Take, {op(c.g()), op(at)}, Attrs{{"dim", dim}});
+  const Proxy first =
+      c.b.emit1(OpId::Mul, {op(c.b.emit1(OpId::AxisIndex, {}, std::move(where))), Operand::lit(static_cast<double>(n))});
+  return c.b.emit1(OpId::Take, {op(c.g()), op(indices_from(c.b, first, n))}, Attrs{{"dim", dim}});
 }
 
 Cotangents pack_grad(const VjpCall& c) {

@@ -54,6 +54,10 @@ Proxy reshape(TraceBuilder& b, const Proxy& x, const Shape& shape);
 Proxy permute(TraceBuilder& b, const Proxy& x, IntList dims);
 Proxy convert(TraceBuilder& b, const Proxy& x, DType dtype);
 Proxy zeros(TraceBuilder& b, const TensorType& like);
+// iota(n) + first: the n consecutive i64 indices from `first`, an i64 scalar
+// on their device (a rank's first row, position or class: its place in a
+// group times n), to take the rank's own chunk along a dim.
+Proxy indices_from(TraceBuilder& b, const Proxy& first, int64_t n);
 Proxy matmul(TraceBuilder& b, const Proxy& x, const Proxy& y);
 // The cotangent of broadcast_in_dim's input: sums g over the dims the
 // broadcast added or stretched from size 1, then reshapes to `x_shape`.
