@@ -113,8 +113,6 @@ CaptureOptions capture_options(int64_t batch) {
   return o;
 }
 
-
-
 // Tp rank t's part of a full value of parameter `path` (the whole value when
 // the plan replicates it; a padded vocabulary's padding rows 0).
 Value tp_part(const Value& full, const std::string& path, int tp, int t) {
