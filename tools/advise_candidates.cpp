@@ -47,6 +47,22 @@ std::string mesh_text(const Mesh& m) { return std::to_string(m.replicas) + "," +
 // and both moments, writes parameter and moments, all f32.
 constexpr double kAdamwBytesPerElement = 7 * 4;
 
+// The AdamW update of the local shards of `forward`'s parameters, at the
+// profile's memory bandwidth.
+double optimizer_seconds(const AdviseSetup& s, const Trace& forward) {
+  double elements = 0;
+  for (const Proxy& p : forward.args)
+    if (p.is_param() && p.requires_grad) elements += static_cast<double>(numel(p.type.shape));
+  return elements * kAdamwBytesPerElement / (s.hw.memory_bandwidth.value * s.hw.memory_sustained_fraction.value);
+}
+
+// Tokens/s of the whole world and MFU, from the candidate's simulated step.
+void set_rates(const AdviseSetup& s, Candidate& c) {
+  c.tokens_per_second = static_cast<double>(s.tokens_per_rank) * s.world / c.sim.seconds;
+  const double peak = s.precision == "f32" ? s.hw.peak_flops_f32.value : s.hw.peak_flops_bf16.value;
+  c.mfu = c.sim.flops / c.sim.seconds / peak;
+}
+
 PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
   ShardingArgs a;
   a.strategy = c.strategy;
@@ -83,15 +99,9 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
   c.fits = s.cap <= 0 || c.peak_bytes <= s.cap;
   const Trace& fwd = low.sync.forward;
   const Trace& bwd = low.sync.backward;
-  double elements = 0;
-  for (const Proxy& p : fwd.args)
-    if (p.is_param() && p.requires_grad) elements += static_cast<double>(numel(p.type.shape));
-  c.optimizer_seconds =
-      elements * kAdamwBytesPerElement / (s.hw.memory_bandwidth.value * s.hw.memory_sustained_fraction.value);
+  c.optimizer_seconds = optimizer_seconds(s, fwd);
   c.sim = simulate_step({&fwd, &bwd}, o.mesh, s.hw, c.optimizer_seconds);
-  c.tokens_per_second = static_cast<double>(s.tokens_per_rank) * s.world / c.sim.seconds;
-  const double peak = s.precision == "f32" ? s.hw.peak_flops_f32.value : s.hw.peak_flops_bf16.value;
-  c.mfu = c.sim.flops / c.sim.seconds / peak;
+  set_rates(s, c);
 }
 
 // A candidate's scheduled traces, and the candidate whose predictions they gave.
@@ -170,11 +180,7 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
       compute = m * (fwd.compute + bwd.compute) + before.compute + after.compute;
       matmul = m * (fwd.matmul + bwd.matmul);
     }
-    double elements = 0;
-    for (const Proxy& p : low.sync.forward.args)
-      if (p.is_param() && p.requires_grad) elements += static_cast<double>(numel(p.type.shape));
-    optimizer = std::max(optimizer, elements * kAdamwBytesPerElement /
-                                        (s.hw.memory_bandwidth.value * s.hw.memory_sustained_fraction.value));
+    optimizer = std::max(optimizer, optimizer_seconds(s, low.sync.forward));
     stage_blocked.push_back(m * (fwd.blocked + bwd.blocked) + before.blocked + after.blocked);
     // The activation a stage sends forward, and its gradient back, are of one size.
     double payload = 0;
@@ -221,9 +227,7 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
   c.sim.matmul = matmul;
   c.sim.blocked = most_waited;
   c.sim.flops = flops / static_cast<double>(compiled.size());
-  c.tokens_per_second = static_cast<double>(s.tokens_per_rank) * s.world / c.sim.seconds;
-  const double peak = s.precision == "f32" ? s.hw.peak_flops_f32.value : s.hw.peak_flops_bf16.value;
-  c.mfu = c.sim.flops / c.sim.seconds / peak;
+  set_rates(s, c);
 }
 
 // compile()'s last pass. Lowering with fusion drops every del and places
