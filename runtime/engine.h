@@ -229,8 +229,11 @@ class Engine {
   // gradients summed between the first and last stage.
   double pipeline_micro_batches(const std::vector<HostTensor>& inputs, std::vector<TensorValue>& sum);
   void sum_tied_gradients(std::vector<TensorValue>& sum);
-  // keep_gathered (runtime/engine_gathered.cpp): fills gathered_values_;
-  // reduces the step's summed full gradients to this rank's shards.
+  // keep_gathered (runtime/engine_gathered.cpp): matches the gather and
+  // reduce traces' arguments to params_ once, at construction; fills
+  // gathered_values_; reduces the step's summed full gradients to this
+  // rank's shards.
+  void bind_gathered_step();
   void gather_parameters();
   std::vector<TensorValue> reduce_gradients(std::vector<TensorValue> local);
   int pipeline_stage() const;
@@ -253,6 +256,7 @@ class Engine {
   // keep_gathered: the full parameters by path, from the step's gather until
   // its reduce; forward_args reads them instead of the shards.
   std::unordered_map<std::string, TensorValue> gathered_values_;
+  std::vector<size_t> gather_params_;  // params_ index of each gather trace argument
   std::vector<Param> params_;
   std::map<std::string, Shape> full_shapes_;  // every parameter of the model (other stages' too)
   std::unique_ptr<Interpreter> interpreter_;

@@ -9,16 +9,32 @@
 
 namespace fsdpc {
 
-void Engine::gather_parameters() {
-  const Trace& t = gathered_->gather;
-  std::unordered_map<std::string, const Param*> by_path;
-  for (const Param& p : params_) by_path.emplace(p.plan.path, &p);
-  std::vector<TensorValue> args;
-  for (const Proxy& a : t.args) {
+void Engine::bind_gathered_step() {
+  std::unordered_map<std::string, size_t> by_path;
+  for (size_t i = 0; i < params_.size(); ++i) by_path.emplace(params_[i].plan.path, i);
+  gather_params_.clear();
+  for (const Proxy& a : gathered_->gather.args) {
     auto it = by_path.find(a.param_path);
     FSDPC_CHECK(it != by_path.end()) << "gather: no shard of " << a.param_path;
-    args.push_back(it->second->value);
+    gather_params_.push_back(it->second);
   }
+  // The step's summed gradients come one per parameter that wants one, in
+  // argument order: the reduce trace's arguments must be in that order.
+  const Trace& reduce = gathered_->reduce;
+  size_t g = 0;
+  for (const Param& p : params_) {
+    if (!p.requires_grad) continue;
+    FSDPC_CHECK(g < reduce.args.size() && reduce.args[g].name == "grad_" + param_proxy_name(p.plan.path))
+        << "reduce: argument " << g << " is not the gradient of " << p.plan.path;
+    ++g;
+  }
+  FSDPC_CHECK(g == reduce.args.size()) << "reduce: " << reduce.args.size() << " arguments for " << g << " gradients";
+}
+
+void Engine::gather_parameters() {
+  const Trace& t = gathered_->gather;
+  std::vector<TensorValue> args;
+  for (size_t i : gather_params_) args.push_back(params_[i].value);
   ProfileSpan span(profiler_, "gather");
   std::vector<TensorValue> full = interpreter_->run(t, std::move(args));
   FSDPC_CHECK(full.size() == t.args.size()) << "gather returned " << full.size() << " values";
@@ -28,16 +44,9 @@ void Engine::gather_parameters() {
 std::vector<TensorValue> Engine::reduce_gradients(std::vector<TensorValue> local) {
   gathered_values_.clear();  // the last backward is done: the full parameters go first
   const Trace& t = gathered_->reduce;
-  // `local` holds one gradient per parameter that wants one, in argument
-  // order, as the reduce trace's arguments are.
+  // One gradient per parameter that wants one, in argument order, as the
+  // reduce trace's arguments are (bind_gathered_step checked them).
   FSDPC_CHECK(local.size() == t.args.size()) << "reduce: " << local.size() << " gradients for " << t.args.size();
-  size_t g = 0;
-  for (const Param& p : params_) {
-    if (!p.requires_grad) continue;
-    FSDPC_CHECK(t.args.at(g).name == "grad_" + param_proxy_name(p.plan.path))
-        << "reduce: argument " << g << " is not the gradient of " << p.plan.path;
-    ++g;
-  }
   ProfileSpan span(profiler_, "reduce");
   std::vector<TensorValue> shards = interpreter_->run(t, std::move(local));
   for (TensorValue& s : shards) allocator_.recategorize(*s.storage, MemCategory::gradients);

@@ -1,0 +1,210 @@
+// The engine's state in and out (Engine members, runtime/engine.h):
+// parameters loaded from a full checkpoint, each rank's shards and optimizer
+// state saved and restored at any (pp, dp, tp), and the full parameters
+// gathered to rank 0, each through the tensor-parallel layout
+// (passes/tensor_parallel.h) and FSDP's rows.
+#include "executors/comm/mpi_check.h"
+#include "executors/comm/mpi_executor.h"
+#include "ir/error.h"
+#include "passes/tensor_parallel.h"
+#include "runtime/checkpoint_parts.h"
+#include "runtime/engine.h"
+#include "runtime/safetensors.h"
+
+namespace fsdpc {
+
+namespace {
+
+TensorParallelSplit split_of(const ParamPlan& plan, int tp) {
+  const std::optional<TensorParallelSplit> split = tensor_parallel_split(plan.path, plan.full_shape, tp);
+  FSDPC_CHECK(split) << plan.path << " has no tensor-parallel split";
+  return *split;
+}
+
+
+}  // namespace
+
+void Engine::load_parameters(const ShardFill& fill) {
+  for (Param& p : params_) {
+    const Shape& full = p.plan.full_shape;
+    std::vector<float> host(static_cast<size_t>(numel(p.value.type.shape)));
+    if (p.tp_split) {
+      // The file holds the full parameter: read it whole, cut this rank's
+      // tp part, then take the part's FSDP rows (zero padding past its end).
+      std::vector<float> whole(static_cast<size_t>(numel(full)));
+      fill(p.plan.path, full, 0, full.empty() ? 1 : full[0], whole.data());
+      take_rows(p, cut_tp_part(p, whole), host);
+    } else {
+      const int64_t rows = p.group.empty() ? (full.empty() ? 1 : full[0]) : p.value.type.shape[0];
+      fill(p.plan.path, full, p.row_begin, rows, host.data());
+    }
+    to_device(p.value, host);
+  }
+}
+
+void Engine::save_rank_state(const std::string& dir, int64_t step) {
+  std::vector<SafetensorsTensor> tensors;
+  std::map<std::string, std::string> meta = {{"step", std::to_string(step)},
+                                             {"world", std::to_string(world())},
+                                             {"tp", std::to_string(options_.mesh.tp)},
+                                             // A pipeline stage's file holds its stage's parameters only.
+                                             {"pp", std::to_string(options_.mesh.pp)},
+                                             {"seed", std::to_string(options_.seed)},
+                                             {"optimizer_steps", std::to_string(optimizer_->steps())}};
+  // Host copies of every shard and state buffer (device memory on a GPU),
+  // kept alive until the file is written.
+  std::vector<std::vector<float>> host;
+  host.reserve(3 * params_.size());
+  auto add = [&](const std::string& name, const Shape& shape, const float* device_data) {
+    host.emplace_back(static_cast<size_t>(numel(shape)));
+    backend().copy_to_host(host.back().data(), device_data, host.back().size() * sizeof(float));
+    tensors.push_back({name, shape, host.back().data()});
+  };
+  for (Param& p : params_) {
+    const Shape& shape = p.value.type.shape;
+    add(p.plan.path, shape, static_cast<const float*>(p.value.data()));
+    // The rows are of this rank's tp part when tensor parallelism cut the
+    // parameter: the file says which part, so any layout can place them.
+    PartPlacement where;
+    where.row_begin = p.row_begin;
+    if (p.tp_split) {
+      where.tp = options_.mesh.tp;
+      where.tp_rank = mpi_->groups().rank_in("tp");
+      where.split = split_of(p.plan, options_.mesh.tp);
+    }
+    write_placement(meta, p.plan.path, where);
+    if (!p.requires_grad) continue;
+    Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
+    meta[p.plan.path + ".step"] = std::to_string(st.step);
+    if (st.buf0) add(p.plan.path + ".state0", shape, st.buf0);  // placed as the parameter's rows
+    if (st.buf1) add(p.plan.path + ".state1", shape, st.buf1);
+  }
+  write_safetensors(dir + "/rank-" + std::to_string(rank()) + ".safetensors", tensors, meta);
+}
+
+int64_t Engine::load_rank_state(const std::string& dir) {
+  const RankFiles rf(dir);
+  // Data and sampling are functions of (seed, step): another seed would not
+  // continue the same run.
+  if (rf.meta(0, "seed") != static_cast<int64_t>(options_.seed))
+    fail(dir, ": the checkpoint was trained with --seed ", rf.meta(0, "seed"), ", this run has --seed ",
+         options_.seed);
+  for (Param& p : params_) {
+    const Shape& shape = p.value.type.shape;
+    const int64_t rows = shape.empty() ? 1 : shape[0], cols = rows ? numel(shape) / rows : 0;
+    const int64_t full_rows = p.plan.full_shape.empty() ? 1 : p.plan.full_shape[0];
+    // Rows of the full parameter in every file and wanted here: read only
+    // this rank's rows. Otherwise tp parts were written or are wanted: put
+    // the full tensor together from the files, then cut this rank's part.
+    const bool parts = p.tp_split || rf.holds_tp_parts(p.plan.path);
+    auto read = [&](const std::string& name, float* device_out) {
+      std::vector<float> host(static_cast<size_t>(rows * cols));
+      if (!parts) {
+        rf.read_rows(name, p.plan.path, full_rows, p.row_begin, rows, cols, host.data());
+      } else {
+        std::vector<float> whole = rf.read_full(name, p.plan.path, p.plan.full_shape);
+        take_rows(p, p.tp_split ? cut_tp_part(p, whole) : whole, host);
+      }
+      backend().copy_from_host(device_out, host.data(), host.size() * sizeof(float));
+    };
+    read(p.plan.path, static_cast<float*>(p.value.data()));
+    if (!p.requires_grad) continue;
+    Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
+    if (st.buf0) read(p.plan.path + ".state0", st.buf0);
+    if (st.buf1) read(p.plan.path + ".state1", st.buf1);
+    optimizer_->set_param_step(p.plan.path, rf.param_meta(p.plan.path, p.plan.path + ".step"));
+  }
+  optimizer_->set_steps(rf.meta(0, "optimizer_steps"));
+  return rf.meta(0, "step");
+}
+
+// This rank's rows of `tensor` (its tp part, or the full parameter) into
+// `host`: rows [row_begin, row_begin + its rows), 0 past the end (padding).
+void Engine::take_rows(const Param& p, const std::vector<float>& tensor, std::vector<float>& host) const {
+  const Shape& shape = p.value.type.shape;
+  const int64_t row = shape.empty() || shape[0] == 0 ? 1 : numel(shape) / shape[0];
+  const int64_t size = static_cast<int64_t>(tensor.size());
+  const int64_t begin = std::min(size, p.row_begin * row);
+  const int64_t n = std::min(size - begin, static_cast<int64_t>(host.size()));
+  std::fill(host.begin(), host.end(), 0.0f);
+  std::copy_n(tensor.begin() + begin, n, host.begin());
+}
+
+std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>& whole) const {
+  const int tp = options_.mesh.tp;
+  const TensorParallelSplit split = split_of(p.plan, tp);
+  // A padded vocabulary's padding rows stay 0.
+  std::vector<float> part(static_cast<size_t>(numel(tensor_parallel_part_shape(split, p.plan.full_shape, tp))), 0.0f);
+  for (const TensorParallelRun& r : tensor_parallel_runs(split, p.plan.full_shape, tp, mpi_->groups().rank_in("tp")))
+    std::copy_n(whole.begin() + r.full, r.count, part.begin() + r.part);
+  return part;
+}
+
+// The tp ranks' parts of parameter `p` (each rank passes its whole part),
+// put back together on tp rank 0 as the full tensor; the others get an
+// empty vector. Every rank of every tp group calls it.
+std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> part) {
+  const int tp = options_.mesh.tp;
+  const TensorParallelSplit split = split_of(p.plan, options_.mesh.tp);
+  const int64_t n = numel(tensor_parallel_part_shape(split, p.plan.full_shape, tp));
+  part.resize(static_cast<size_t>(n));  // a shard group's other members hold no rows
+  MPI_Comm comm = mpi_->groups().comm("tp");
+  const bool tp_root = mpi_->groups().rank_in("tp") == 0;
+  std::vector<float> parts(tp_root ? static_cast<size_t>(n * tp) : 0);
+  MPI_Request request = MPI_REQUEST_NULL;
+  FSDPC_MPI_CHECK(MPI_Igather(part.data(), static_cast<int>(n), MPI_FLOAT, tp_root ? parts.data() : nullptr,
+                              static_cast<int>(n), MPI_FLOAT, 0, comm, &request));
+  CollectiveWatch* watch = collective_watch();
+  const uint64_t id = watch ? watch->issued({"gather", "full_state_dict", "", "tp", comm, n, "f32",
+                                             n * static_cast<int64_t>(sizeof(float))})
+                            : 0;
+  mpi_wait_watched(&request, id);
+  if (watch) watch->completed(id);
+  if (!tp_root) return {};
+  std::vector<float> full(static_cast<size_t>(numel(p.plan.full_shape)));
+  for (int t = 0; t < tp; ++t)  // the real rows only: a padded vocabulary's padding is dropped
+    for (const TensorParallelRun& r : tensor_parallel_runs(split, p.plan.full_shape, tp, t))
+      std::copy_n(parts.begin() + (t * n + r.part), r.count, full.begin() + r.full);
+  return full;
+}
+
+std::map<std::string, HostTensor> Engine::full_state_dict() {
+  std::map<std::string, HostTensor> out;
+  // World rank 0, or with pipeline stages the first rank of each stage.
+  const bool root = rank() % options_.mesh.stage_world() == 0;
+  for (const Param& p : params_) {
+    const std::vector<float> local = to_host(p.value);
+    const float* d = local.data();
+    const int64_t n = numel(p.value.type.shape);
+    std::vector<float> full;
+    if (p.group.empty()) {
+      full = local;
+    } else {
+      // Each shard group gathers its rows on its first member; world rank 0
+      // is the first member of its group (other replicas gather and drop).
+      MPI_Comm comm = mpi_->groups().comm(p.group);
+      const bool group_root = mpi_->groups().rank_in(p.group) == 0;
+      if (group_root) full.resize(static_cast<size_t>(n * mpi_->groups().size(p.group)));
+      MPI_Request request = MPI_REQUEST_NULL;
+      FSDPC_MPI_CHECK(MPI_Igather(d, static_cast<int>(n), MPI_FLOAT, group_root ? full.data() : nullptr,
+                                  static_cast<int>(n), MPI_FLOAT, 0, comm, &request));
+      CollectiveWatch* watch = collective_watch();
+      const uint64_t id = watch ? watch->issued({"gather", "full_state_dict", "", p.group, comm, n, "f32",
+                                                 n * static_cast<int64_t>(sizeof(float))})
+                                : 0;
+      mpi_wait_watched(&request, id);
+      if (watch) watch->completed(id);
+      // Drop the padding rows (of this tp rank's part, when tp cut it).
+      full.resize(static_cast<size_t>(
+          p.tp_split ? numel(tensor_parallel_part_shape(split_of(p.plan, options_.mesh.tp), p.plan.full_shape,
+                                                        options_.mesh.tp))
+                     : numel(p.plan.full_shape)));
+    }
+    if (p.tp_split) full = gather_tp_parts(p, std::move(full));
+    if (root) out[p.plan.path] = HostTensor::floats(p.plan.full_shape, std::move(full));
+  }
+  if (options_.mesh.pp > 1) send_stage_state(out);
+  return out;
+}
+
+}  // namespace fsdpc
