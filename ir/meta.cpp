@@ -4,6 +4,7 @@
 #include "ir/meta.h"
 
 #include "ir/meta_rules.h"
+#include "ir/scalar_expr.h"
 
 namespace fsdpc {
 
@@ -133,19 +134,24 @@ void check_operands(const MetaArgs& a) {
   }
 }
 
+// An elementwise op is typed by the kind its scalar definition has
+// (ir/scalar_exprs.def), so a new one needs no case here.
+TensorType meta_elementwise(const MetaArgs& a) {
+  switch (elementwise_kind(a.op())) {
+    case ElementwiseKind::unary: return meta_unary(a);
+    case ElementwiseKind::binary: return meta_binary(a);
+    case ElementwiseKind::compare: return meta_compare(a);
+    case ElementwiseKind::select: return meta_where(a);
+    case ElementwiseKind::cast: return meta_convert(a);
+    case ElementwiseKind::none: break;
+  }
+  FSDPC_CHECK(false) << op_name(a.op()) << " is elementwise but has no scalar definition";
+  return {};
+}
+
 Types dispatch(const MetaArgs& a) {
+  if (op_info(a.op()).category == OpCategory::elementwise) return {meta_elementwise(a)};
   switch (a.op()) {
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh:
-    case OpId::Sqrt: case OpId::Rsqrt: case OpId::Sin: case OpId::Cos:
-      return {meta_unary(a)};
-    case OpId::ConvertElementType: return {meta_convert(a)};
-    case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div:
-    case OpId::Pow: case OpId::Maximum:
-      return {meta_binary(a)};
-    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le:
-    case OpId::Gt: case OpId::Ge:
-      return {meta_compare(a)};
-    case OpId::Where: return {meta_where(a)};
     case OpId::Sum: case OpId::Amax: return {meta_reduction(a)};
     case OpId::Reshape: return {meta_reshape(a)};
     case OpId::Permute: return {meta_permute(a)};
@@ -181,6 +187,7 @@ Types dispatch(const MetaArgs& a) {
     case OpId::Fusion:
       // Only its statements know its outputs: verify() checks them there.
       a.fail("a region's output types come from its statements");
+    default: break;  // the elementwise ops, above
   }
   FSDPC_CHECK(false) << "op id " << static_cast<int>(a.op()) << " outside ops.def";
   return {};

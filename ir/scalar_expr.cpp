@@ -2,8 +2,11 @@
 // number literals. A malformed row is a bug in the table, so it aborts.
 #include "ir/scalar_expr.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -95,24 +98,57 @@ class ExprParser {
   size_t i_ = 0;
 };
 
+// The highest input index `e` reads (-1: none).
+int largest_arg(const ScalarExpr& e) {
+  int k = e.prim == ScalarPrim::arg ? e.arg : -1;
+  for (const ScalarExpr& c : e.children) k = std::max(k, largest_arg(c));
+  return k;
+}
+
 struct Table {
-  std::vector<const ScalarExpr*> by_op;
+  std::vector<const ScalarExpr*> definition;  // by op
+  std::vector<const ScalarExpr*> kernel;      // by op
   std::vector<ScalarExpr> storage;
 };
 
 const Table& table() {
   static const Table t = [] {
     Table out;
-    out.by_op.assign(static_cast<size_t>(kNumOps), nullptr);
-    std::vector<std::pair<OpId, std::string_view>> rows = {
-#define FSDPC_SCALAR_EXPR(op, text) {OpId::op, text},
+    out.definition.assign(static_cast<size_t>(kNumOps), nullptr);
+    out.kernel.assign(static_cast<size_t>(kNumOps), nullptr);
+    struct Row {
+      OpId op;
+      bool kernel;
+      std::string_view text;
+    };
+    const std::vector<Row> rows = {
+#define FSDPC_SCALAR_EXPR(op, text) {OpId::op, false, text},
+#define FSDPC_SCALAR_KERNEL(op, text) {OpId::op, true, text},
 #include "ir/scalar_exprs.def"
+#undef FSDPC_SCALAR_KERNEL
 #undef FSDPC_SCALAR_EXPR
     };
-    out.storage.reserve(rows.size());
-    for (const auto& [op, text] : rows) {
-      out.storage.push_back(ExprParser(text).parse_all());
-      out.by_op[static_cast<size_t>(op)] = &out.storage.back();
+    out.storage.reserve(rows.size());  // the pointers below stay valid
+    for (const Row& r : rows) {
+      out.storage.push_back(ExprParser(r.text).parse_all());
+      const auto i = static_cast<size_t>(r.op);
+      std::vector<const ScalarExpr*>& slot = r.kernel ? out.kernel : out.definition;
+      FSDPC_CHECK(!slot[i]) << "scalar_exprs.def: two rows for " << op_name(r.op);
+      slot[i] = &out.storage.back();
+    }
+    // Every elementwise op of ops.def is defined here, over no more inputs
+    // than it takes.
+    for (size_t i = 0; i < out.kernel.size(); ++i) {
+      const OpId op = static_cast<OpId>(i);
+      const OpInfo& info = op_info(op);
+      FSDPC_CHECK(!out.definition[i] == (info.category != OpCategory::elementwise))
+          << "scalar_exprs.def: " << op_name(op) << (out.definition[i] ? " is not elementwise" : " has no row");
+      FSDPC_CHECK(!out.kernel[i] || out.definition[i])
+          << "scalar_exprs.def: a kernel formulation of " << op_name(op) << " without its definition";
+      if (!out.kernel[i]) out.kernel[i] = out.definition[i];
+      for (const ScalarExpr* e : {out.definition[i], out.kernel[i]})
+        FSDPC_CHECK(!e || largest_arg(*e) < info.max_inputs)
+            << "scalar_exprs.def: " << op_name(op) << " reads an input it does not take";
     }
     return out;
   }();
@@ -121,7 +157,54 @@ const Table& table() {
 
 }  // namespace
 
-const ScalarExpr* scalar_expr(OpId op) { return table().by_op.at(static_cast<size_t>(op)); }
+const ScalarExpr* scalar_expr(OpId op) { return table().kernel.at(static_cast<size_t>(op)); }
+
+const ScalarExpr* scalar_definition(OpId op) { return table().definition.at(static_cast<size_t>(op)); }
+
+double eval_scalar(const ScalarExpr& e, const double* args) {
+  auto at = [&](size_t k) { return eval_scalar(e.children[k], args); };
+  switch (e.prim) {
+    case ScalarPrim::arg: return args[e.arg];
+    case ScalarPrim::constant: return e.value;
+    case ScalarPrim::neg: return -at(0);
+    case ScalarPrim::exp: return std::exp(at(0));
+    case ScalarPrim::log: return std::log(at(0));
+    case ScalarPrim::tanh: return std::tanh(at(0));
+    case ScalarPrim::sqrt: return std::sqrt(at(0));
+    case ScalarPrim::sin: return std::sin(at(0));
+    case ScalarPrim::cos: return std::cos(at(0));
+    case ScalarPrim::add: return at(0) + at(1);
+    case ScalarPrim::sub: return at(0) - at(1);
+    case ScalarPrim::mul: return at(0) * at(1);
+    case ScalarPrim::div: return at(0) / at(1);
+    case ScalarPrim::pow: return std::pow(at(0), at(1));
+    case ScalarPrim::max: {
+      // torch.maximum: a NaN on either side wins, unlike std::fmax.
+      const double x = at(0), y = at(1);
+      if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<double>::quiet_NaN();
+      return x > y ? x : y;
+    }
+    case ScalarPrim::eq: return at(0) == at(1);
+    case ScalarPrim::ne: return at(0) != at(1);
+    case ScalarPrim::lt: return at(0) < at(1);
+    case ScalarPrim::le: return at(0) <= at(1);
+    case ScalarPrim::gt: return at(0) > at(1);
+    case ScalarPrim::ge: return at(0) >= at(1);
+    case ScalarPrim::select: return at(0) != 0.0 ? at(1) : at(2);
+    case ScalarPrim::cast: return at(0);
+  }
+  FSDPC_CHECK(false) << "scalar prim " << static_cast<int>(e.prim) << " outside ScalarPrim";
+  return 0.0;
+}
+
+ElementwiseKind elementwise_kind(OpId op) {
+  const ScalarExpr* e = scalar_definition(op);
+  if (!e) return ElementwiseKind::none;
+  if (e->prim == ScalarPrim::cast) return ElementwiseKind::cast;
+  if (is_comparison(e->prim)) return ElementwiseKind::compare;
+  if (e->prim == ScalarPrim::select && op_info(op).min_inputs == 3) return ElementwiseKind::select;
+  return op_info(op).min_inputs == 1 ? ElementwiseKind::unary : ElementwiseKind::binary;
+}
 
 bool is_comparison(ScalarPrim p) {
   switch (p) {

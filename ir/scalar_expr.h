@@ -1,5 +1,7 @@
-// The scalar semantics of the fusible ops (ir/scalar_exprs.def), parsed into
-// expression trees that fusion executors lower element by element.
+// The scalar semantics of the elementwise ops (ir/scalar_exprs.def), parsed
+// into expression trees: the reference executor evaluates them in float64,
+// executors without a hand-written kernel for an op run them, and fusion
+// executors lower them element by element.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +28,35 @@ struct ScalarExpr {
   std::vector<ScalarExpr> children;
 };
 
-// The op's per-element expression, or nullptr when it has none (not fusible
-// elementwise). The table is parsed once, on first use.
+// The op's per-element expression as generated code computes it (its
+// FSDPC_SCALAR_KERNEL formulation where it has one, else its definition), or
+// nullptr when it has none (not elementwise). The table is parsed once, on
+// first use.
 const ScalarExpr* scalar_expr(OpId op);
+
+// The op's definition (FSDPC_SCALAR_EXPR), which the reference evaluates; the
+// same as scalar_expr() unless the table gives a kernel formulation.
+const ScalarExpr* scalar_definition(OpId op);
+
+// `e` at one point, in float64: args[k] is input k. A comparison is 1 or 0,
+// select tests its condition against 0, max lets a NaN win, and a cast is
+// the identity (the caller rounds the result to the output dtype).
+double eval_scalar(const ScalarExpr& e, const double* args);
 
 // Whether `p` compares (its result is bool, its operands keep their dtype).
 bool is_comparison(ScalarPrim p);
+
+// How an elementwise op types its operands and output, read off its
+// definition's root: what the meta functions, VJP dispatch and executors
+// go by for an op without its own case.
+enum class ElementwiseKind : uint8_t {
+  none,     // not an elementwise op with a scalar definition
+  unary,    // one float operand, output of its dtype
+  binary,   // two operands of one dtype (or a literal), output of that dtype
+  compare,  // two operands of one dtype, bool output
+  select,   // a bool condition and two values
+  cast,     // convert_element_type: output dtype from the attribute
+};
+ElementwiseKind elementwise_kind(OpId op);
 
 }  // namespace fsdpc

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ir/error.h"
+#include "ir/scalar_expr.h"
 #include "passes/vjp_rules_util.h"
 
 namespace fsdpc::vjp_detail {
@@ -127,20 +128,16 @@ Cotangents where_rule(const VjpCall& c) {
 
 }  // namespace
 
+// Dispatched by the kind of the op's scalar definition, so a new op needs
+// only its rule in unary_rule or binary_rule.
 Cotangents vjp_elementwise(const VjpCall& c) {
-  switch (c.bsym.op) {
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh:
-    case OpId::Sqrt: case OpId::Rsqrt: case OpId::Sin: case OpId::Cos:
-    case OpId::ConvertElementType:
-      return unary_rule(c);
-    case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div:
-    case OpId::Pow: case OpId::Maximum:
-      return binary_rule(c);
-    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le:
-    case OpId::Gt: case OpId::Ge:
-      return c.none();  // bool outputs carry no cotangent
-    case OpId::Where: return where_rule(c);
-    default: break;
+  switch (elementwise_kind(c.bsym.op)) {
+    case ElementwiseKind::unary:
+    case ElementwiseKind::cast: return unary_rule(c);
+    case ElementwiseKind::binary: return binary_rule(c);
+    case ElementwiseKind::compare: return c.none();  // bool outputs carry no cotangent
+    case ElementwiseKind::select: return where_rule(c);
+    case ElementwiseKind::none: break;
   }
   FSDPC_CHECK(false) << op_name(c.bsym.op) << " is not elementwise";
   return c.none();

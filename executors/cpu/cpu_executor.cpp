@@ -41,7 +41,9 @@ bool supports(OpId op, DType d) {
     case OpId::Full: case OpId::Pack: case OpId::Unpack:
       return is_cpu_dtype(d);
     default:
-      return false;  // synchronize, collectives, wait, del: the runtime and MPI
+      // An elementwise op without a kernel of its own runs its scalar
+      // expression; synchronize, collectives, wait, del: the runtime and MPI.
+      return expr_kernel_supports(op, d);
   }
 }
 
@@ -52,7 +54,7 @@ KernelFn kernel_of(OpId op) {
     return kernel;
 #include "executors/kernel_families.def"
 #undef FSDPC_KERNEL
-    default: return nullptr;
+    default: return op_info(op).category == OpCategory::elementwise ? expr_kernel : nullptr;
   }
 }
 

@@ -26,7 +26,7 @@ KernelFn kernel_of(OpId op) {
     return kernel;
 #include "executors/kernel_families.def"
 #undef FSDPC_KERNEL
-    default: return nullptr;
+    default: return op_info(op).category == OpCategory::elementwise ? expr_kernel : nullptr;
   }
 }
 
@@ -54,7 +54,10 @@ bool supports(OpId op, DType d) {
       return is_one_of(d, {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64,
                            DType::boolean});
     default:
-      return false;  // synchronize, collectives, wait, del: NCCL and the runtime
+      // An elementwise op without a kernel of its own runs its scalar
+      // expression as generated code; synchronize, collectives, wait, del:
+      // NCCL and the runtime.
+      return expr_kernel_supports(op, d);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "executors/fusion/nvrtc_compiler.h"
 #include "executors/fusion/region.h"
 #include "ir/error.h"
+#include "ir/scalar_expr.h"
 
 namespace fsdpc::cuda {
 
@@ -73,6 +74,29 @@ void fusion_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<T
   FSDPC_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_of(bin)),
                                     dim3(static_cast<unsigned>(bin.grid)), dim3(static_cast<unsigned>(bin.block)),
                                     args.data(), 0, c.compute()));
+}
+
+bool expr_kernel_supports(OpId op, DType out) {
+  switch (elementwise_kind(op)) {
+    case ElementwiseKind::unary:
+    case ElementwiseKind::binary:
+    case ElementwiseKind::select: return out == DType::f32;
+    case ElementwiseKind::compare: return out == DType::boolean;
+    case ElementwiseKind::cast:
+    case ElementwiseKind::none: break;
+  }
+  return false;
+}
+
+void expr_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<TensorView>& in,
+                 const std::vector<TensorView>& out) {
+  std::vector<const TensorType*> types;
+  for (const TensorView& v : in) types.push_back(v.type);
+  const fusion::FlatStatement flat = fusion::flat_statement(b, types);
+  std::vector<TensorView> views;
+  for (size_t k = 0; k < flat.tensor_inputs.size(); ++k) views.push_back({in[flat.tensor_inputs[k]].data, &flat.input_types[k]});
+  std::vector<TensorView> outs = {{out[0].data, &flat.fusion.outputs[0].type}};
+  fusion_kernel(ctx, flat.fusion, views, outs);
 }
 
 }  // namespace fsdpc::cuda

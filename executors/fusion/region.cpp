@@ -208,4 +208,35 @@ std::string Region::signature() const {
   return out;
 }
 
+FlatStatement flat_statement(const BoundSymbol& b, const std::vector<const TensorType*>& input_types) {
+  if (op_info(b.op).category != OpCategory::elementwise || b.outputs.size() != 1)
+    fail("fusion: ", op_name(b.op), " is not an elementwise statement with one output");
+  FSDPC_CHECK(input_types.size() == b.inputs.size()) << op_name(b.op) << ": " << input_types.size() << " types for "
+                                                      << b.inputs.size() << " inputs";
+  const Shape flat = {numel(b.output().type.shape)};
+  FlatStatement f;
+  BoundSymbol inner = b;
+  inner.executor.clear();
+  inner.outputs[0].type.shape = flat;
+  f.fusion.op = OpId::Fusion;
+  f.fusion.executor = b.executor;
+  for (size_t i = 0; i < b.inputs.size(); ++i) {
+    if (b.inputs[i].is_scalar()) continue;
+    FSDPC_CHECK(input_types[i]) << op_name(b.op) << ": input " << i << " has no type";
+    // Inputs of an elementwise op have the output's shape (no broadcasting).
+    TensorType t = *input_types[i];
+    t.shape = flat;
+    // The same value read twice (mul(x, x)) is one input of the region.
+    bool seen = false;
+    for (const Operand& o : f.fusion.inputs) seen = seen || o.name == b.inputs[i].name;
+    if (seen) continue;
+    f.fusion.inputs.push_back(b.inputs[i]);
+    f.input_types.push_back(t);
+    f.tensor_inputs.push_back(i);
+  }
+  f.fusion.outputs = inner.outputs;
+  f.fusion.subsymbols.push_back(std::move(inner));
+  return f;
+}
+
 }  // namespace fsdpc::fusion

@@ -68,4 +68,17 @@ struct Region {
 // Throws fsdpc::Error when the statement holds something a loop cannot run.
 Region describe_region(const BoundSymbol& fusion, const std::vector<TensorType>& input_types);
 
+// An elementwise statement `b` alone as a region over its elements in one
+// flat dimension, so an executor without a kernel of its own for the op runs
+// it as generated code, and every shape of the same size shares that code.
+// `input_types[i]` is b's input i (nullptr for a scalar literal, which stays
+// inside the region). `tensor_inputs` are the indices of b's inputs that
+// the region takes, in order.
+struct FlatStatement {
+  BoundSymbol fusion;
+  std::vector<TensorType> input_types;  // of fusion's inputs
+  std::vector<size_t> tensor_inputs;
+};
+FlatStatement flat_statement(const BoundSymbol& b, const std::vector<const TensorType*>& input_types);
+
 }  // namespace fsdpc::fusion

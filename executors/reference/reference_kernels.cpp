@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "executors/reference/reference_internal.h"
+#include "ir/scalar_expr.h"
 
 namespace fsdpc::reference {
 
@@ -18,57 +19,21 @@ double nan_max(double a, double b) {
   return a > b ? a : b;
 }
 
-double unary(OpId op, double x) {
-  switch (op) {
-    case OpId::Neg: return -x;
-    case OpId::Exp: return std::exp(x);
-    case OpId::Log: return std::log(x);
-    case OpId::Tanh: return std::tanh(x);
-    case OpId::Sqrt: return std::sqrt(x);
-    case OpId::Rsqrt: return 1.0 / std::sqrt(x);
-    case OpId::Sin: return std::sin(x);
-    case OpId::Cos: return std::cos(x);
-    case OpId::ConvertElementType: return x;  // the cast is to_dtype's job
-    default: break;
-  }
-  FSDPC_CHECK(false) << op_name(op) << " is not a unary elementwise op";
-  return 0.0;
-}
-
-double binary(OpId op, double a, double b) {
-  switch (op) {
-    case OpId::Add: return a + b;
-    case OpId::Sub: return a - b;
-    case OpId::Mul: return a * b;
-    case OpId::Div: return a / b;
-    case OpId::Pow: return std::pow(a, b);
-    case OpId::Maximum: return nan_max(a, b);
-    case OpId::Eq: return a == b;
-    case OpId::Ne: return a != b;
-    case OpId::Lt: return a < b;
-    case OpId::Le: return a <= b;
-    case OpId::Gt: return a > b;
-    case OpId::Ge: return a >= b;
-    default: break;
-  }
-  FSDPC_CHECK(false) << op_name(op) << " is not a binary elementwise op";
-  return 0.0;
-}
-
 // Element i of an elementwise operand; a scalar literal is the same everywhere.
 double at(const Input& in, int64_t i) { return in.is_scalar() ? in.scalar : in.value->data[i]; }
 
+// Every elementwise op is its definition in ir/scalar_exprs.def, evaluated
+// in float64 and rounded to the output dtype.
 Data elementwise(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out) {
+  const ScalarExpr* e = scalar_definition(b.op);
+  FSDPC_CHECK(e) << op_name(b.op) << " has no scalar definition";
+  FSDPC_CHECK(in.size() <= 3) << op_name(b.op) << " with " << in.size() << " inputs";
   const int64_t n = numel(out.shape);
   Data d(n);
-  if (in.size() == 1) {
-    for (int64_t i = 0; i < n; ++i) d[i] = to_dtype(unary(b.op, at(in[0], i)), out.dtype);
-  } else if (in.size() == 2) {
-    for (int64_t i = 0; i < n; ++i) d[i] = to_dtype(binary(b.op, at(in[0], i), at(in[1], i)), out.dtype);
-  } else {
-    FSDPC_CHECK(b.op == OpId::Where && in.size() == 3) << op_name(b.op) << " with " << in.size() << " inputs";
-    for (int64_t i = 0; i < n; ++i)
-      d[i] = to_dtype(at(in[0], i) != 0.0 ? at(in[1], i) : at(in[2], i), out.dtype);
+  double args[3] = {0, 0, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < in.size(); ++k) args[k] = at(in[k], i);
+    d[i] = to_dtype(eval_scalar(*e, args), out.dtype);
   }
   return d;
 }
