@@ -82,6 +82,7 @@ Tensor sqrt(const Tensor& a);
 Tensor rsqrt(const Tensor& a);
 Tensor sin(const Tensor& a);
 Tensor cos(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);

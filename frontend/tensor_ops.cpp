@@ -85,6 +85,7 @@ Tensor sqrt(const Tensor& a) { return unary(OpId::Sqrt, a); }
 Tensor rsqrt(const Tensor& a) { return unary(OpId::Rsqrt, a); }
 Tensor sin(const Tensor& a) { return unary(OpId::Sin, a); }
 Tensor cos(const Tensor& a) { return unary(OpId::Cos, a); }
+Tensor sigmoid(const Tensor& a) { return unary(OpId::Sigmoid, a); }
 Tensor relu(const Tensor& a) { return maximum(a, 0.0); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {

@@ -36,6 +36,8 @@ Cotangents unary_rule(const VjpCall& c) {
     }
     case OpId::Sin: return {binary(b, OpId::Mul, g, unary(b, OpId::Cos, x))};
     case OpId::Cos: return {binary(b, OpId::Mul, g, unary(b, OpId::Neg, unary(b, OpId::Sin, x)))};
+    case OpId::Sigmoid:  // y (1 - y)
+      return {binary(b, OpId::Mul, g, binary(b, OpId::Mul, y, binary(b, OpId::Sub, 1.0, y)))};
     case OpId::ConvertElementType:
       if (!is_float(x.type.dtype)) return c.none();
       return {convert(b, g, x.type.dtype)};

@@ -273,7 +273,8 @@ constexpr int kShapes = 14;  // random shapes per op and variant
 
 TEST_CASE("cpu: unary elementwise ops", "[cpu]") {
   Rng r;
-  for (OpId op : {OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos})
+  for (OpId op : {OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos,
+                  OpId::Sigmoid})
     for (int i = 0; i < kShapes; ++i) {
       Shape s = i == 0 ? Shape{1000} : r.shape(0, 4);  // 1000: past the oneDNN threshold
       const bool needs_positive = op == OpId::Log || op == OpId::Sqrt || op == OpId::Rsqrt;

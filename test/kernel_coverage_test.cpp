@@ -1,6 +1,8 @@
 // The GPU kernel tests' coverage, checked without a GPU: the ops they declare
 // they compare against the CPU executor (test/gpu/kernel_coverage.h) are
-// exactly the ops of executors/kernel_families.def, each declared by one test
+// exactly the ops with a compute kernel: those of executors/kernel_families.def
+// and every elementwise op, whose kernel may be generated from its scalar
+// expression (ir/scalar_exprs.def) instead, each declared by one test
 // and named in that test's source. On a GPU each test's main then checks
 // that its run compared every op it declares (ggml's test-backend-ops rule).
 #include <catch2/catch.hpp>
@@ -21,12 +23,18 @@ using namespace fsdpc;
 
 namespace {
 
-// op -> kernel family, for every op with a compute kernel.
-const std::map<OpId, std::string> kFamilies = {
+// op -> kernel family, for every op with a compute kernel: an elementwise op
+// without a family row runs its scalar expression (expr_kernel).
+const std::map<OpId, std::string> kFamilies = [] {
+  std::map<OpId, std::string> m = {
 #define FSDPC_KERNEL(op, kernel) {OpId::op, #kernel},
 #include "executors/kernel_families.def"
 #undef FSDPC_KERNEL
-};
+  };
+  for (int i = 0; i < kNumOps; ++i)
+    if (op_info(static_cast<OpId>(i)).category == OpCategory::elementwise) m.emplace(static_cast<OpId>(i), "expr_kernel");
+  return m;
+}();
 
 // op -> its enum spelling, as the GPU tests' sources write it (OpId::Neg).
 const std::map<OpId, std::string> kEnumNames = {

@@ -58,7 +58,8 @@ SweepCase sweep_case(OpId op) {
     case OpId::Sqrt:
     case OpId::Rsqrt:
     case OpId::Sin:
-    case OpId::Cos: return {{x23}, {}, {on1({2, 3}, bf16)}};
+    case OpId::Cos:
+    case OpId::Sigmoid: return {{x23}, {}, {on1({2, 3}, bf16)}};
     // A shard converts to the shard of the converted tensor.
     case OpId::ConvertElementType:
       return {{at({4, 3}, f32, kSharded)}, {{"dtype", "bf16"}}, {on1({4, 3}, bf16, kSharded)}};
@@ -177,5 +178,5 @@ TEST_CASE("every op in ops.def infers the output types docs/ir.md gives", "[meta
       CHECK(got[k] == c.outputs[k]);
     }
   }
-  CHECK(kNumOps == 56);
+  CHECK(kNumOps == 57);
 }

@@ -36,7 +36,8 @@ Attrs slice_attrs(IntList starts, IntList ends, IntList strides) {
 }  // namespace
 
 TEST_CASE("vjp: unary elementwise ops and convert_element_type", "[vjp]") {
-  for (OpId id : {OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos})
+  for (OpId id : {OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos,
+                  OpId::Sigmoid})
     for (uint64_t seed : kSeeds) {
       GradCheck c(seed);
       const bool positive = id == OpId::Log || id == OpId::Sqrt || id == OpId::Rsqrt;

@@ -30,7 +30,8 @@ const ComparesOps kCoverage(kComparedByKernelsTest);
 
 TEST_CASE("gpu kernels: unary ops, and convert_element_type between every dtype", "[gpu][kernels]") {
   Harness h;
-  for (OpId op : {OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos})
+  for (OpId op : {OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos,
+                  OpId::Sigmoid})
     for (int i = 0; i < kShapes; ++i) {
       const Shape s = i == 0 ? Shape{1000} : i == 1 ? Shape{3, 70001} : h.r.shape(0, 4);
       const bool positive = op == OpId::Log || op == OpId::Sqrt || op == OpId::Rsqrt;

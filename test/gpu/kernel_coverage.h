@@ -1,6 +1,6 @@
 // The ops each GPU kernel test compares against the CPU executor, as data:
 // kernel_coverage_test.cpp checks without a GPU that together they are every
-// op of executors/kernel_families.def, and on a GPU each test's run must
+// op of executors/kernel_families.def and every elementwise op, and on a GPU each test's run must
 // compare every op it lists (ggml's test-backend-ops rule: no kernel untested).
 #pragma once
 
@@ -11,7 +11,8 @@ namespace fsdpc::gpu_test {
 // gpu_kernels_test.cpp: elementwise, reduction, shape, indexing, creation
 // and buffer kernels.
 inline constexpr OpId kComparedByKernelsTest[] = {
-    OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos, OpId::ConvertElementType,
+    OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos, OpId::Sigmoid,
+    OpId::ConvertElementType,
     OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Pow, OpId::Maximum,
     OpId::Eq, OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge, OpId::Where,
     OpId::Sum, OpId::Amax,
