@@ -16,6 +16,8 @@
 # cluster rows are skipped without it) and mpicc for the probe. A benchmark:
 # it asserts nothing, and its figures are only as quiet as the machine.
 # Usage: bench/advise_validation.sh [BUILD_DIR] [STEPS] [SETTINGS]
+#   STEPS: --measure-steps, or "auto" (the default: advise runs about a
+#     second of steps a candidate by its predicted step time)
 #   SETTINGS: any of "cluster local1 local2" (default: all three)
 #   env: LOCK=FILE runs each advise under `flock FILE` (a shared machine);
 #        MODELS (default "gpt2-tiny 4x512"); RATE (tc rate for the link,
@@ -23,7 +25,9 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
-steps=${2:-5}
+steps=${2:-auto}
+steps_flag=()
+[[ $steps != auto ]] && steps_flag=(--measure-steps "$steps")
 settings=${3:-cluster local1 local2}
 models=${MODELS:-gpt2-tiny 4x512}
 fsdpc=$build/tools/fsdpc
@@ -186,9 +190,9 @@ for setting in $settings; do
     case $setting in
       cluster) "${lock[@]}" bash "$root/tools/netns_cluster.sh" --pin ${RATE:+--rate "$RATE"} -- "$fsdpc" advise \
                  $(model_flags "$model") --world-size 2 --hardware "$hw" --measure \
-                 --measure-steps "$steps" --format json -o "$out" 2>"$work/err" ;;
+                 "${steps_flag[@]}" --format json -o "$out" 2>"$work/err" ;;
       local*) "${lock[@]}" "$fsdpc" advise $(model_flags "$model") --world-size "${setting#local}" --hardware "$hw" \
-                --measure --measure-steps "$steps" --format json -o "$out" 2>"$work/err" ;;
+                --measure "${steps_flag[@]}" --format json -o "$out" 2>"$work/err" ;;
     esac
     if [[ ! -s $out ]]; then
       echo "advise_validation.sh: $setting $model failed: $(tail -1 "$work/err")" >&2

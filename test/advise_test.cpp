@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -378,9 +379,9 @@ TEST_CASE("advise --measure runs each candidate under mpirun: measured peak equa
   // Small steps, and zero3's four knob settings and no_shard only, so the
   // five runs take seconds.
   const std::string base = "--model gpt2-tiny --world-size 2 --batch 2 --seq 16 --hardware " + cpu_profile().string() +
-                           " --measure --measure-steps 3";
+                           " --measure";
   const std::string mpirun = std::string("FSDPC_MPIRUN='") + FSDPC_MPIEXEC + "'";
-  const Run json = fsdpc_run("advise " + base + " --strategies zero3,no_shard --format json", mpirun);
+  const Run json = fsdpc_run("advise " + base + " --measure-steps 3 --strategies zero3,no_shard --format json", mpirun);
   INFO(json.err);
   REQUIRE(json.code == 0);
   const Json j = Json::parse(json.out);
@@ -398,9 +399,11 @@ TEST_CASE("advise --measure runs each candidate under mpirun: measured peak equa
     CHECK(std::isfinite(ms));
     CHECK(ms > 0);
     CHECK(m["predicted_over_measured"].get<double>() > 0);
-    CHECK_THAT(json.err, Contains("/7: " + c["candidate"].get<std::string>() + " ..."));  // progress
+    CHECK_THAT(json.err, Contains("/7: " + c["candidate"].get<std::string>() + ", 3 steps ..."));  // progress
   }
-  // The text table: the measured columns, filled in the row.
+  // The text table: the measured columns, filled in the row. Without
+  // --measure-steps a run takes about a second of steps by its predicted
+  // step time (5 to 1000).
   const Run text = fsdpc_run("advise " + base + " --strategies no_shard", mpirun);
   REQUIRE(text.code == 0);
   CHECK_THAT(text.out, Contains("measured ms") && Contains("pred/meas") && Contains("measured peak"));
@@ -409,6 +412,13 @@ TEST_CASE("advise --measure runs each candidate under mpirun: measured peak equa
   const std::string line = text.out.substr(row + 1, text.out.find('\n', row + 1) - row - 1);
   CHECK(std::count(line.begin(), line.end(), 'B') == 3);  // peak, bytes sent, measured peak
   CHECK_THAT(text.out, Contains("measured here: 1 of 1 candidates ran") && Contains("plan's in 1 of 1"));
+  double predicted = 0;
+  for (const Json& c : j["candidates"])
+    if (c["strategy"] == "no_shard") predicted = c["step_seconds"].get<double>();
+  REQUIRE(predicted > 0);
+  const int steps = static_cast<int>(std::clamp(1.0 + std::ceil(1.0 / predicted), 5.0, 1000.0));
+  CHECK_THAT(text.out, Contains("fsdpc train, " + std::to_string(steps) + " steps; the median step"));
+  CHECK_THAT(text.err, Contains("1/1: no_shard, " + std::to_string(steps) + " steps ..."));
 }
 
 TEST_CASE("advise --measure: a failing run shows in its row; no mpirun is exit 2", "[mpi]") {

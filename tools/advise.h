@@ -99,11 +99,17 @@ void rank_candidates(std::vector<Candidate>& cs);
 // One line on why the first candidate won.
 std::string winner_reason(const std::vector<Candidate>& ranked, int64_t cap);
 
+// Steps a --measure run trains when --measure-steps is not given: enough for
+// about a second of steps after the first by the predicted step time, at
+// least 5 and at most 1000.
+int auto_measure_steps(double predicted_seconds);
+
 // --measure: mpirun (FSDPC_MPIRUN, else the first on PATH); "" if none.
 std::string find_mpirun();
 // Runs `mpirun -np world fsdpc train <model_flags> <candidate flags> --steps
 // K` for each candidate that fits (in order, progress on stderr) and fills
 // its `measured`; a failing run is recorded in its row, never thrown.
+// `steps` 0: each candidate runs auto_measure_steps(its predicted step).
 void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
                         std::vector<Candidate>& cs);
 

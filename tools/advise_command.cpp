@@ -26,7 +26,7 @@ using Json = nlohmann::ordered_json;
 
 struct AdviseArgs {
   ModelSource src;
-  int world = 0, threads = 0, measure_steps = 5;
+  int world = 0, threads = 0, measure_steps = 0;  // 0: auto_measure_steps
   bool measure = false, sequence_parallel = false;
   std::vector<std::string> strategies;
   std::vector<int> tps{1}, pps{1};
@@ -104,14 +104,19 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
   out += line;
   if (measured) {
     size_t ok = 0, equal = 0;
+    int fewest = 0, most = 0;
     for (const Candidate& c : cs) {
       ok += c.measured.ok();
       equal += c.measured.ok() && c.measured.peak_bytes == c.peak_bytes;
+      if (!c.measured.ok()) continue;
+      fewest = fewest ? std::min(fewest, c.measured.steps) : c.measured.steps;
+      most = std::max(most, c.measured.steps);
     }
+    const std::string counts = fewest == most ? std::to_string(most) : std::to_string(fewest) + "-" + std::to_string(most);
     std::snprintf(line, sizeof line,
-                  "measured here: %zu of %zu candidates ran (mpirun -np %d fsdpc train; the median step after the "
-                  "first); the measured peak equals the plan's in %zu of %zu\n",
-                  ok, cs.size(), s.world, equal, ok);
+                  "measured here: %zu of %zu candidates ran (mpirun -np %d fsdpc train, %s steps; the median step "
+                  "after the first); the measured peak equals the plan's in %zu of %zu\n",
+                  ok, cs.size(), s.world, counts.c_str(), equal, ok);
     out += line;
   }
   return out;
@@ -296,10 +301,11 @@ Command add_advise_command(CLI::App& app) {
   auto* measure = cmd->add_flag("--measure", a->measure,
                                 "Also run each candidate that fits here (mpirun -np N fsdpc train) and print measured "
                                 "step time and peak beside the predicted");
-  cmd->add_option("--measure-steps", a->measure_steps, "Steps each --measure run trains (the first is left out of the time)")
+  cmd->add_option("--measure-steps", a->measure_steps,
+                  "Steps each --measure run trains; the first is left out of the time (default: about a second of "
+                  "steps by the predicted step time, 5 to 1000)")
       ->check(whole_number(1, 100000))
-      ->needs(measure)
-      ->capture_default_str();
+      ->needs(measure);
   cmd->add_option("--threads", a->threads, "Candidates compiled at once (default: the cores)")->check(whole_number(1, 256));
   cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Write to FILE instead of standard output");

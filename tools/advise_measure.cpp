@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -89,6 +90,18 @@ Measurement run_one(const AdviseSetup& s, const std::string& mpirun, const std::
 
 }  // namespace
 
+int auto_measure_steps(double predicted_seconds) {
+  // About a second of steps after the first: a step of a few milliseconds
+  // varies by tens of percent from step to step on a shared host (the
+  // scheduler, page faults, MPI's progress), and a median over four such
+  // steps is as noisy; a second of them is not. Large steps keep the floor.
+  constexpr double kMeasureSeconds = 1.0;
+  constexpr int kFloor = 5, kCeiling = 1000;
+  if (!(predicted_seconds > 0)) return kFloor;
+  const double k = 1.0 + std::ceil(kMeasureSeconds / predicted_seconds);
+  return static_cast<int>(std::clamp(k, static_cast<double>(kFloor), static_cast<double>(kCeiling)));
+}
+
 std::string find_mpirun() {
   if (const char* env = std::getenv("FSDPC_MPIRUN"); env && *env) return access(env, X_OK) == 0 ? env : "";
   const char* path = std::getenv("PATH");
@@ -115,8 +128,9 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
       c.measured.error = "not run: over the memory cap";
       continue;
     }
-    std::fprintf(stderr, "measuring %zu/%zu: %s ...\n", i + 1, cs.size(), c.name().c_str());
-    c.measured = run_one(s, mpirun, model_flags, steps, c, dir);
+    const int k = steps > 0 ? steps : auto_measure_steps(c.sim.seconds);
+    std::fprintf(stderr, "measuring %zu/%zu: %s, %d steps ...\n", i + 1, cs.size(), c.name().c_str(), k);
+    c.measured = run_one(s, mpirun, model_flags, k, c, dir);
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
