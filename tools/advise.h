@@ -20,9 +20,9 @@ namespace fsdpc::cli {
 // train` for a few steps. `error` is set when it was not run or failed.
 struct Measurement {
   bool ran = false;       // launched (it may still have failed)
-  double step_seconds = 0;  // median over the steps after the first
+  double step_seconds = 0;  // median over the steps after each run's first
   int64_t peak_bytes = 0;   // peak_bytes.total, the largest of any step
-  int steps = 0;            // records read
+  int steps = 0;            // records read, over every run (round)
   std::string error;        // "exit 1: <last stderr line>", "not run: ..."
   bool ok() const { return ran && error.empty(); }
 };
@@ -109,7 +109,8 @@ std::string find_mpirun();
 // Runs `mpirun -np world fsdpc train <model_flags> <candidate flags> --steps
 // K` for each candidate that fits (in order, progress on stderr) and fills
 // its `measured`; a failing run is recorded in its row, never thrown.
-// `steps` 0: each candidate runs auto_measure_steps(its predicted step).
+// `steps` 0: each candidate runs auto_measure_steps(its predicted step), in
+// three interleaved rounds.
 void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
                         std::vector<Candidate>& cs);
 

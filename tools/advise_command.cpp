@@ -115,7 +115,7 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
     const std::string counts = fewest == most ? std::to_string(most) : std::to_string(fewest) + "-" + std::to_string(most);
     std::snprintf(line, sizeof line,
                   "measured here: %zu of %zu candidates ran (mpirun -np %d fsdpc train, %s steps; the median step "
-                  "after the first); the measured peak equals the plan's in %zu of %zu\n",
+                  "after each run's first); the measured peak equals the plan's in %zu of %zu\n",
                   ok, cs.size(), s.world, counts.c_str(), equal, ok);
     out += line;
   }
@@ -303,7 +303,7 @@ Command add_advise_command(CLI::App& app) {
                                 "step time and peak beside the predicted");
   cmd->add_option("--measure-steps", a->measure_steps,
                   "Steps each --measure run trains; the first is left out of the time (default: about a second of "
-                  "steps by the predicted step time, 5 to 1000)")
+                  "steps by the predicted step time, 5 to 1000, in three rounds over the candidates)")
       ->check(whole_number(1, 100000))
       ->needs(measure);
   cmd->add_option("--threads", a->threads, "Candidates compiled at once (default: the cores)")->check(whole_number(1, 256));

@@ -1,5 +1,5 @@
 // fsdpc advise --measure: each candidate run here as a user would run it,
-// `mpirun -np N fsdpc train ...` for a few steps with --log-json, so the
+// `mpirun -np N fsdpc train ...` for some steps with --log-json, so the
 // predicted step time and peak stand beside measured ones. Runs are
 // sequential: concurrent ones would share the cores and time each other.
 #include <sys/wait.h>
@@ -37,10 +37,12 @@ std::string last_line(const fs::path& file) {
   return last.empty() ? "(no output)" : last;
 }
 
-// One candidate's run; its files go in `dir`.
-Measurement run_one(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
-                    const Candidate& c, const fs::path& dir) {
-  Measurement m;
+// One candidate's run of `steps` steps; its files go in `dir`. Appends the
+// times of the steps after the first (which compiles, JIT-builds kernels and
+// allocates; kept only when it is the only one) to `ms`, and records the
+// peak and step count in `m`.
+void run_one(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
+             const Candidate& c, const fs::path& dir, Measurement& m, std::vector<double>& times) {
   m.ran = true;
   const fs::path log = dir / "log.jsonl", err = dir / "stderr.txt";
   fs::remove(log);
@@ -59,7 +61,7 @@ Measurement run_one(const AdviseSetup& s, const std::string& mpirun, const std::
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (code != 0) {
     m.error = "exit " + std::to_string(code) + ": " + last_line(err);
-    return m;
+    return;
   }
   std::vector<double> ms;
   std::ifstream in(log);
@@ -71,21 +73,22 @@ Measurement run_one(const AdviseSetup& s, const std::string& mpirun, const std::
       m.peak_bytes = std::max(m.peak_bytes, rec.at("peak_bytes").at("total").get<int64_t>());
     } catch (const std::exception& e) {
       m.error = "unreadable --log-json line: " + std::string(e.what());
-      return m;
+      return;
     }
   }
-  m.steps = static_cast<int>(ms.size());
+  m.steps += static_cast<int>(ms.size());
   if (ms.empty()) {
     m.error = "exit 0 but no step was logged";
-    return m;
+    return;
   }
-  // The first step compiles, JIT-builds kernels and allocates: left out
-  // unless it is the only one.
   if (ms.size() > 1) ms.erase(ms.begin());
+  times.insert(times.end(), ms.begin(), ms.end());
+}
+
+double median_seconds(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   const size_t n = ms.size();
-  m.step_seconds = (n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2) / 1e3;
-  return m;
+  return (n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2) / 1e3;
 }
 
 }  // namespace
@@ -118,20 +121,36 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
   std::string tmpl = (fs::temp_directory_path() / "fsdpc-advise-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) fail("--measure: cannot create a folder under ", fs::temp_directory_path().string());
   const fs::path dir = tmpl;
-  for (size_t i = 0; i < cs.size(); ++i) {
-    Candidate& c = cs[i];
-    if (s.executor != "cpu") {
+  // Without --measure-steps, the candidates run in kRounds interleaved
+  // rounds (1, 2, ..., n, then 1, 2, ... again), each a third of the steps:
+  // a shared host's load drifts over seconds, and candidates measured one
+  // after another would carry that drift into their order (identical traces
+  // measured 1.29 and 0.96 ms a step a minute apart); interleaved, each
+  // candidate's median spans the whole run.
+  constexpr int kRounds = 3;
+  const int rounds = steps > 0 ? 1 : kRounds;
+  std::vector<std::vector<double>> times(cs.size());
+  for (Candidate& c : cs) {
+    if (s.executor != "cpu")
       c.measured.error = "not run: measuring runs the cpu executor only";
-      continue;
-    }
-    if (!c.fits) {
+    else if (!c.fits)
       c.measured.error = "not run: over the memory cap";
-      continue;
-    }
-    const int k = steps > 0 ? steps : auto_measure_steps(c.sim.seconds);
-    std::fprintf(stderr, "measuring %zu/%zu: %s, %d steps ...\n", i + 1, cs.size(), c.name().c_str(), k);
-    c.measured = run_one(s, mpirun, model_flags, k, c, dir);
   }
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < cs.size(); ++i) {
+      Candidate& c = cs[i];
+      if (!c.measured.error.empty()) continue;
+      // A round's first step is left out, so each round runs one more.
+      const int k = steps > 0 ? steps : 1 + std::max(1, (auto_measure_steps(c.sim.seconds) - 1 + rounds - 1) / rounds);
+      if (rounds > 1)
+        std::fprintf(stderr, "measuring %zu/%zu (round %d/%d): %s, %d steps ...\n", i + 1, cs.size(), r + 1, rounds,
+                     c.name().c_str(), k);
+      else
+        std::fprintf(stderr, "measuring %zu/%zu: %s, %d steps ...\n", i + 1, cs.size(), c.name().c_str(), k);
+      run_one(s, mpirun, model_flags, k, c, dir, c.measured, times[i]);
+    }
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (cs[i].measured.ok() && !times[i].empty()) cs[i].measured.step_seconds = median_seconds(times[i]);
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
