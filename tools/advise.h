@@ -20,7 +20,7 @@ namespace fsdpc::cli {
 // train` for a few steps. `error` is set when it was not run or failed.
 struct Measurement {
   bool ran = false;       // launched (it may still have failed)
-  double step_seconds = 0;  // median over the steps after each run's first
+  double step_seconds = 0;  // median over each run's steps after its warm-up (1 or 2 steps)
   int64_t peak_bytes = 0;   // peak_bytes.total, the largest of any step
   int steps = 0;            // records read, over every run (round)
   std::string error;        // "exit 1: <last stderr line>", "not run: ..."

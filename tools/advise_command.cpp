@@ -115,7 +115,7 @@ std::string render_text(const AdviseSetup& s, const std::string& model, const st
     const std::string counts = fewest == most ? std::to_string(most) : std::to_string(fewest) + "-" + std::to_string(most);
     std::snprintf(line, sizeof line,
                   "measured here: %zu of %zu candidates ran (mpirun -np %d fsdpc train, %s steps; the median step "
-                  "after each run's first); the measured peak equals the plan's in %zu of %zu\n",
+                  "after each run's warm-up); the measured peak equals the plan's in %zu of %zu\n",
                   ok, cs.size(), s.world, counts.c_str(), equal, ok);
     out += line;
   }

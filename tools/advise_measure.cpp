@@ -38,9 +38,12 @@ std::string last_line(const fs::path& file) {
 }
 
 // One candidate's run of `steps` steps; its files go in `dir`. Appends the
-// times of the steps after the first (which compiles, JIT-builds kernels and
-// allocates; kept only when it is the only one) to `ms`, and records the
-// peak and step count in `m`.
+// times of its steady steps to `times` and records the peak and step count
+// in `m`. Left out: the first step, which compiles, JIT-builds kernels and
+// allocates, and from a run of four or more also the second, which first
+// touches the optimizer's state (AdamW's moments; a 4x512 GPT-2's second
+// step on 2 ranks took 814 ms where the later ones took 616). A run of one
+// step keeps it.
 void run_one(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
              const Candidate& c, const fs::path& dir, Measurement& m, std::vector<double>& times) {
   m.ran = true;
@@ -81,8 +84,8 @@ void run_one(const AdviseSetup& s, const std::string& mpirun, const std::string&
     m.error = "exit 0 but no step was logged";
     return;
   }
-  if (ms.size() > 1) ms.erase(ms.begin());
-  times.insert(times.end(), ms.begin(), ms.end());
+  const size_t warm = ms.size() >= 4 ? 2 : ms.size() > 1 ? 1 : 0;
+  times.insert(times.end(), ms.begin() + static_cast<std::ptrdiff_t>(warm), ms.end());
 }
 
 double median_seconds(std::vector<double> ms) {
@@ -122,7 +125,8 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
   if (!mkdtemp(tmpl.data())) fail("--measure: cannot create a folder under ", fs::temp_directory_path().string());
   const fs::path dir = tmpl;
   // Without --measure-steps, the candidates run in kRounds interleaved
-  // rounds (1, 2, ..., n, then 1, 2, ... again), each a third of the steps:
+  // rounds (1, 2, ..., n, then 1, 2, ... again), each a third of the steps
+  // (at least two) after its own two warm-up steps:
   // a shared host's load drifts over seconds, and candidates measured one
   // after another would carry that drift into their order (identical traces
   // measured 1.29 and 0.96 ms a step a minute apart); interleaved, each
@@ -140,8 +144,7 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
     for (size_t i = 0; i < cs.size(); ++i) {
       Candidate& c = cs[i];
       if (!c.measured.error.empty()) continue;
-      // A round's first step is left out, so each round runs one more.
-      const int k = steps > 0 ? steps : 1 + std::max(1, (auto_measure_steps(c.sim.seconds) - 1 + rounds - 1) / rounds);
+      const int k = steps > 0 ? steps : 2 + std::max(2, (auto_measure_steps(c.sim.seconds) + rounds - 1) / rounds);
       if (rounds > 1)
         std::fprintf(stderr, "measuring %zu/%zu (round %d/%d): %s, %d steps ...\n", i + 1, cs.size(), r + 1, rounds,
                      c.name().c_str(), k);
