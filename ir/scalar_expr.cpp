@@ -197,6 +197,18 @@ double eval_scalar(const ScalarExpr& e, const double* args) {
   return 0.0;
 }
 
+bool runs_generated(OpId op, DType out) {
+  switch (elementwise_kind(op)) {
+    case ElementwiseKind::unary:
+    case ElementwiseKind::binary:
+    case ElementwiseKind::select: return out == DType::f32;
+    case ElementwiseKind::compare: return out == DType::boolean;
+    case ElementwiseKind::cast:
+    case ElementwiseKind::none: break;
+  }
+  return false;
+}
+
 ElementwiseKind elementwise_kind(OpId op) {
   const ScalarExpr* e = scalar_definition(op);
   if (!e) return ElementwiseKind::none;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/ops.h"
+#include "ir/types.h"
 
 namespace fsdpc {
 
@@ -58,5 +59,10 @@ enum class ElementwiseKind : uint8_t {
   cast,     // convert_element_type: output dtype from the attribute
 };
 ElementwiseKind elementwise_kind(OpId op);
+
+// Whether an executor's kernel generated from the op's scalar expression (the
+// CPU's interpreted one, CUDA's compiled one) runs it for output dtype `out`:
+// f32 values with a bool condition, or a comparison of f32 to bool.
+bool runs_generated(OpId op, DType out);
 
 }  // namespace fsdpc

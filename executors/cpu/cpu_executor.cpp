@@ -7,6 +7,7 @@
 
 #include "executors/cpu/cpu_kernels.h"
 #include "executors/cpu/cpu_region.h"
+#include "ir/scalar_expr.h"
 
 namespace fsdpc {
 
@@ -43,7 +44,7 @@ bool supports(OpId op, DType d) {
     default:
       // An elementwise op without a kernel of its own runs its scalar
       // expression; synchronize, collectives, wait, del: the runtime and MPI.
-      return expr_kernel_supports(op, d);
+      return runs_generated(op, d);
   }
 }
 

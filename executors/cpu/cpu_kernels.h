@@ -28,9 +28,8 @@ FSDPC_CPU_KERNEL(binary_kernel);   // add sub mul div pow maximum
 FSDPC_CPU_KERNEL(compare_kernel);  // eq ne lt le gt ge
 FSDPC_CPU_KERNEL(where_kernel);
 // cpu_scalar_expr.cpp: an elementwise op without a kernel above, run from its
-// scalar expression; whether it runs for that output dtype.
+// scalar expression (for the dtypes of runs_generated(), ir/scalar_expr.h).
 FSDPC_CPU_KERNEL(expr_kernel);
-bool expr_kernel_supports(OpId op, DType out);
 // cpu_reduce.cpp
 FSDPC_CPU_KERNEL(reduce_kernel);  // sum amax
 // cpu_shape.cpp

@@ -84,18 +84,6 @@ void eval_block(const ScalarExpr& e, const Operands& ops, int64_t base, int64_t 
 
 }  // namespace
 
-bool expr_kernel_supports(OpId op, DType out) {
-  switch (elementwise_kind(op)) {
-    case ElementwiseKind::unary:
-    case ElementwiseKind::binary:
-    case ElementwiseKind::select: return out == DType::f32;
-    case ElementwiseKind::compare: return out == DType::boolean;
-    case ElementwiseKind::cast:
-    case ElementwiseKind::none: break;
-  }
-  return false;
-}
-
 FSDPC_CPU_KERNEL(expr_kernel) {
   const ScalarExpr* e = scalar_expr(b.op);
   FSDPC_CHECK(e) << op_name(b.op) << " has no scalar expression";

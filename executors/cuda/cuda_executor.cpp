@@ -6,6 +6,7 @@
 
 #include "executors/cuda/cuda_fusion.h"
 #include "executors/cuda/cuda_kernels.h"
+#include "ir/scalar_expr.h"
 
 namespace fsdpc {
 
@@ -57,7 +58,7 @@ bool supports(OpId op, DType d) {
       // An elementwise op without a kernel of its own runs its scalar
       // expression as generated code; synchronize, collectives, wait, del:
       // NCCL and the runtime.
-      return expr_kernel_supports(op, d);
+      return runs_generated(op, d);
   }
 }
 

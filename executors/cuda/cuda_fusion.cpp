@@ -76,18 +76,6 @@ void fusion_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<T
                                     args.data(), 0, c.compute()));
 }
 
-bool expr_kernel_supports(OpId op, DType out) {
-  switch (elementwise_kind(op)) {
-    case ElementwiseKind::unary:
-    case ElementwiseKind::binary:
-    case ElementwiseKind::select: return out == DType::f32;
-    case ElementwiseKind::compare: return out == DType::boolean;
-    case ElementwiseKind::cast:
-    case ElementwiseKind::none: break;
-  }
-  return false;
-}
-
 void expr_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<TensorView>& in,
                  const std::vector<TensorView>& out) {
   std::vector<const TensorType*> types;

@@ -18,10 +18,9 @@ void fusion_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<T
 // An elementwise op without a hand-written kernel (kernels/elementwise.cu):
 // its scalar expression (ir/scalar_exprs.def) generated, compiled and
 // launched as a region holding the statement alone, over its elements in
-// one flat dimension (fusion::flat_statement). f32 values, a bool condition
-// or comparison result; `expr_kernel_supports` says which outputs.
+// one flat dimension (fusion::flat_statement), for the dtypes of
+// runs_generated() (ir/scalar_expr.h).
 void expr_kernel(KernelContext& ctx, const BoundSymbol& b, const std::vector<TensorView>& in,
                  const std::vector<TensorView>& out);
-bool expr_kernel_supports(OpId op, DType out);
 
 }  // namespace fsdpc::cuda
