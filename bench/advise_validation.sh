@@ -18,10 +18,13 @@
 # Usage: bench/advise_validation.sh [BUILD_DIR] [STEPS] [SETTINGS]
 #   STEPS: --measure-steps, or "auto" (the default: advise runs about a
 #     second of steps a candidate by its predicted step time)
-#   SETTINGS: any of "cluster local1 local2" (default: all three)
+#   SETTINGS: any of "cluster local1 local2 local4" (default: cluster local1
+#     local2; local4 runs 4 ranks on this host, oversubscribed past its cores)
 #   env: LOCK=FILE runs each advise under `flock FILE` (a shared machine);
 #        MODELS (default "gpt2-tiny 4x512"); RATE (tc rate for the link,
-#        e.g. 1gbit; default unshaped); CALIBRATE=1 (see calibrate below)
+#        e.g. 1gbit; default unshaped); CALIBRATE=1 (see calibrate below);
+#        PROFILE_OUT=FILE keeps a copy of the netns-veth profile it made
+#        (hardware/netns-veth.json is one)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -169,8 +172,9 @@ PY
 for setting in $settings; do
   case $setting in
     cluster)
-      if ! netns_profile; then echo "advise_validation.sh: cluster skipped" >&2; continue; fi ;;
-    local1|local2) ;;
+      if ! netns_profile; then echo "advise_validation.sh: cluster skipped" >&2; continue; fi
+      [[ -n ${PROFILE_OUT:-} ]] && cp "$work/netns-veth.json" "$PROFILE_OUT" ;;
+    local1|local2|local4) ;;
     *) echo "advise_validation.sh: unknown setting $setting" >&2; exit 2 ;;
   esac
   case $setting in
