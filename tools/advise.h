@@ -99,9 +99,9 @@ void rank_candidates(std::vector<Candidate>& cs);
 // One line on why the first candidate won.
 std::string winner_reason(const std::vector<Candidate>& ranked, int64_t cap);
 
-// Steps a --measure run trains when --measure-steps is not given: enough for
-// about a second of steps after the first by the predicted step time, at
-// least 5 and at most 1000.
+// Steps a candidate trains under --measure when --measure-steps is not
+// given: about a second of steps by the predicted step time, at least 5 and
+// at most 1000 (measure_candidates splits them into rounds).
 int auto_measure_steps(double predicted_seconds);
 
 // --measure: mpirun (FSDPC_MPIRUN, else the first on PATH); "" if none.

@@ -302,8 +302,9 @@ Command add_advise_command(CLI::App& app) {
                                 "Also run each candidate that fits here (mpirun -np N fsdpc train) and print measured "
                                 "step time and peak beside the predicted");
   cmd->add_option("--measure-steps", a->measure_steps,
-                  "Steps each --measure run trains; the first is left out of the time (default: about a second of "
-                  "steps by the predicted step time, 5 to 1000, in three rounds over the candidates)")
+                  "Steps each --measure run trains, one run a candidate; the first (and in a run of 4 or more the "
+                  "second) is left out of the time (default: about a second of steps by the predicted step time, "
+                  "5 to 1000, in three rounds over the candidates)")
       ->check(whole_number(1, 100000))
       ->needs(measure);
   cmd->add_option("--threads", a->threads, "Candidates compiled at once (default: the cores)")->check(whole_number(1, 256));

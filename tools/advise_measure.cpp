@@ -125,12 +125,12 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
   if (!mkdtemp(tmpl.data())) fail("--measure: cannot create a folder under ", fs::temp_directory_path().string());
   const fs::path dir = tmpl;
   // Without --measure-steps, the candidates run in kRounds interleaved
-  // rounds (1, 2, ..., n, then 1, 2, ... again), each a third of the steps
-  // (at least two) after its own two warm-up steps:
-  // a shared host's load drifts over seconds, and candidates measured one
-  // after another would carry that drift into their order (identical traces
-  // measured 1.29 and 0.96 ms a step a minute apart); interleaved, each
-  // candidate's median spans the whole run.
+  // rounds (1, 2, ..., n, then 1, 2, ... again), each round a third of the
+  // steps (at least two) after its own two warm-up steps. A shared host's
+  // load drifts over seconds, and candidates measured one after another
+  // would carry that drift into their order (identical traces measured 1.29
+  // and 0.96 ms a step a minute apart); interleaved, each candidate's median
+  // spans the whole run.
   constexpr int kRounds = 3;
   const int rounds = steps > 0 ? 1 : kRounds;
   std::vector<std::vector<double>> times(cs.size());
