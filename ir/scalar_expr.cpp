@@ -161,6 +161,11 @@ const ScalarExpr* scalar_expr(OpId op) { return table().kernel.at(static_cast<si
 
 const ScalarExpr* scalar_definition(OpId op) { return table().definition.at(static_cast<size_t>(op)); }
 
+double nan_max(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return a > b ? a : b;
+}
+
 double eval_scalar(const ScalarExpr& e, const double* args) {
   auto at = [&](size_t k) { return eval_scalar(e.children[k], args); };
   switch (e.prim) {
@@ -178,12 +183,7 @@ double eval_scalar(const ScalarExpr& e, const double* args) {
     case ScalarPrim::mul: return at(0) * at(1);
     case ScalarPrim::div: return at(0) / at(1);
     case ScalarPrim::pow: return std::pow(at(0), at(1));
-    case ScalarPrim::max: {
-      // torch.maximum: a NaN on either side wins, unlike std::fmax.
-      const double x = at(0), y = at(1);
-      if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<double>::quiet_NaN();
-      return x > y ? x : y;
-    }
+    case ScalarPrim::max: return nan_max(at(0), at(1));
     case ScalarPrim::eq: return at(0) == at(1);
     case ScalarPrim::ne: return at(0) != at(1);
     case ScalarPrim::lt: return at(0) < at(1);

@@ -44,6 +44,10 @@ const ScalarExpr* scalar_definition(OpId op);
 // the identity (the caller rounds the result to the output dtype).
 double eval_scalar(const ScalarExpr& e, const double* args);
 
+// The `max` prim in float64: torch.maximum / torch.amax, a NaN on either side
+// wins (unlike std::fmax).
+double nan_max(double a, double b);
+
 // Whether `p` compares (its result is bool, its operands keep their dtype).
 bool is_comparison(ScalarPrim p);
 

@@ -145,11 +145,10 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
       Candidate& c = cs[i];
       if (!c.measured.error.empty()) continue;
       const int k = steps > 0 ? steps : 2 + std::max(2, (auto_measure_steps(c.sim.seconds) + rounds - 1) / rounds);
-      if (rounds > 1)
-        std::fprintf(stderr, "measuring %zu/%zu (round %d/%d): %s, %d steps ...\n", i + 1, cs.size(), r + 1, rounds,
-                     c.name().c_str(), k);
-      else
-        std::fprintf(stderr, "measuring %zu/%zu: %s, %d steps ...\n", i + 1, cs.size(), c.name().c_str(), k);
+      const std::string round =
+          rounds > 1 ? " (round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + ")" : std::string();
+      std::fprintf(stderr, "measuring %zu/%zu%s: %s, %d steps ...\n", i + 1, cs.size(), round.c_str(),
+                   c.name().c_str(), k);
       run_one(s, mpirun, model_flags, k, c, dir, c.measured, times[i]);
     }
   for (size_t i = 0; i < cs.size(); ++i)

@@ -11,14 +11,6 @@ namespace fsdpc::reference {
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// torch.maximum / torch.amax: a NaN on either side wins, unlike std::fmax.
-double nan_max(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return kNaN;
-  return a > b ? a : b;
-}
-
 // Element i of an elementwise operand; a scalar literal is the same everywhere.
 double at(const Input& in, int64_t i) { return in.is_scalar() ? in.scalar : in.value->data[i]; }
 
