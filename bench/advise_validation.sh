@@ -53,9 +53,15 @@ model_flags() {
   esac
 }
 
-# The netns-veth profile: this host's compute for 2 ranks, the link measured now.
+# The netns-veth profile: this host's compute for 2 ranks (with the matmul
+# shapes of every model validated, which advise measures under local), the
+# link measured now.
 netns_profile() {
-  "${lock[@]}" "$fsdpc" advise --model gpt2-tiny --world-size 2 --hardware local >/dev/null 2>&1 || return 1
+  local m
+  for m in $models; do
+    # shellcheck disable=SC2046
+    "${lock[@]}" "$fsdpc" advise $(model_flags "$m") --world-size 2 --hardware local >/dev/null 2>&1 || return 1
+  done
   local localp
   localp=$(ls "$XDG_CACHE_HOME"/fsdpc/hardware-local-*-2ranks-*threads.json 2>/dev/null | head -1)
   [[ -n $localp ]] || { echo "advise_validation.sh: no local profile for 2 ranks" >&2; return 1; }

@@ -2,6 +2,7 @@
 // checked, since a typo would otherwise price a whole table at zero.
 #include "runtime/hardware_profile.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "ir/error.h"
@@ -97,6 +98,25 @@ HardwareProfile parse_hardware_profile(const std::string& json_text, const std::
   if (c.contains("matmul_overhead")) p.matmul_overhead = r.figure(c, "compute", "matmul_overhead");
   if (c.contains("elementwise_rate")) p.elementwise_rate = r.figure(c, "compute", "elementwise_rate");
   if (c.contains("row_region_rate")) p.row_region_rate = r.figure(c, "compute", "row_region_rate");
+  for (auto [key, f] : {std::pair{"threaded_min_elements", &p.threaded_min_elements},
+                        std::pair{"elementwise_rate_threaded", &p.elementwise_rate_threaded},
+                        std::pair{"row_region_rate_threaded", &p.row_region_rate_threaded}})
+    if (c.contains(key)) *f = r.figure(c, "compute", key);
+  if (c.contains("matmul_shapes")) {
+    const Json& m = c.at("matmul_shapes");
+    const Json& source = r.member(m, "compute.matmul_shapes", "source");
+    if (!source.is_string() || source.get<std::string>().empty())
+      fail(file, ": compute.matmul_shapes.source: expected a string naming where the numbers come from");
+    p.matmul_seconds_source = source.get<std::string>();
+    const Json& seconds = r.member(m, "compute.matmul_shapes", "seconds");
+    if (!seconds.is_object()) fail(file, ": compute.matmul_shapes.seconds: expected an object of signature: seconds");
+    for (const auto& [key, v] : seconds.items()) {
+      // 0 is a measurement too: a matmul as cheap as the negligible one.
+      if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+        fail(file, ": compute.matmul_shapes.seconds[\"", key, "\"]: expected a number of seconds, at least 0");
+      p.matmul_seconds[key] = v.get<double>();
+    }
+  }
   p.intra_node = r.link(j, "intra_node");
   p.inter_node = r.link(j, "inter_node");
   return p;
@@ -122,6 +142,15 @@ std::string hardware_profile_json(const HardwareProfile& p) {
   if (p.matmul_overhead.value > 0) j["compute"]["matmul_overhead"] = figure_json(p.matmul_overhead);
   if (p.elementwise_rate.value > 0) j["compute"]["elementwise_rate"] = figure_json(p.elementwise_rate);
   if (p.row_region_rate.value > 0) j["compute"]["row_region_rate"] = figure_json(p.row_region_rate);
+  for (auto [key, f] : {std::pair{"threaded_min_elements", &p.threaded_min_elements},
+                        std::pair{"elementwise_rate_threaded", &p.elementwise_rate_threaded},
+                        std::pair{"row_region_rate_threaded", &p.row_region_rate_threaded}})
+    if (f->value > 0) j["compute"][key] = figure_json(*f);
+  if (!p.matmul_seconds.empty()) {
+    Json seconds = Json::object();
+    for (const auto& [key, v] : p.matmul_seconds) seconds[key] = v;
+    j["compute"]["matmul_shapes"] = Json{{"source", p.matmul_seconds_source}, {"seconds", std::move(seconds)}};
+  }
   return j.dump(2) + "\n";
 }
 

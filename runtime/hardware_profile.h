@@ -4,6 +4,7 @@
 // which parts are datasheet values and which are assumptions.
 #pragma once
 
+#include <map>
 #include <string>
 
 namespace fsdpc {
@@ -36,6 +37,18 @@ struct HardwareProfile {
   // element); optional (0: regions priced by their bytes alone). A region
   // with a row reduction (amax, sum) at row_region_rate when given.
   Figure elementwise_rate, row_region_rate;
+  // The same two rates for a region of at least threaded_min_elements
+  // elements, which the CPU fusion kernel splits over the rank's threads;
+  // optional (0: the rates above, whatever the size).
+  Figure threaded_min_elements, elementwise_rate_threaded, row_region_rate_threaded;
+  // Seconds of work of each distinct matmul statement, by its
+  // matmul_signature() (runtime/step_simulator.h): what one call of the
+  // kernel took beyond a negligible matmul's call, measured by `--hardware
+  // local` on the shapes the candidates run (optional; a statement not
+  // listed is priced at the sustained rate). Small and skinny shapes run
+  // well below a square sgemm's rate, so one rate misprices a model's step.
+  std::map<std::string, double> matmul_seconds;
+  std::string matmul_seconds_source;
   LinkProfile intra_node, inter_node;
 };
 

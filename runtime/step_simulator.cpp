@@ -4,7 +4,9 @@
 #include "runtime/step_simulator.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <unordered_map>
+#include <variant>
 
 #include "ir/error.h"
 
@@ -62,6 +64,45 @@ double matmul_flops(const BoundSymbol& b, const InputTypes& inputs) {
   }
 }
 
+namespace {
+
+void append_attrs(std::string& out, const Attrs& attrs) {
+  for (const auto& [key, value] : attrs.items()) {
+    out += " " + key + "=";
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, std::string>) out += v;
+          else if constexpr (std::is_same_v<V, bool>) out += v ? "true" : "false";
+          else if constexpr (std::is_same_v<V, IntList>) {
+            for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "[") + std::to_string(v[i]);
+            out += v.empty() ? "[]" : "]";
+          } else if constexpr (std::is_same_v<V, IntLists>) out += std::to_string(v.size()) + " lists";
+          else out += std::to_string(v);
+        },
+        value);
+  }
+}
+
+}  // namespace
+
+std::string matmul_signature(const BoundSymbol& b, const InputTypes& inputs) {
+  if (matmul_flops(b, inputs) <= 0) return "";
+  std::string key(op_name(b.op));
+  append_attrs(key, b.attrs);
+  // A region's statements are what it runs; a composite's (linear's,
+  // attention's) are only its decomposition.
+  if (b.op == OpId::Fusion)
+    for (const BoundSymbol& sub : b.subsymbols) {
+      key += std::string(" (") + std::string(op_name(sub.op));
+      append_attrs(key, sub.attrs);
+      key += ")";
+    }
+  key += " |";
+  for (const TensorType* t : inputs) key += " " + (t ? type_str(*t) : std::string("scalar"));
+  return key;
+}
+
 double memory_bytes(const BoundSymbol& b, const InputTypes& inputs) {
   if (b.op == OpId::Reshape || b.op == OpId::Wait || b.op == OpId::Del || is_issue(b.op)) return 0;
   double bytes = 0;
@@ -82,12 +123,26 @@ double launch_seconds(const BoundSymbol& b, double flops, const HardwareProfile&
 double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw) {
   if (b.op == OpId::Reshape) return 0;
   const double f = matmul_flops(b, inputs);
-  if (f > 0) return launch_seconds(b, f, hw) + f / matmul_rate(inputs, hw);
+  if (f > 0) {
+    if (!hw.matmul_seconds.empty())
+      if (auto it = hw.matmul_seconds.find(matmul_signature(b, inputs)); it != hw.matmul_seconds.end())
+        return launch_seconds(b, f, hw) + it->second;
+    return launch_seconds(b, f, hw) + f / matmul_rate(inputs, hw);
+  }
   const double moved = memory_bytes(b, inputs) / (hw.memory_bandwidth.value * hw.memory_sustained_fraction.value);
   if (b.op == OpId::Fusion && hw.elementwise_rate.value > 0) {
     bool rows = false;
-    for (const BoundSymbol& sub : b.subsymbols) rows = rows || sub.op == OpId::Sum || sub.op == OpId::Amax;
-    const double rate = rows && hw.row_region_rate.value > 0 ? hw.row_region_rate.value : hw.elementwise_rate.value;
+    double elements = 0;  // the region's loop: its largest statement
+    for (const BoundSymbol& sub : b.subsymbols) {
+      rows = rows || sub.op == OpId::Sum || sub.op == OpId::Amax;
+      for (const Proxy& o : sub.outputs) elements = std::max(elements, static_cast<double>(numel(o.type.shape)));
+    }
+    const bool threaded = hw.threaded_min_elements.value > 0 && elements >= hw.threaded_min_elements.value;
+    const Figure& elementwise =
+        threaded && hw.elementwise_rate_threaded.value > 0 ? hw.elementwise_rate_threaded : hw.elementwise_rate;
+    const Figure& row = threaded && hw.row_region_rate_threaded.value > 0 ? hw.row_region_rate_threaded
+                                                                          : hw.row_region_rate;
+    const double rate = rows && row.value > 0 ? row.value : elementwise.value;
     return launch_seconds(b, f, hw) + std::max(moved, region_element_ops(b) / rate);
   }
   return launch_seconds(b, f, hw) + moved;

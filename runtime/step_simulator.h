@@ -25,6 +25,12 @@ namespace fsdpc {
 using InputTypes = std::vector<const TensorType*>;
 // FLOPs of matmul, linear and scaled_dot_product_attention (2 per multiply-add); 0 otherwise.
 double matmul_flops(const BoundSymbol& b, const InputTypes& inputs);
+// What identifies a matmul-family statement's cost: its op and attributes
+// (a region: also its statements' ops and attributes, so the transposes a
+// matmul reads in place count) and its inputs' types, e.g. "linear | cpu
+// f32[256, 512] cpu f32[2048, 512] cpu f32[2048]"; "" for a statement
+// without matmul FLOPs. The key of a profile's matmul_seconds.
+std::string matmul_signature(const BoundSymbol& b, const InputTypes& inputs);
 // Bytes a memory-bound statement reads and writes (tensor inputs + outputs);
 // 0 for views (reshape), wait, del and collectives.
 double memory_bytes(const BoundSymbol& b, const InputTypes& inputs);
@@ -38,11 +44,13 @@ double launch_seconds(const BoundSymbol& b, double flops, const HardwareProfile&
 // A fused region's element-operations: the elements each of its statements
 // writes, summed.
 double region_element_ops(const BoundSymbol& b);
-// Seconds on the compute stream: FLOPs at the sustained matmul rate of the
-// operands' dtype, other statements by bytes at the sustained memory
-// bandwidth (a region without matmuls: or its element-operations at the
-// profile's elementwise_rate, when given, whichever is longer), plus
-// launch_seconds().
+// Seconds on the compute stream: a matmul the profile measured
+// (matmul_seconds) at that measurement, any other at the sustained matmul
+// rate of the operands' dtype, other statements by bytes at the sustained
+// memory bandwidth (a region without matmuls: or its element-operations at
+// the profile's elementwise_rate or row_region_rate, or their _threaded
+// rates for a region of at least threaded_min_elements, when given,
+// whichever is longer), plus launch_seconds().
 double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw);
 
 // A collective's payload B: all_gather's output, the input of reduce_scatter,

@@ -326,6 +326,25 @@ TEST_CASE("local measures the launch overheads and the region rates, and the sim
     REQUIRE(b);
     CHECK((*b)["step_seconds"].get<double>() > a["step_seconds"].get<double>() + 0.1);  // gpt2-tiny: over 100 launches
   }
+  // With more than one thread a rank (world size 1 on a machine of several
+  // cores), the region rates are also measured split over the threads.
+  const Run one = fsdpc_run("advise --model mlp --world-size 1 --hardware local");
+  REQUIRE(one.code == 0);
+  for (const auto& e : fs::directory_iterator(cache / "fsdpc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find("-1ranks-") == std::string::npos) continue;
+    const Json c1 = Json::parse(fsdpc::testing::read_file(e.path().string()))["compute"];
+    if (name.find("-1threads") != std::string::npos) {
+      CHECK_FALSE(c1.contains("elementwise_rate_threaded"));  // one thread: the rates above serve
+      continue;
+    }
+    CHECK(c1["threaded_min_elements"]["value"].get<double>() == 32768);
+    for (const char* key : {"elementwise_rate_threaded", "row_region_rate_threaded"}) {
+      INFO(key);
+      CHECK(c1[key]["value"].get<double>() > 0);
+      CHECK(c1[key]["source"].get<std::string>().rfind("measured", 0) == 0);
+    }
+  }
   // A cache from before the launches were measured (a guessed overhead) is measured again.
   c["kernel_overhead"] = Json{{"value", 10e-6}, {"source", "assumption: about 10 us per statement"}};
   std::ofstream(file) << profile.dump(2);
@@ -334,6 +353,49 @@ TEST_CASE("local measures the launch overheads and the region rates, and the sim
   CHECK_THAT(again.err, Contains("measuring again"));
   const Json remeasured = Json::parse(fsdpc::testing::read_file(file.string()));
   CHECK(remeasured["compute"]["kernel_overhead"]["source"].get<std::string>().rfind("measured", 0) == 0);
+}
+
+TEST_CASE("local times each matmul shape the candidates run, once, and the simulation prices them by it") {
+  const fs::path cache = scratch("cache");
+  fs::remove_all(cache);
+  const Run first = fsdpc_run("advise --model gpt2-tiny --world-size 2 --hardware local --format json");
+  REQUIRE(first.code == 0);
+  CHECK_THAT(first.err, Contains("matmul shapes measured"));
+  const Json before = Json::parse(first.out);
+  fs::path file;
+  for (const auto& e : fs::directory_iterator(cache / "fsdpc"))
+    if (e.path().filename().string().find("-2ranks-") != std::string::npos) file = e.path();
+  REQUIRE(!file.empty());
+  Json profile = Json::parse(fsdpc::testing::read_file(file.string()));
+  Json& shapes = profile["compute"]["matmul_shapes"];
+  CHECK(shapes["source"].get<std::string>().rfind("measured", 0) == 0);
+  // gpt2-tiny's forward and backward: linears, attention, and the matmuls
+  // of their gradients (some reading a transpose in place).
+  std::set<std::string> ops;
+  for (const auto& [key, seconds] : shapes["seconds"].items()) {
+    ops.insert(key.substr(0, key.find_first_of(" |")));
+    CHECK(seconds.get<double>() >= 0);
+    CHECK(seconds.get<double>() < 0.1);  // a small model's matmul, not a stall
+  }
+  CHECK(shapes["seconds"].size() >= 5);
+  CHECK(ops.count("linear"));
+  CHECK(ops.count("scaled_dot_product_attention"));
+  // Cached: a second run measures none and gives the same table.
+  const Run again = fsdpc_run("advise --model gpt2-tiny --world-size 2 --hardware local --format json");
+  REQUIRE(again.code == 0);
+  CHECK_THAT(again.err, !Contains("matmul shapes measured"));
+  const Json same = Json::parse(again.out);
+  for (size_t i = 0; i < before["candidates"].size(); ++i)
+    CHECK(same["candidates"][i]["step_seconds"] == before["candidates"][i]["step_seconds"]);
+  // Priced by the table: a millisecond more on each measured shape makes
+  // every step longer by a millisecond per matmul a step runs (dozens).
+  for (auto& [key, seconds] : shapes["seconds"].items()) seconds = seconds.get<double>() + 1e-3;
+  std::ofstream(file) << profile.dump(2);
+  const Json after = advise("--model gpt2-tiny --world-size 2 --hardware local");
+  REQUIRE(after["candidates"].size() == before["candidates"].size());
+  for (const Json& a : before["candidates"])
+    for (const Json& b : after["candidates"])
+      if (b["candidate"] == a["candidate"]) CHECK(b["step_seconds"].get<double>() > a["step_seconds"].get<double>() + 0.01);
 }
 
 TEST_CASE("advise refuses bad input with one line and exit code 2") {

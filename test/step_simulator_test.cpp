@@ -139,6 +139,20 @@ TEST_CASE("launches are charged by kind; a region's arithmetic at its rate when 
   region.subsymbols = SubSymbols(subs);
   hw.row_region_rate = {5 * 65536 / 2e-3, "test"};
   CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 2e-3));
+  // Split over the rank's threads from threaded_min_elements (its largest
+  // statement's elements): the threaded rates, row and elementwise.
+  hw.threaded_min_elements = {65536, "test"};
+  hw.row_region_rate_threaded = {5 * 65536 / 1e-3, "test"};
+  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 1e-3));
+  hw.threaded_min_elements = {65537, "test"};  // one element short: one thread
+  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 2e-3));
+  hw.threaded_min_elements = {65536, "test"};
+  subs.pop_back();
+  region.subsymbols = SubSymbols(subs);
+  hw.elementwise_rate = {4 * 65536 / 1e-3, "test"};
+  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 1e-3));  // no threaded elementwise rate: the rate
+  hw.elementwise_rate_threaded = {4 * 65536 / 0.75e-3, "test"};
+  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 0.75e-3));
   // A matmul's launch; a profile without the kinds falls back to kernel_overhead.
   BoundSymbol mm = statement(OpId::Matmul);
   mm.inputs = {Operand::of("x"), Operand::of("x")};
@@ -157,6 +171,35 @@ TEST_CASE("bf16 operands run at the bf16 rate") {
       "# Constructed by exec\ndef forward(x, y):\n  # x: \"cuda:0 bf16[256, 256]\"\n  # y: \"cuda:0 bf16[256, 256]\"\n"
       "  t2 = cuda_matmul(x, y)  # t2: \"cuda:0 bf16[256, 256]\"\n  return t2\n");
   CHECK(simulate_step({&t}, flat_mesh(1), toy_profile()).seconds == Approx(0.5e-3));
+}
+
+TEST_CASE("a matmul the profile measured on its shapes takes that time; other shapes the sustained rate") {
+  const Trace t = parse_trace(std::string(kHeader) +
+                              "  t2 = cpu_matmul(x, y)  # t2: \"cpu f32[256, 256]\"\n"
+                              "  t4 = cpu_linear(x, w)  # t4: \"cpu f32[256, 128]\"\n"
+                              "  return (t2, t4)\n");
+  const BoundSymbol& mm = t.bsyms.at(0);
+  const BoundSymbol& lin = t.bsyms.at(1);
+  const TensorType& x = t.args.at(0).type;
+  const TensorType& w = t.args.at(2).type;
+  const std::string mm_key = matmul_signature(mm, {&x, &x});
+  const std::string lin_key = matmul_signature(lin, {&x, &w});
+  CHECK(mm_key == "matmul | cpu f32[256, 256] cpu f32[256, 256]");
+  CHECK(lin_key == "linear | cpu f32[256, 256] cpu f32[128, 256]");
+  // The key tells shapes apart, and has nothing for a statement without FLOPs.
+  const TensorType& half = t.args.at(2).type;
+  CHECK(matmul_signature(mm, {&x, &half}) != mm_key);
+  const Trace neg = parse_trace(std::string(kHeader) + "  t2 = cpu_neg(x)  # t2: \"cpu f32[256, 256]\"\n  return t2\n");
+  CHECK(matmul_signature(neg.bsyms.at(0), {&x}).empty());
+
+  HardwareProfile hw = toy_profile();
+  hw.matmul_overhead = {1e-6, "test"};
+  // Unmeasured: 1 ms and 0.5 ms at the peak rate, plus each launch.
+  CHECK(simulate_step({&t}, flat_mesh(1), hw).matmul == Approx(1.5e-3 + 2e-6));
+  hw.matmul_seconds[mm_key] = 4e-3;  // measured: four times slower than the peak rate says
+  const StepSimulation s = simulate_step({&t}, flat_mesh(1), hw);
+  CHECK(s.matmul == Approx(4e-3 + 0.5e-3 + 2e-6));
+  CHECK(s.flops == 2.0 * 256 * 256 * 256 + 2.0 * 256 * 128 * 256);  // FLOPs are the statement's, however timed
 }
 
 TEST_CASE("the alpha-beta ring model") {
@@ -240,12 +283,37 @@ TEST_CASE("hardware profiles: the shipped ones parse, a bad field is named") {
     p.matmul_overhead = {3e-6, "measured: test"};
     p.elementwise_rate = {1e10, "measured: test"};
     p.row_region_rate = {1e9, "measured: test"};
+    p.threaded_min_elements = {32768, "test"};
+    p.elementwise_rate_threaded = {2e10, "measured: test"};
+    p.row_region_rate_threaded = {2e9, "measured: test"};
     const HardwareProfile back = parse_hardware_profile(hardware_profile_json(p), "again");
     CHECK(back.region_overhead.value == 2e-6);
     CHECK(back.matmul_overhead.source == "measured: test");
     CHECK(back.elementwise_rate.value == 1e10);
     CHECK(back.row_region_rate.value == 1e9);
+    CHECK(back.threaded_min_elements.value == 32768);
+    CHECK(back.elementwise_rate_threaded.value == 2e10);
+    CHECK(back.row_region_rate_threaded.source == "measured: test");
     CHECK(back.kernel_overhead.value == 0);  // absent stays absent
+    CHECK(back.matmul_seconds.empty());
+  }
+  {  // Measured matmul shapes survive a round trip; a bad one is named.
+    HardwareProfile p = toy_profile();
+    p.matmul_seconds["matmul | cpu f32[8, 8] cpu f32[8, 8]"] = 0;
+    p.matmul_seconds["linear | cpu f32[256, 256] cpu f32[128, 256]"] = 0.25;
+    p.matmul_seconds_source = "measured: test";
+    const std::string text = hardware_profile_json(p);
+    const HardwareProfile back = parse_hardware_profile(text, "again");
+    CHECK(back.matmul_seconds == p.matmul_seconds);
+    CHECK(back.matmul_seconds_source == "measured: test");
+    std::string bad = text;
+    bad.replace(bad.find("0.25"), 4, "-1.0");
+    CHECK_THROWS_WITH(parse_hardware_profile(bad, "f.json"),
+                      "f.json: compute.matmul_shapes.seconds[\"linear | cpu f32[256, 256] cpu f32[128, 256]\"]: "
+                      "expected a number of seconds, at least 0");
+    bad = text;
+    bad.replace(bad.find("\"source\": \"measured: test\""), 26, "\"sauce\": \"measured: test\"");
+    CHECK_THROWS_WITH(parse_hardware_profile(bad, "f.json"), "f.json: compute.matmul_shapes.source: missing");
   }
   const std::string good = hardware_profile_json(toy_profile());
   CHECK_THROWS_WITH(parse_hardware_profile("{", "f.json"), Catch::StartsWith("f.json: not JSON"));

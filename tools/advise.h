@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,30 @@ struct Candidate {
   std::string name() const;   // "hybrid 2x2 unit p2 remat:block tp2", "zero3 unit p1 pp2 m8"
 };
 
+// A matmul statement to time for --hardware local, with its inputs' types.
+struct MatmulSample {
+  BoundSymbol statement;
+  std::vector<TensorType> inputs;
+};
+
+// The matmul statements of the candidates' lowered traces that the profile
+// has no measurement for (matmul_seconds), by signature; candidates are
+// evaluated on several threads, so collecting is locked.
+class MatmulShapes {
+ public:
+  void collect(const Trace& t, const HardwareProfile& hw);
+  std::map<std::string, MatmulSample> take();
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, MatmulSample> missing_;
+};
+
+// Times each sample through the CPU executor (tools/advise_matmul_shapes.cpp)
+// into p.matmul_seconds, for `world` ranks on this host, and rewrites the
+// profile's cache file (p.file) with them.
+void measure_matmul_shapes(HardwareProfile& p, const std::map<std::string, MatmulSample>& samples, int world);
+
 struct AdviseSetup {
   Trace captured;  // placed on the executor's device
   int world = 1;
@@ -83,6 +108,9 @@ struct AdviseSetup {
   // micro-batch count (prepare_pipelines).
   std::map<std::pair<int, int>, Trace> pp_captured;
   std::map<std::pair<int, int>, int> pp_micro_batches;
+  // --hardware local: where evaluating collects the matmuls hw has not
+  // measured (null: none is collected).
+  MatmulShapes* unmeasured = nullptr;
 };
 
 // Every candidate the setup admits, in a fixed order.
@@ -126,6 +154,9 @@ HardwareProfile load_hardware(const std::string& spec, int world);
 struct LaunchOverheads {
   double statement = 0, region = 0, matmul = 0;
   double elementwise_rate = 0, row_region_rate = 0;
+  // The same on a region the fusion kernel splits over the rank's threads
+  // (fusion::threaded_region_elements()); 0 with one thread a rank.
+  double elementwise_rate_threaded = 0, row_region_rate_threaded = 0;
 };
 LaunchOverheads measure_launch_overheads();
 

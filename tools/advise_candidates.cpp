@@ -99,6 +99,8 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
   c.fits = s.cap <= 0 || c.peak_bytes <= s.cap;
   const Trace& fwd = low.sync.forward;
   const Trace& bwd = low.sync.backward;
+  if (s.unmeasured)
+    for (const Trace* t : {&fwd, &bwd}) s.unmeasured->collect(*t, s.hw);
   c.optimizer_seconds = optimizer_seconds(s, fwd);
   c.sim = simulate_step({&fwd, &bwd}, o.mesh, s.hw, c.optimizer_seconds);
   set_rates(s, c);
@@ -167,6 +169,8 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
       c.peak_where = "stage " + std::to_string(i) + ", " + plan.worst().peak_where();
     }
     const StepTraces& micro = c.keep_gathered ? low.gathered->micro : low.sync;
+    if (s.unmeasured)
+      for (const Trace* t : {&micro.forward, &micro.backward}) s.unmeasured->collect(*t, s.hw);
     const StepSimulation fwd = simulate_step({&micro.forward}, o.mesh, s.hw);
     const StepSimulation bwd = simulate_step({&micro.backward}, o.mesh, s.hw);
     StepSimulation before, after;  // the gather and reduce, once a step
