@@ -98,10 +98,6 @@ HardwareProfile parse_hardware_profile(const std::string& json_text, const std::
   if (c.contains("matmul_overhead")) p.matmul_overhead = r.figure(c, "compute", "matmul_overhead");
   if (c.contains("elementwise_rate")) p.elementwise_rate = r.figure(c, "compute", "elementwise_rate");
   if (c.contains("row_region_rate")) p.row_region_rate = r.figure(c, "compute", "row_region_rate");
-  for (auto [key, f] : {std::pair{"threaded_min_elements", &p.threaded_min_elements},
-                        std::pair{"elementwise_rate_threaded", &p.elementwise_rate_threaded},
-                        std::pair{"row_region_rate_threaded", &p.row_region_rate_threaded}})
-    if (c.contains(key)) *f = r.figure(c, "compute", key);
   if (c.contains("matmul_shapes")) {
     const Json& m = c.at("matmul_shapes");
     const Json& source = r.member(m, "compute.matmul_shapes", "source");
@@ -142,10 +138,6 @@ std::string hardware_profile_json(const HardwareProfile& p) {
   if (p.matmul_overhead.value > 0) j["compute"]["matmul_overhead"] = figure_json(p.matmul_overhead);
   if (p.elementwise_rate.value > 0) j["compute"]["elementwise_rate"] = figure_json(p.elementwise_rate);
   if (p.row_region_rate.value > 0) j["compute"]["row_region_rate"] = figure_json(p.row_region_rate);
-  for (auto [key, f] : {std::pair{"threaded_min_elements", &p.threaded_min_elements},
-                        std::pair{"elementwise_rate_threaded", &p.elementwise_rate_threaded},
-                        std::pair{"row_region_rate_threaded", &p.row_region_rate_threaded}})
-    if (f->value > 0) j["compute"][key] = figure_json(*f);
   if (!p.matmul_seconds.empty()) {
     Json seconds = Json::object();
     for (const auto& [key, v] : p.matmul_seconds) seconds[key] = v;

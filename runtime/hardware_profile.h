@@ -37,10 +37,6 @@ struct HardwareProfile {
   // element); optional (0: regions priced by their bytes alone). A region
   // with a row reduction (amax, sum) at row_region_rate when given.
   Figure elementwise_rate, row_region_rate;
-  // The same two rates for a region of at least threaded_min_elements
-  // elements, which the CPU fusion kernel splits over the rank's threads;
-  // optional (0: the rates above, whatever the size).
-  Figure threaded_min_elements, elementwise_rate_threaded, row_region_rate_threaded;
   // Seconds of work of each distinct matmul statement, by its
   // matmul_signature() (runtime/step_simulator.h): what one call of the
   // kernel took beyond a negligible matmul's call, measured by `--hardware

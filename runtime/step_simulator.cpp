@@ -132,17 +132,8 @@ double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const Har
   const double moved = memory_bytes(b, inputs) / (hw.memory_bandwidth.value * hw.memory_sustained_fraction.value);
   if (b.op == OpId::Fusion && hw.elementwise_rate.value > 0) {
     bool rows = false;
-    double elements = 0;  // the region's loop: its largest statement
-    for (const BoundSymbol& sub : b.subsymbols) {
-      rows = rows || sub.op == OpId::Sum || sub.op == OpId::Amax;
-      for (const Proxy& o : sub.outputs) elements = std::max(elements, static_cast<double>(numel(o.type.shape)));
-    }
-    const bool threaded = hw.threaded_min_elements.value > 0 && elements >= hw.threaded_min_elements.value;
-    const Figure& elementwise =
-        threaded && hw.elementwise_rate_threaded.value > 0 ? hw.elementwise_rate_threaded : hw.elementwise_rate;
-    const Figure& row = threaded && hw.row_region_rate_threaded.value > 0 ? hw.row_region_rate_threaded
-                                                                          : hw.row_region_rate;
-    const double rate = rows && row.value > 0 ? row.value : elementwise.value;
+    for (const BoundSymbol& sub : b.subsymbols) rows = rows || sub.op == OpId::Sum || sub.op == OpId::Amax;
+    const double rate = rows && hw.row_region_rate.value > 0 ? hw.row_region_rate.value : hw.elementwise_rate.value;
     return launch_seconds(b, f, hw) + std::max(moved, region_element_ops(b) / rate);
   }
   return launch_seconds(b, f, hw) + moved;

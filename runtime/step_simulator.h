@@ -48,9 +48,8 @@ double region_element_ops(const BoundSymbol& b);
 // (matmul_seconds) at that measurement, any other at the sustained matmul
 // rate of the operands' dtype, other statements by bytes at the sustained
 // memory bandwidth (a region without matmuls: or its element-operations at
-// the profile's elementwise_rate or row_region_rate, or their _threaded
-// rates for a region of at least threaded_min_elements, when given,
-// whichever is longer), plus launch_seconds().
+// the profile's elementwise_rate, when given, whichever is longer), plus
+// launch_seconds().
 double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const HardwareProfile& hw);
 
 // A collective's payload B: all_gather's output, the input of reduce_scatter,

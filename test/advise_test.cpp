@@ -326,25 +326,6 @@ TEST_CASE("local measures the launch overheads and the region rates, and the sim
     REQUIRE(b);
     CHECK((*b)["step_seconds"].get<double>() > a["step_seconds"].get<double>() + 0.1);  // gpt2-tiny: over 100 launches
   }
-  // With more than one thread a rank (world size 1 on a machine of several
-  // cores), the region rates are also measured split over the threads.
-  const Run one = fsdpc_run("advise --model mlp --world-size 1 --hardware local");
-  REQUIRE(one.code == 0);
-  for (const auto& e : fs::directory_iterator(cache / "fsdpc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find("-1ranks-") == std::string::npos) continue;
-    const Json c1 = Json::parse(fsdpc::testing::read_file(e.path().string()))["compute"];
-    if (name.find("-1threads") != std::string::npos) {
-      CHECK_FALSE(c1.contains("elementwise_rate_threaded"));  // one thread: the rates above serve
-      continue;
-    }
-    CHECK(c1["threaded_min_elements"]["value"].get<double>() == 32768);
-    for (const char* key : {"elementwise_rate_threaded", "row_region_rate_threaded"}) {
-      INFO(key);
-      CHECK(c1[key]["value"].get<double>() > 0);
-      CHECK(c1[key]["source"].get<std::string>().rfind("measured", 0) == 0);
-    }
-  }
   // A cache from before the launches were measured (a guessed overhead) is measured again.
   c["kernel_overhead"] = Json{{"value", 10e-6}, {"source", "assumption: about 10 us per statement"}};
   std::ofstream(file) << profile.dump(2);

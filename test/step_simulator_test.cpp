@@ -139,20 +139,6 @@ TEST_CASE("launches are charged by kind; a region's arithmetic at its rate when 
   region.subsymbols = SubSymbols(subs);
   hw.row_region_rate = {5 * 65536 / 2e-3, "test"};
   CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 2e-3));
-  // Split over the rank's threads from threaded_min_elements (its largest
-  // statement's elements): the threaded rates, row and elementwise.
-  hw.threaded_min_elements = {65536, "test"};
-  hw.row_region_rate_threaded = {5 * 65536 / 1e-3, "test"};
-  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 1e-3));
-  hw.threaded_min_elements = {65537, "test"};  // one element short: one thread
-  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 2e-3));
-  hw.threaded_min_elements = {65536, "test"};
-  subs.pop_back();
-  region.subsymbols = SubSymbols(subs);
-  hw.elementwise_rate = {4 * 65536 / 1e-3, "test"};
-  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 1e-3));  // no threaded elementwise rate: the rate
-  hw.elementwise_rate_threaded = {4 * 65536 / 0.75e-3, "test"};
-  CHECK(compute_seconds(region, in, hw) == Approx(2e-6 + 0.75e-3));
   // A matmul's launch; a profile without the kinds falls back to kernel_overhead.
   BoundSymbol mm = statement(OpId::Matmul);
   mm.inputs = {Operand::of("x"), Operand::of("x")};
@@ -283,17 +269,11 @@ TEST_CASE("hardware profiles: the shipped ones parse, a bad field is named") {
     p.matmul_overhead = {3e-6, "measured: test"};
     p.elementwise_rate = {1e10, "measured: test"};
     p.row_region_rate = {1e9, "measured: test"};
-    p.threaded_min_elements = {32768, "test"};
-    p.elementwise_rate_threaded = {2e10, "measured: test"};
-    p.row_region_rate_threaded = {2e9, "measured: test"};
     const HardwareProfile back = parse_hardware_profile(hardware_profile_json(p), "again");
     CHECK(back.region_overhead.value == 2e-6);
     CHECK(back.matmul_overhead.source == "measured: test");
     CHECK(back.elementwise_rate.value == 1e10);
     CHECK(back.row_region_rate.value == 1e9);
-    CHECK(back.threaded_min_elements.value == 32768);
-    CHECK(back.elementwise_rate_threaded.value == 2e10);
-    CHECK(back.row_region_rate_threaded.source == "measured: test");
     CHECK(back.kernel_overhead.value == 0);  // absent stays absent
     CHECK(back.matmul_seconds.empty());
   }

@@ -154,9 +154,6 @@ HardwareProfile load_hardware(const std::string& spec, int world);
 struct LaunchOverheads {
   double statement = 0, region = 0, matmul = 0;
   double elementwise_rate = 0, row_region_rate = 0;
-  // The same on a region the fusion kernel splits over the rank's threads
-  // (fusion::threaded_region_elements()); 0 with one thread a rank.
-  double elementwise_rate_threaded = 0, row_region_rate_threaded = 0;
 };
 LaunchOverheads measure_launch_overheads();
 

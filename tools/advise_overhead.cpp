@@ -12,7 +12,6 @@
 
 #include "executors/claim.h"
 #include "executors/cpu/cpu_executor.h"
-#include "executors/fusion/fusion_kernel.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "passes/del.h"
@@ -28,11 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kSide = 8;     // 8x8 f32: the work is negligible, the launch is not
 constexpr int kStatements = 200;  // per chain
-constexpr int64_t kRegionElements = 128 * 128;  // the region probes' 16K elements: one thread
-// The threaded probes' 64K elements: at least the CPU fusion kernel's
-// threshold for splitting rows over the rank's threads (2^15), and small
-// enough to stay in cache, as the 16K ones do.
-constexpr int64_t kThreadedElements = 1024 * 1024;
+constexpr int64_t kRegionSide = 128;  // the region probes' 16K elements
 
 Proxy tensor_arg(const std::string& name) {
   Proxy p;
@@ -84,16 +79,17 @@ double run_seconds(const Trace& t, const std::string& fusion) {
   return best;
 }
 
-// y = 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) on [elements/128, 128]:
-// gelu, the largest region of a GPT-2 step, eight operations per element,
-// one a tanh. At 16K elements, a small model's tensor, a region runs on one
-// thread; at 64K on the rank's threads (about 1.8x faster at 2), the
-// _threaded rate.
-Trace gelu_region(int& ops, int64_t elements) {
+// y = 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) on 128x128: gelu, the
+// largest region of a GPT-2 step, eight operations per element, one a tanh.
+// 16K elements, a small model's tensor: regions that small run on one
+// thread, larger ones on the rank's threads (about 1.8x faster at 2), so
+// larger models' regions are priced high here by up to that, where their
+// bytes do not dominate anyway.
+Trace gelu_region(int& ops) {
   Trace t;
   TraceBuilder b(t);
   Proxy x = tensor_arg("x");
-  x.type.shape = {elements / 128, 128};
+  x.type.shape = {kRegionSide, kRegionSide};
   const Operand in = Operand::of(b.add_arg(x).name);
   ops = 0;
   auto op = [&](OpId id, std::vector<Operand> args) {
@@ -110,15 +106,14 @@ Trace gelu_region(int& ops, int64_t elements) {
 }
 
 // A softmax's region, as attention's: scale, amax, sub, exp, sum, div with
-// the row broadcasts (8 ops), on [elements/4096, 64, 64] (sizes as above).
+// the row broadcasts (8 ops), on 4 x 64 x 64 (16K elements, as above).
 // Regions with row reductions compute far slower per element than
 // elementwise ones.
-Trace softmax_region(int& ops, int64_t elements) {
+Trace softmax_region(int& ops) {
   Trace t;
   TraceBuilder b(t);
   Proxy x = tensor_arg("x");
-  const int64_t batch = elements / (64 * 64);
-  x.type.shape = {batch, 64, 64};
+  x.type.shape = {4, 64, 64};
   const Operand in = Operand::of(b.add_arg(x).name);
   ops = 0;
   auto op = [&](OpId id, std::vector<Operand> args, Attrs attrs = {}) {
@@ -126,7 +121,7 @@ Trace softmax_region(int& ops, int64_t elements) {
     return Operand::of(b.emit1(id, std::move(args), std::move(attrs)).name);
   };
   const Attrs row{{"dims", IntList{2}}};
-  const Attrs back{{"shape", IntList{batch, 64, 64}}, {"broadcast_dims", IntList{0, 1}}};
+  const Attrs back{{"shape", IntList{4, 64, 64}}, {"broadcast_dims", IntList{0, 1}}};
   const Operand scaled = op(OpId::Mul, {in, Operand::lit(0.125)});
   const Operand e = op(OpId::Exp, {op(OpId::Sub, {scaled, op(OpId::BroadcastInDim, {op(OpId::Amax, {scaled}, row)}, back)})});
   const Operand y = op(OpId::Div, {e, op(OpId::BroadcastInDim, {op(OpId::Sum, {e}, row)}, back)});
@@ -155,24 +150,17 @@ LaunchOverheads measure_launch_overheads() {
   // microsecond.
   o.region = std::max(1e-7, (fused - m) / kStatements);
   o.statement = std::max(1e-7, (plain - m) / (2.0 * kStatements));
-  // Element-operations per second of a probe region, its launch left out.
-  auto rate = [&](Trace (*probe)(int&, int64_t), int64_t elements, const char* what) {
-    int ops = 0;
-    const Trace t = probe(ops, elements);
-    FSDPC_CHECK(count_op(execution_trace(t, "cpu", "auto"), OpId::Fusion) == 1)
-        << "advise: the " << what << " probe did not fuse into one region";
-    const double s = run_seconds(t, "auto");
-    return static_cast<double>(ops) * static_cast<double>(elements) / std::max(s - o.region, s / 2);
-  };
-  FSDPC_CHECK(kRegionElements < fusion::threaded_region_elements() &&
-              kThreadedElements >= fusion::threaded_region_elements())
-      << "advise: the region probes no longer straddle the fusion kernel's threading threshold";
-  o.elementwise_rate = rate(gelu_region, kRegionElements, "elementwise");
-  o.row_region_rate = rate(softmax_region, kRegionElements, "row-reduction");
-  if (cpu_threads() > 1) {
-    o.elementwise_rate_threaded = rate(gelu_region, kThreadedElements, "threaded elementwise");
-    o.row_region_rate_threaded = rate(softmax_region, kThreadedElements, "threaded row-reduction");
-  }
+  int ops = 0;
+  const Trace gelu = gelu_region(ops);
+  FSDPC_CHECK(count_op(execution_trace(gelu, "cpu", "auto"), OpId::Fusion) == 1)
+      << "advise: the elementwise probe did not fuse into one region";
+  const double g = run_seconds(gelu, "auto");
+  o.elementwise_rate = static_cast<double>(ops) * kRegionSide * kRegionSide / std::max(g - o.region, g / 2);
+  const Trace softmax = softmax_region(ops);
+  FSDPC_CHECK(count_op(execution_trace(softmax, "cpu", "auto"), OpId::Fusion) == 1)
+      << "advise: the row-reduction probe did not fuse into one region";
+  const double r = run_seconds(softmax, "auto");
+  o.row_region_rate = static_cast<double>(ops) * 4 * 64 * 64 / std::max(r - o.region, r / 2);
   return o;
 }
 

@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "executors/cpu/cpu_executor.h"
-#include "executors/fusion/fusion_kernel.h"
 #include "ir/error.h"
 #include "tools/advise.h"
 #include "tools/cli_io.h"
@@ -136,17 +135,6 @@ HardwareProfile measure_local_hardware(int world) {
   p.row_region_rate = {launch.row_region_rate * share,
                        "measured: element-operations per second of a fused softmax region (8 ops, row amax "
                        "and sum) on 4x64x64, its launch left out" + on + (share < 1 ? ", scaled by cores/ranks" : "")};
-  if (launch.elementwise_rate_threaded > 0) {
-    p.threaded_min_elements = {static_cast<double>(fusion::threaded_region_elements()),
-                               "the CPU fusion kernel splits a region's rows over the rank's threads from this many "
-                               "elements (fusion::threaded_region_elements())"};
-    p.elementwise_rate_threaded = {launch.elementwise_rate_threaded * share,
-                                   "measured: as elementwise_rate, on 256x256, split over " + std::to_string(threads) +
-                                       " threads" + on};
-    p.row_region_rate_threaded = {launch.row_region_rate_threaded * share,
-                                  "measured: as row_region_rate, on 16x64x64, split over " + std::to_string(threads) +
-                                      " threads" + on};
-  }
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (ram > 0) p.memory_capacity = {ram / world, "this host's physical memory (sysconf) divided by its " +
                                                      std::to_string(world) + " rank(s)"};
@@ -170,16 +158,12 @@ HardwareProfile load_hardware(const std::string& spec, int world) {
                                           "ranks-" + std::to_string(cpu_threads()) + "threads.json");
     if (fs::exists(cache)) {
       HardwareProfile cached = read_profile(cache);
-      // A cache from before the threaded region rates, for ranks that have
-      // threads, is measured again too.
-      const bool threads_priced = cpu_threads() == 1 || cached.elementwise_rate_threaded.value > 0;
-      if (cached.kernel_overhead.source.starts_with(kMeasuredOverhead) && threads_priced) {
+      if (cached.kernel_overhead.source.starts_with(kMeasuredOverhead)) {
         std::fprintf(stderr, "fsdpc advise: hardware local read from %s (delete it to measure again)\n",
                      cache.c_str());
         return cached;
       }
-      std::fprintf(stderr, "fsdpc advise: %s has no measured %s; measuring again\n", cache.c_str(),
-                   threads_priced ? "launch overhead" : "threaded region rates");
+      std::fprintf(stderr, "fsdpc advise: %s has no measured launch overhead; measuring again\n", cache.c_str());
     }
     HardwareProfile p = measure_local_hardware(world);
     std::error_code ec;

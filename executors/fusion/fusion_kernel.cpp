@@ -86,8 +86,6 @@ void fusion_kernel(KernelContext&, const BoundSymbol& b, const std::vector<Tenso
   for (int t = 0; t < threads; ++t) fn(ins.data(), outs.data(), rows * t / threads, rows * (t + 1) / threads);
 }
 
-int64_t threaded_region_elements() { return kParallelMin; }
-
 JitCacheStats jit_cache_stats() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);

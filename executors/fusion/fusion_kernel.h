@@ -23,10 +23,6 @@ struct JitCacheStats {
 };
 JitCacheStats jit_cache_stats();
 
-// A region of at least this many elements splits its rows over the rank's
-// threads (cpu_threads()); a smaller one runs on the calling thread.
-int64_t threaded_region_elements();
-
 // Compiles `b`'s region ahead of its first run (what the kernel would do).
 void precompile(const BoundSymbol& b, const std::vector<TensorType>& input_types);
 
