@@ -258,9 +258,9 @@ void run_advise(const AdviseArgs& a) {
   });
   // Under local, the matmuls of the candidates are timed here on their own
   // shapes (once: they are cached with the profile), then the candidates
-  // are priced again with them.
+  // are priced again with them. Only the cpu executor's kernels run here.
   MatmulShapes unmeasured;
-  if (a.hardware == "local") s.unmeasured = &unmeasured;
+  if (a.hardware == "local" && s.executor == "cpu") s.unmeasured = &unmeasured;
   const std::vector<Candidate> unevaluated = s.unmeasured ? cs : std::vector<Candidate>{};
   evaluate_candidates(s, cs);
   double measuring = 0;
