@@ -84,10 +84,8 @@ void append_attrs(std::string& out, const Attrs& attrs) {
   }
 }
 
-}  // namespace
-
-std::string matmul_signature(const BoundSymbol& b, const InputTypes& inputs) {
-  if (matmul_flops(b, inputs) <= 0) return "";
+// matmul_signature() of a statement known to have matmul FLOPs.
+std::string signature(const BoundSymbol& b, const InputTypes& inputs) {
   std::string key(op_name(b.op));
   append_attrs(key, b.attrs);
   // A region's statements are what it runs; a composite's (linear's,
@@ -101,6 +99,27 @@ std::string matmul_signature(const BoundSymbol& b, const InputTypes& inputs) {
   key += " |";
   for (const TensorType* t : inputs) key += " " + (t ? type_str(*t) : std::string("scalar"));
   return key;
+}
+
+}  // namespace
+
+std::string matmul_signature(const BoundSymbol& b, const InputTypes& inputs) {
+  return matmul_flops(b, inputs) > 0 ? signature(b, inputs) : "";
+}
+
+void for_each_statement(const Trace& t, const std::function<void(const BoundSymbol&, const InputTypes&)>& fn) {
+  std::unordered_map<std::string, const TensorType*> types;
+  for (const Proxy& a : t.args) types[a.name] = &a.type;
+  InputTypes inputs;
+  for (const BoundSymbol& b : t.bsyms) {
+    inputs.clear();
+    for (const Operand& o : b.inputs) {
+      auto it = o.is_scalar() ? types.end() : types.find(o.name);
+      inputs.push_back(it == types.end() ? nullptr : it->second);
+    }
+    fn(b, inputs);
+    for (const Proxy& p : b.outputs) types[p.name] = &p.type;
+  }
 }
 
 double memory_bytes(const BoundSymbol& b, const InputTypes& inputs) {
@@ -125,7 +144,7 @@ double compute_seconds(const BoundSymbol& b, const InputTypes& inputs, const Har
   const double f = matmul_flops(b, inputs);
   if (f > 0) {
     if (!hw.matmul_seconds.empty())
-      if (auto it = hw.matmul_seconds.find(matmul_signature(b, inputs)); it != hw.matmul_seconds.end())
+      if (auto it = hw.matmul_seconds.find(signature(b, inputs)); it != hw.matmul_seconds.end())
         return launch_seconds(b, f, hw) + it->second;
     return launch_seconds(b, f, hw) + f / matmul_rate(inputs, hw);
   }
@@ -188,18 +207,9 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
   std::vector<double> stream_free;                    // when each stream is next idle
   double now = 0;                                     // the compute stream's clock
   for (const Trace* t : traces) {
-    std::unordered_map<std::string, const TensorType*> types;
     std::unordered_map<std::string, double> done;  // future -> when its collective ends
-    for (const Proxy& a : t->args) types[a.name] = &a.type;
-    InputTypes inputs;
-    for (const BoundSymbol& b : t->bsyms) {
-      if (b.op == OpId::Del) continue;
-      inputs.clear();
-      for (const Operand& o : b.inputs) {
-        auto it = o.is_scalar() ? types.end() : types.find(o.name);
-        inputs.push_back(it == types.end() ? nullptr : it->second);
-      }
-      for (const Proxy& p : b.outputs) types[p.name] = &p.type;
+    for_each_statement(*t, [&](const BoundSymbol& b, const InputTypes& inputs) {
+      if (b.op == OpId::Del) return;
       if (b.op == OpId::Send || b.op == OpId::Recv) {
         // A pipeline stage's transfer: its time is between two stages, which
         // runtime/pipeline_timing.h prices; within the stage it is done.
@@ -238,7 +248,7 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
         sim.compute += seconds;
         now += seconds;
       }
-    }
+    });
   }
   for (double f : stream_free) now = std::max(now, f);
   sim.compute += extra_compute;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ namespace fsdpc {
 using InputTypes = std::vector<const TensorType*>;
 // FLOPs of matmul, linear and scaled_dot_product_attention (2 per multiply-add); 0 otherwise.
 double matmul_flops(const BoundSymbol& b, const InputTypes& inputs);
+// Calls fn(statement, its inputs' types) for each statement of `t` in
+// order (an input not defined in `t`, or a scalar literal, is nullptr).
+void for_each_statement(const Trace& t, const std::function<void(const BoundSymbol&, const InputTypes&)>& fn);
 // What identifies a matmul-family statement's cost: its op and attributes
 // (a region: also its statements' ops and attributes, so the transposes a
 // matmul reads in place count) and its inputs' types, e.g. "linear | cpu

@@ -173,8 +173,7 @@ TEST_CASE("a matmul the profile measured on its shapes takes that time; other sh
   CHECK(mm_key == "matmul | cpu f32[256, 256] cpu f32[256, 256]");
   CHECK(lin_key == "linear | cpu f32[256, 256] cpu f32[128, 256]");
   // The key tells shapes apart, and has nothing for a statement without FLOPs.
-  const TensorType& half = t.args.at(2).type;
-  CHECK(matmul_signature(mm, {&x, &half}) != mm_key);
+  CHECK(matmul_signature(mm, {&x, &w}) != mm_key);
   const Trace neg = parse_trace(std::string(kHeader) + "  t2 = cpu_neg(x)  # t2: \"cpu f32[256, 256]\"\n  return t2\n");
   CHECK(matmul_signature(neg.bsyms.at(0), {&x}).empty());
 

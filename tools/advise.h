@@ -74,6 +74,15 @@ class MatmulShapes {
   std::map<std::string, MatmulSample> missing_;
 };
 
+// Best seconds of one call of `f`, after a warm-up call: at least
+// `min_reps` timed calls, more while they fill less than `budget` seconds,
+// at most `max_reps` (tools/hardware_lookup.cpp).
+double best_seconds(const std::function<void()>& f, double budget, int min_reps = 3, int max_reps = 50);
+// An n x n x n f32 matmul statement.
+MatmulSample square_matmul(int64_t n);
+// Best seconds of one call of `s`'s CPU executor kernel on buffers of its
+// types (best_seconds).
+double kernel_call_seconds(const MatmulSample& s, double budget, int min_reps);
 // Times each sample through the CPU executor (tools/advise_matmul_shapes.cpp)
 // into p.matmul_seconds, for `world` ranks on this host, and rewrites the
 // profile's cache file (p.file) with them.

@@ -8,7 +8,6 @@
 // (a gelu, a softmax): regions of tanh and exp are bound by their
 // arithmetic, not by the bytes they move.
 #include <algorithm>
-#include <chrono>
 
 #include "executors/claim.h"
 #include "executors/cpu/cpu_executor.h"
@@ -22,8 +21,6 @@
 namespace fsdpc::cli {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kSide = 8;     // 8x8 f32: the work is negligible, the launch is not
 constexpr int kStatements = 200;  // per chain
@@ -67,16 +64,7 @@ double run_seconds(const Trace& t, const std::string& fusion) {
     args.push_back(allocate_tensor(alloc, a.type, MemCategory::activations));
     std::fill_n(static_cast<float*>(args.back().data()), numel(a.type.shape), 0.125f);
   }
-  interp.run(placed, args);
-  double best = 1e30, total = 0;
-  for (int rep = 0; rep < 200 && (rep < 5 || total < 0.1); ++rep) {
-    const auto t0 = Clock::now();
-    interp.run(placed, args);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, s);
-    total += s;
-  }
-  return best;
+  return best_seconds([&] { interp.run(placed, args); }, 0.1, 5, 200);
 }
 
 // y = 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) on 128x128: gelu, the

@@ -56,35 +56,10 @@ fs::path cache_dir() {
   return fs::temp_directory_path() / "fsdpc-cache";
 }
 
-// Best seconds of `f` over repetitions filling about `budget` seconds.
-template <class F>
-double best_seconds(F&& f, double budget) {
-  f();  // warm-up: oneDNN builds its primitive, pages are touched
-  double best = 1e30, total = 0;
-  for (int rep = 0; rep < 50 && (rep < 3 || total < budget); ++rep) {
-    const auto t0 = Clock::now();
-    f();
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, s);
-    total += s;
-  }
-  return best;
-}
-
 // A 640^3 sgemm (about 524 MFLOP) through the CPU executor's matmul kernel.
 double measure_sgemm() {
   constexpr int64_t n = 640;
-  TensorType t;
-  t.shape = {n, n};
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), out(n * n);
-  BoundSymbol bsym;
-  bsym.op = OpId::Matmul;
-  const std::vector<TensorView> in{{a.data(), &t}, {b.data(), &t}};
-  const std::vector<TensorView> outs{{out.data(), &t}};
-  KernelFn kernel = cpu_executor().kernel(OpId::Matmul);
-  KernelContext ctx;
-  const double s = best_seconds([&] { kernel(ctx, bsym, in, outs); }, 0.3);
-  return 2.0 * n * n * n / s;
+  return 2.0 * n * n * n / kernel_call_seconds(square_matmul(n), 0.3, 3);
 }
 
 // A 256 MiB copy: bytes read plus bytes written per second.
@@ -96,6 +71,19 @@ double measure_copy() {
 }
 
 }  // namespace
+
+double best_seconds(const std::function<void()>& f, double budget, int min_reps, int max_reps) {
+  f();  // warm-up: oneDNN builds its primitive, pages are touched, regions compile
+  double best = 1e30, total = 0;
+  for (int rep = 0; rep < max_reps && (rep < min_reps || total < budget); ++rep) {
+    const auto t0 = Clock::now();
+    f();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+    total += s;
+  }
+  return best;
+}
 
 HardwareProfile measure_local_hardware(int world) {
   set_cpu_ranks_per_host(world);
