@@ -7,13 +7,13 @@
 #     network namespaces joined by a veth pair, one rank per node, each on its
 #     own half of the CPUs), priced on a netns-veth profile made on the spot:
 #     compute from `--hardware local` for 2 ranks, the link measured by
-#     bench/advise_link_probe.c (ping-pong latency, MPI_Allgather bandwidth);
+#     `fsdpc link-probe` run across it (the runtime's collectives);
 #   - this host alone with `--hardware local` at N = 1 and 2.
 # Prints one JSON object per (setting, model): every candidate's predicted and
 # measured step and peak, the relative error of the step, and whether the
 # predicted order of the candidates matches the measured one (pairs the
 # prediction ties are not counted). Needs root for the namespaces (the
-# cluster rows are skipped without it) and mpicc for the probe. A benchmark:
+# cluster rows are skipped without it). A benchmark:
 # it asserts nothing, and its figures are only as quiet as the machine.
 # Usage: bench/advise_validation.sh [BUILD_DIR] [STEPS] [SETTINGS]
 #   STEPS: --measure-steps, or "auto" (the default: advise runs about a
@@ -65,11 +65,10 @@ netns_profile() {
   local localp
   localp=$(ls "$XDG_CACHE_HOME"/fsdpc/hardware-local-*-2ranks-*threads.json 2>/dev/null | head -1)
   [[ -n $localp ]] || { echo "advise_validation.sh: no local profile for 2 ranks" >&2; return 1; }
-  mpicc -O2 -o "$work/probe" "$root/bench/advise_link_probe.c" || return 1
   local rate=()
   [[ -n ${RATE:-} ]] && rate=(--rate "$RATE")
   "${lock[@]}" bash "$root/tools/netns_cluster.sh" --pin "${rate[@]}" -- \
-    mpirun --allow-run-as-root -np 2 "$work/probe" >"$work/probe.json" 2>"$work/probe.err" || {
+    mpirun --allow-run-as-root -np 2 "$fsdpc" link-probe >"$work/probe.json" 2>"$work/probe.err" || {
     echo "advise_validation.sh: link probe failed: $(tail -1 "$work/probe.err")" >&2; return 1; }
   python3 - "$localp" "$work/probe.json" "$work/netns-veth.json" "$(date -u +%FT%RZ)" "${RATE:-unshaped}" <<'PY'
 import json, sys
@@ -81,15 +80,27 @@ p["description"] = ("two nodes emulated on one host by tools/netns_cluster.sh --
                     ", one rank per node on its own half of the CPUs, Open MPI's tcp transport); compute as "
                     "--hardware local measured it for 2 ranks, the link measured " + when)
 p["gpus_per_node"] = {"value": 1.0, "source": "one rank per emulated node (netns_cluster.sh --slots 1)"}
-src = "measured " + when + " by bench/advise_link_probe.c across the veth pair (Open MPI tcp, link " + rate + "): "
+src = ("measured " + when + " by `fsdpc link-probe` across the veth pair (Open MPI tcp, link " + rate +
+       ", the runtime's collectives, slowest rank's median): ")
+big = "%d bytes" % m["large_bytes"]
+chains = m["chains"]
+def chain(c):
+    return "%d %dx%d matmuls with and without %d all_gathers of %d bytes, each in flight across %d of them" % (
+        c["matmuls"], c["matmul_side"], c["matmul_side"], c["collectives"], c["gather_bytes"], c["statements_in_flight"])
 p["inter_node"] = {
-    "bandwidth": {"value": m["bandwidth_Bps"],
-                  "source": src + "median of 7 MPI_Allgather of %d bytes on 2 ranks, B/2 over (time - latency)" % m["allgather_bytes"]},
-    "latency": {"value": m["latency_s"],
-                "source": src + "median of 7 batches of 2000 MPI_Iallgather + MPI_Wait of 8 bytes a rank (half a "
-                "ping-pong's round trip: %.3g s)" % m["ping_pong_half_round_trip_s"]},
+    "bandwidth": {"value": m["bandwidth"], "source": src + "an all_gather of " + big + " beyond a small one's time"},
+    "latency": {"value": m["latency"], "source": src + "an all_gather of one f32 a rank, issue to wait"},
     "sustained_fraction": {"value": 1.0, "source": "already a rate measured through MPI"},
+    "reduce_scatter_bandwidth": {"value": m["reduce_scatter_bandwidth"],
+                                 "source": src + "a reduce_scatter of " + big + " beyond a small one's time"},
+    "all_reduce_bandwidth": {"value": m["all_reduce_bandwidth"],
+                             "source": src + "an all_reduce of " + big + " beyond a small one's time, its ring twice"},
+    "host_overhead": {"value": m["host_overhead"],
+                      "source": src + "the difference per collective of a chain of " + chain(chains[0])},
 }
+if m["host_bandwidth"] > 0:
+    p["inter_node"]["host_bandwidth"] = {"value": m["host_bandwidth"],
+                                         "source": src + "bytes sent over the extra host time per collective of a chain of " + chain(chains[1])}
 json.dump(p, open(out, "w"), indent=2)
 PY
 }

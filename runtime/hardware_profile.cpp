@@ -51,7 +51,14 @@ class Reader {
 
   LinkProfile link(const Json& j, const std::string& key) const {
     const Json& l = member(j, "", key);
-    return {figure(l, key, "bandwidth"), figure(l, key, "latency"), figure(l, key, "sustained_fraction", 1)};
+    LinkProfile link{figure(l, key, "bandwidth"), figure(l, key, "latency"), figure(l, key, "sustained_fraction", 1),
+                     {}, {}, {}, {}};
+    if (l.contains("host_overhead")) link.host_overhead = figure(l, key, "host_overhead");
+    if (l.contains("host_bandwidth")) link.host_bandwidth = figure(l, key, "host_bandwidth");
+    if (l.contains("reduce_scatter_bandwidth"))
+      link.reduce_scatter_bandwidth = figure(l, key, "reduce_scatter_bandwidth");
+    if (l.contains("all_reduce_bandwidth")) link.all_reduce_bandwidth = figure(l, key, "all_reduce_bandwidth");
+    return link;
   }
 
  private:
@@ -61,12 +68,24 @@ class Reader {
 Json figure_json(const Figure& f) { return Json{{"value", f.value}, {"source", f.source}}; }
 
 Json link_json(const LinkProfile& l) {
-  return Json{{"bandwidth", figure_json(l.bandwidth)},
-              {"latency", figure_json(l.latency)},
-              {"sustained_fraction", figure_json(l.sustained_fraction)}};
+  Json j{{"bandwidth", figure_json(l.bandwidth)},
+         {"latency", figure_json(l.latency)},
+         {"sustained_fraction", figure_json(l.sustained_fraction)}};
+  if (l.host_overhead.value > 0) j["host_overhead"] = figure_json(l.host_overhead);
+  if (l.host_bandwidth.value > 0) j["host_bandwidth"] = figure_json(l.host_bandwidth);
+  if (l.reduce_scatter_bandwidth.value > 0) j["reduce_scatter_bandwidth"] = figure_json(l.reduce_scatter_bandwidth);
+  if (l.all_reduce_bandwidth.value > 0) j["all_reduce_bandwidth"] = figure_json(l.all_reduce_bandwidth);
+  return j;
 }
 
 }  // namespace
+
+double LinkProfile::effective_bandwidth(OpId op) const {
+  const Figure& own = op == OpId::ReduceScatter ? reduce_scatter_bandwidth
+                      : op == OpId::AllReduce   ? all_reduce_bandwidth
+                                                : bandwidth;
+  return (own.value > 0 ? own.value : bandwidth.value) * sustained_fraction.value;
+}
 
 HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& file) {
   Json j;

@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include "ir/ops.h"
+
 namespace fsdpc {
 
 struct Figure {
@@ -15,9 +17,28 @@ struct Figure {
 };
 
 // One kind of link between ranks: bandwidth is per rank, one direction.
+// host_overhead (optional, 0: none) is what each collective over the link
+// costs the rank's compute stream: the host time to start it, test it
+// between kernels while it is in flight, and complete it at its wait. On a
+// GPU that is a launch; on the CPU runtime over MPI it is microseconds,
+// which a step of many small unbucketed collectives feels. host_bandwidth
+// (optional, 0: none) is the bytes a rank sends per second of its compute
+// stream's time: Open MPI over shared memory copies them on the rank's own
+// thread, in the progress calls between kernels, so even a collective
+// hidden behind compute takes compute time; NCCL's and a NIC's transfers
+// take none.
+// reduce_scatter_bandwidth and all_reduce_bandwidth (optional, 0: bandwidth)
+// are those collectives' rates where they differ from all_gather's: NCCL
+// reduces on the GPU as it moves, while Open MPI reduces on the host, and on
+// one host here ran its reduce_scatter at a fifth of its all_gather's rate
+// and its all_reduce at two thirds (tools/link_probe_command.cpp).
 struct LinkProfile {
   Figure bandwidth, latency, sustained_fraction;
+  Figure host_overhead, host_bandwidth;
+  Figure reduce_scatter_bandwidth, all_reduce_bandwidth;
   double effective_bandwidth() const { return bandwidth.value * sustained_fraction.value; }
+  // The effective bandwidth of collective `op`.
+  double effective_bandwidth(OpId op) const;
 };
 
 struct HardwareProfile {

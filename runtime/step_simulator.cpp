@@ -226,7 +226,16 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
         const int p = static_cast<int>(b.attrs.get_int("size"));
         const LinkProfile& link = s.inter_node ? hw.inter_node : hw.intra_node;
         const double payload = collective_payload(b);
-        const double seconds = collective_seconds(b.op, payload, p, link.latency.value, link.effective_bandwidth());
+        const double seconds = collective_seconds(b.op, payload, p, link.latency.value, link.effective_bandwidth(b.op));
+        if (p > 1) {  // a group of one issues nothing (the MPI executor copies)
+          const double host = link.host_overhead.value + (link.host_bandwidth.value > 0
+                                                               ? collective_rank_bytes(b.op, payload, p) /
+                                                                     link.host_bandwidth.value
+                                                               : 0);
+          now += host;
+          sim.compute += host;
+          sim.comm_host += host;
+        }
         const double start = std::max(now, stream_free[it->second]);
         stream_free[it->second] = start + seconds;
         done[b.outputs.at(0).name] = start + seconds;

@@ -6,7 +6,10 @@
 // dimension: dp, or shard and replicate) has its own communication stream,
 // where collectives run in the order the schedule issued them. A collective
 // starts when issued (the compute before it done) and its stream is free; a
-// wait blocks compute until its collective ends. Every rank of a mesh runs
+// wait blocks compute until its collective ends. Issuing one also costs the
+// compute stream its link's host_overhead (starting, testing and completing
+// it on the host) and its bytes at the link's host_bandwidth (the copies the
+// host makes), charged at the issue. Every rank of a mesh runs
 // the same traces on shards of the same shape, so one rank stands for all.
 #pragma once
 
@@ -83,6 +86,7 @@ struct StepSimulation {
   double seconds = 0;          // the step: last compute or collective to end
   double compute = 0;          // busy seconds of the compute stream
   double matmul = 0;           // of which matmul, linear and attention
+  double comm_host = 0;        // of which collectives' host time (host_overhead, host_bandwidth)
   double blocked = 0;          // compute idle in waits: exposed communication
   double flops = 0;            // matmul FLOPs of the step
   std::vector<CommStream> streams;  // in order of first use

@@ -336,6 +336,60 @@ TEST_CASE("local measures the launch overheads and the region rates, and the sim
   CHECK(remeasured["compute"]["kernel_overhead"]["source"].get<std::string>().rfind("measured", 0) == 0);
 }
 
+TEST_CASE("local measures the link between its ranks under mpirun, and the simulation charges each collective's host time") {
+  const fs::path cache = scratch("cache");
+  fs::remove_all(cache);
+  const Json before = advise("--model gpt2-tiny --world-size 2 --hardware local");
+  fs::path file;
+  for (const auto& e : fs::directory_iterator(cache / "fsdpc"))
+    if (e.path().filename().string().find("-2ranks-") != std::string::npos) file = e.path();
+  REQUIRE(!file.empty());
+  Json profile = Json::parse(fsdpc::testing::read_file(file.string()));
+  Json& link = profile["intra_node"];
+  for (const char* key : {"latency", "bandwidth", "reduce_scatter_bandwidth", "all_reduce_bandwidth", "host_overhead"}) {
+    INFO(key);
+    CHECK(link[key]["value"].get<double>() > 0);
+    CHECK_THAT(link[key]["source"].get<std::string>(), Contains("fsdpc link-probe"));
+  }
+  // Microseconds a collective on shared memory, not the milliseconds of a
+  // probe gone wrong (a wait that blocked on a peer's compute).
+  CHECK(link["host_overhead"]["value"].get<double>() < 1e-3);
+  CHECK(link["latency"]["value"].get<double>() < 1e-3);
+  // Every collective of a step pays it: a millisecond more on each makes
+  // each step longer by at least its collectives' milliseconds.
+  link["host_overhead"]["value"] = link["host_overhead"]["value"].get<double>() + 1e-3;
+  std::ofstream(file) << profile.dump(2);
+  const Json after = advise("--model gpt2-tiny --world-size 2 --hardware local");
+  REQUIRE(after["candidates"].size() == before["candidates"].size());
+  for (const Json& a : before["candidates"]) {
+    const Json* b = nullptr;
+    for (const Json& x : after["candidates"])
+      if (x["candidate"] == a["candidate"]) b = &x;
+    REQUIRE(b);
+    int64_t collectives = 0;
+    for (const Json& st : a["comm"]) collectives += st["count"].get<int64_t>();
+    INFO(a["candidate"] << ": " << collectives << " collectives");
+    CHECK(collectives > 0);
+    CHECK((*b)["comm_host_seconds"].get<double>() >= collectives * 1e-3);
+    CHECK((*b)["step_seconds"].get<double>() >= a["step_seconds"].get<double>() + 0.999e-3 * collectives);
+  }
+  // A profile of several ranks from before the link was measured is measured again.
+  link.erase("host_overhead");
+  std::ofstream(file) << profile.dump(2);
+  const Run again = fsdpc_run("advise --model gpt2-tiny --world-size 2 --hardware local");
+  REQUIRE(again.code == 0);
+  CHECK_THAT(again.err, Contains("has no measured link between ranks; measuring again"));
+  const Json remeasured = Json::parse(fsdpc::testing::read_file(file.string()));
+  CHECK(remeasured["intra_node"]["host_overhead"]["value"].get<double>() > 0);
+}
+
+TEST_CASE("link-probe needs an MPI world of two or more") {
+  const Run alone = fsdpc_run("link-probe");
+  CHECK(alone.code == 2);
+  CHECK_THAT(alone.err, Contains("link-probe: needs at least 2 ranks, got 1 (run it as mpirun -np N fsdpc link-probe)"));
+  CHECK(alone.out.empty());
+}
+
 TEST_CASE("local times each matmul shape the candidates run, once, and the simulation prices them by it") {
   const fs::path cache = scratch("cache");
   fs::remove_all(cache);

@@ -31,8 +31,8 @@ HardwareProfile toy_profile() {
   hw.matmul_sustained_fraction = one;
   hw.memory_bandwidth = {1e9, "test"};
   hw.memory_sustained_fraction = one;
-  hw.intra_node = {{262144e3, "test"}, {1e-12, "test"}, one};
-  hw.inter_node = {{65536e3, "test"}, {1e-12, "test"}, one};
+  hw.intra_node = {{262144e3, "test"}, {1e-12, "test"}, one, {}, {}, {}, {}};
+  hw.inter_node = {{65536e3, "test"}, {1e-12, "test"}, one, {}, {}, {}, {}};
   return hw;
 }
 
@@ -187,6 +187,42 @@ TEST_CASE("a matmul the profile measured on its shapes takes that time; other sh
   CHECK(s.flops == 2.0 * 256 * 256 * 256 + 2.0 * 256 * 128 * 256);  // FLOPs are the statement's, however timed
 }
 
+TEST_CASE("each collective costs the compute stream its link's host time; reductions run at their own rates") {
+  HardwareProfile hw = toy_profile();
+  hw.intra_node.host_overhead = {0.1e-3, "test"};
+  // Issued before the matmul: the gather starts after its 0.1 ms of host
+  // time and ends at 0.6 ms, hidden; the matmul ends at 1.1 ms.
+  StepSimulation s = simulate(std::string(kGather) + kMatmul + kWait, hw);
+  CHECK(s.seconds == Approx(1.1e-3));
+  CHECK(s.comm_host == Approx(0.1e-3));
+  CHECK(s.compute == Approx(1.1e-3));
+  CHECK(s.blocked == Approx(0).margin(1e-12));
+  // Each of two collectives pays it; a group of one issues nothing and pays none.
+  const std::string two = std::string(kGather) +
+                          "  ft4 = mpi_all_gather(w, group=dp, size=2, dim=0)  # ft4: \"FUTURE cpu f32[256, 256]\" replicated\n" +
+                          kWait + "  t6 = mpi_wait(ft4)  # t6: \"cpu f32[256, 256]\" replicated\n";
+  s = simulate(two, hw);
+  CHECK(s.comm_host == Approx(0.2e-3));
+  // The first starts after its 0.1 ms; the second, issued at 0.2 ms,
+  // queues behind it on the stream: 0.1 + 0.5 + 0.5.
+  CHECK(s.seconds == Approx(1.1e-3));
+  // A reduce_scatter at the link's reduce_scatter rate, half the gather's:
+  // its 256 KiB input moves half of itself in 1 ms.
+  hw.intra_node.host_overhead = {};
+  const std::string scatter =
+      "  ft1 = mpi_reduce_scatter(x, group=dp, size=2, dim=0, op=sum)  # ft1: \"FUTURE cpu f32[128, 256]\"\n"
+      "  t3 = mpi_wait(ft1)  # t3: \"cpu f32[128, 256]\"\n";
+  const std::string scatter_trace = std::string(kHeader) + scatter + "  return t3\n";
+  const Trace t = parse_trace(scatter_trace);
+  CHECK(simulate_step({&t}, flat_mesh(2), hw).seconds == Approx(0.5e-3));
+  hw.intra_node.reduce_scatter_bandwidth = {131072e3, "test"};
+  CHECK(simulate_step({&t}, flat_mesh(2), hw).seconds == Approx(1e-3));
+  hw.intra_node.all_reduce_bandwidth = {1, "test"};  // not this collective's
+  CHECK(simulate_step({&t}, flat_mesh(2), hw).seconds == Approx(1e-3));
+  CHECK(hw.intra_node.effective_bandwidth(OpId::AllGather) == 262144e3);
+  CHECK(hw.intra_node.effective_bandwidth(OpId::AllReduce) == 1);
+}
+
 TEST_CASE("the alpha-beta ring model") {
   CHECK(collective_seconds(OpId::AllGather, 1000, 4, 1e-6, 1e3) == Approx(3e-6 + 0.75));
   CHECK(collective_seconds(OpId::ReduceScatter, 1000, 4, 1e-6, 1e3) == Approx(3e-6 + 0.75));
@@ -275,6 +311,25 @@ TEST_CASE("hardware profiles: the shipped ones parse, a bad field is named") {
     CHECK(back.row_region_rate.value == 1e9);
     CHECK(back.kernel_overhead.value == 0);  // absent stays absent
     CHECK(back.matmul_seconds.empty());
+    CHECK(back.intra_node.host_overhead.value == 0);
+    CHECK(back.intra_node.reduce_scatter_bandwidth.value == 0);
+  }
+  {  // A link's measured host time and reduction rates survive a round trip; a bad one is named.
+    HardwareProfile p = toy_profile();
+    p.intra_node.host_overhead = {3e-6, "measured: host"};
+    p.intra_node.reduce_scatter_bandwidth = {1e9, "measured: scatter"};
+    p.intra_node.all_reduce_bandwidth = {2e9, "measured: reduce"};
+    const std::string text = hardware_profile_json(p);
+    const HardwareProfile back = parse_hardware_profile(text, "again");
+    CHECK(back.intra_node.host_overhead.value == 3e-6);
+    CHECK(back.intra_node.host_overhead.source == "measured: host");
+    CHECK(back.intra_node.reduce_scatter_bandwidth.value == 1e9);
+    CHECK(back.intra_node.all_reduce_bandwidth.source == "measured: reduce");
+    CHECK(back.inter_node.host_overhead.value == 0);
+    std::string bad = text;
+    bad.replace(bad.find("3e-06"), 5, "-3e-06");
+    CHECK_THROWS_WITH(parse_hardware_profile(bad, "f.json"),
+                      "f.json: intra_node.host_overhead.value: expected a number above 0");
   }
   {  // Measured matmul shapes survive a round trip; a bad one is named.
     HardwareProfile p = toy_profile();

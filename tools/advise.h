@@ -143,6 +143,14 @@ int auto_measure_steps(double predicted_seconds);
 
 // --measure: mpirun (FSDPC_MPIRUN, else the first on PATH); "" if none.
 std::string find_mpirun();
+// `s` quoted for the shell.
+std::string shell_quote(const std::string& s);
+// Runs `mpirun -np world <this fsdpc> <args>` with every rank on this host
+// (unbound, oversubscribed past the cores), standard output dropped and
+// standard error into `stderr_file`; returns its exit code (128 + a signal).
+int run_under_mpirun(const std::string& mpirun, int world, const std::string& args, const std::string& stderr_file);
+// The last non-blank line of `file`, or "(no output)".
+std::string last_line(const std::string& file);
 // Runs `mpirun -np world fsdpc train <model_flags> <candidate flags> --steps
 // K` for each candidate that fits (in order, progress on stderr) and fills
 // its `measured`; a failing run is recorded in its row, never thrown.

@@ -151,7 +151,7 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
   e.keep_gathered = c.keep_gathered;
   const int m = c.micro_batches, per_node = static_cast<int>(s.hw.gpus_per_node.value);
   std::vector<PipelineStageTimes> times;
-  double transfer = 0, flops = 0, optimizer = 0, most_sent = -1, most_waited = 0, compute = 0, matmul = 0;
+  double transfer = 0, flops = 0, optimizer = 0, most_sent = -1, most_waited = 0, compute = 0, matmul = 0, comm_host = 0;
   std::vector<double> stage_blocked;
   c.peak_bytes = -1;
   for (size_t i = 0; i < compiled.size(); ++i) {
@@ -183,6 +183,7 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
     if (m * (fwd.compute + bwd.compute) + before.compute + after.compute > compute) {
       compute = m * (fwd.compute + bwd.compute) + before.compute + after.compute;
       matmul = m * (fwd.matmul + bwd.matmul);
+      comm_host = m * (fwd.comm_host + bwd.comm_host) + before.comm_host + after.comm_host;
     }
     optimizer = std::max(optimizer, optimizer_seconds(s, low.sync.forward));
     stage_blocked.push_back(m * (fwd.blocked + bwd.blocked) + before.blocked + after.blocked);
@@ -229,6 +230,7 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
   c.sim.seconds = timing.seconds + optimizer;
   c.sim.compute = compute + optimizer;  // the busiest stage's
   c.sim.matmul = matmul;
+  c.sim.comm_host = comm_host;
   c.sim.blocked = most_waited;
   c.sim.flops = flops / static_cast<double>(compiled.size());
   set_rates(s, c);

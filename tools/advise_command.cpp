@@ -160,6 +160,7 @@ std::string render_json(const AdviseSetup& s, const std::string& model, const st
                         {"step_seconds", c.sim.seconds},
                         {"compute_seconds", c.sim.compute},
                         {"matmul_seconds", c.sim.matmul},
+                        {"comm_host_seconds", c.sim.comm_host},
                         {"optimizer_seconds", c.optimizer_seconds},
                         {"exposed_comm_seconds", c.sim.blocked},
                         {"flops", c.sim.flops},

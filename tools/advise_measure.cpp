@@ -23,20 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string last_line(const fs::path& file) {
-  std::ifstream in(file);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  return last.empty() ? "(no output)" : last;
-}
-
 // One candidate's run of `steps` steps; its files go in `dir`. Appends the
 // times of its steady steps to `times` and records the peak and step count
 // in `m`. Left out: the first step, which compiles, JIT-builds kernels and
@@ -49,21 +35,12 @@ void run_one(const AdviseSetup& s, const std::string& mpirun, const std::string&
   m.ran = true;
   const fs::path log = dir / "log.jsonl", err = dir / "stderr.txt";
   fs::remove(log);
-  // Every rank lives on this host, so Open MPI needs --oversubscribe when N
-  // exceeds the cores; --allow-run-as-root lets it start in containers.
-  // --bind-to none: for up to 2 ranks Open MPI binds each to one core, and a
-  // rank's kernels then get one thread (cpu_threads() follows the affinity
-  // mask), while the local profile prices every rank with the host's cores
-  // divided among the ranks; unbound, each rank gets that share.
-  const std::string cmd = quote(mpirun) + " -np " + std::to_string(s.world) +
-                          " --oversubscribe --bind-to none --allow-run-as-root " +
-                          quote(fs::read_symlink("/proc/self/exe").string()) + " train " + model_flags + " " +
-                          c.flags() + " --precision " + s.precision + " --steps " + std::to_string(steps) +
-                          " --log-json " + quote(log.string()) + " </dev/null >/dev/null 2>" + quote(err.string());
-  const int status = std::system(cmd.c_str());
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  const int code = run_under_mpirun(mpirun, s.world,
+                                    "train " + model_flags + " " + c.flags() + " --precision " + s.precision +
+                                        " --steps " + std::to_string(steps) + " --log-json " + shell_quote(log.string()),
+                                    err.string());
   if (code != 0) {
-    m.error = "exit " + std::to_string(code) + ": " + last_line(err);
+    m.error = "exit " + std::to_string(code) + ": " + last_line(err.string());
     return;
   }
   std::vector<double> ms;
@@ -106,6 +83,35 @@ int auto_measure_steps(double predicted_seconds) {
   if (!(predicted_seconds > 0)) return kFloor;
   const double k = 1.0 + std::ceil(kMeasureSeconds / predicted_seconds);
   return static_cast<int>(std::clamp(k, static_cast<double>(kFloor), static_cast<double>(kCeiling)));
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+int run_under_mpirun(const std::string& mpirun, int world, const std::string& args, const std::string& stderr_file) {
+  // Every rank lives on this host, so Open MPI needs --oversubscribe when N
+  // exceeds the cores; --allow-run-as-root lets it start in containers.
+  // --bind-to none: for up to 2 ranks Open MPI binds each to one core, and a
+  // rank's kernels then get one thread (cpu_threads() follows the affinity
+  // mask), while the local profile prices every rank with the host's cores
+  // divided among the ranks; unbound, each rank gets that share.
+  const std::string cmd = shell_quote(mpirun) + " -np " + std::to_string(world) +
+                          " --oversubscribe --bind-to none --allow-run-as-root " +
+                          shell_quote(fs::read_symlink("/proc/self/exe").string()) + " " + args +
+                          " </dev/null >/dev/null 2>" + shell_quote(stderr_file);
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string last_line(const std::string& file) {
+  std::ifstream in(file);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last.empty() ? "(no output)" : last;
 }
 
 std::string find_mpirun() {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -68,6 +69,78 @@ double measure_copy() {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   const double s = best_seconds([&] { std::memcpy(dst.data(), src.data(), bytes); }, 0.3);
   return 2.0 * static_cast<double>(bytes) / s;
+}
+
+// The link between `world` ranks of this host, measured by `mpirun -np
+// world fsdpc link-probe` (tools/link_probe_command.cpp) into `link`. Without
+// mpirun, or when the probe fails, `link` keeps its assumptions, and a line
+// says why: the profile is still usable, only less exact.
+void measure_local_link(int world, LinkProfile& link) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) {
+    std::fprintf(stderr, "fsdpc advise: no mpirun on PATH (or FSDPC_MPIRUN): the link between ranks is assumed, "
+                         "not measured\n");
+    return;
+  }
+  std::string dir = (fs::temp_directory_path() / "fsdpc-link-XXXXXX").string();
+  if (!mkdtemp(dir.data())) fail("--hardware local: cannot create a folder under ", fs::temp_directory_path().string());
+  const std::string out = dir + "/link.json", err = dir + "/stderr.txt";
+  const int code = run_under_mpirun(mpirun, world, "link-probe --out " + shell_quote(out), err);
+  std::string why;
+  try {
+    if (code != 0) fail("exit ", code, ": ", last_line(err));
+    const nlohmann::json j = nlohmann::json::parse(read_input(out));
+    const double latency = j.at("latency").get<double>(), bandwidth = j.at("bandwidth").get<double>();
+    const double host = j.at("host_overhead").get<double>();
+    const double scatter = j.at("reduce_scatter_bandwidth").get<double>();
+    const double reduce = j.at("all_reduce_bandwidth").get<double>();
+    if (!(latency > 0 && bandwidth > 0 && host > 0 && scatter > 0 && reduce > 0))
+      fail("a figure at or below 0: ", j.dump());
+    const std::string by = "measured: `mpirun -np " + std::to_string(world) +
+                           " fsdpc link-probe` on this host (the runtime's MPI collectives, poll progress), slowest "
+                           "rank's median: ";
+    link.latency = {latency, by + "an all_gather of one f32 a rank, issue to wait, over the ring's p - 1 steps"};
+    const std::string large = std::to_string(j.at("large_bytes").get<int64_t>()) + " bytes";
+    link.bandwidth = {bandwidth, by + "an all_gather of " + large +
+                                     ", beyond the small one's time, as (p - 1)/p of the bytes"};
+    link.reduce_scatter_bandwidth = {scatter, by + "a reduce_scatter of " + large +
+                                                  ", beyond the small one's time, as (p - 1)/p of the bytes"};
+    link.all_reduce_bandwidth = {reduce, by + "an all_reduce of " + large +
+                                             ", beyond the small one's time, as twice (p - 1)/p of the bytes"};
+    link.sustained_fraction = {1, "already a rate measured through MPI"};
+    // What the chains were: "240 8x8 matmuls with and without 20 all_gathers
+    // of 2048 bytes, each in flight across 12 of them".
+    auto chain = [&](const nlohmann::json& c) {
+      const std::string side = std::to_string(c.at("matmul_side").get<int>());
+      return std::to_string(c.at("matmuls").get<int>()) + " " + side + "x" + side + " matmuls with and without " +
+             std::to_string(c.at("collectives").get<int>()) + " all_gathers of " +
+             std::to_string(c.at("gather_bytes").get<int64_t>()) + " bytes, each in flight across " +
+             std::to_string(c.at("statements_in_flight").get<int>()) + " of them";
+    };
+    const nlohmann::json& chains = j.at("chains");
+    link.host_overhead = {host, by + "the difference per collective of a chain of " + chain(chains.at(0))};
+    if (const double hb = j.at("host_bandwidth").get<double>(); hb > 0)
+      link.host_bandwidth = {hb, by + "the bytes a rank sends over the extra host time per collective of a chain "
+                                      "of " + chain(chains.at(1)) + ", beyond the first chain's"};
+  } catch (const std::exception& e) {  // nlohmann's errors too: a probe's bad output is not the user's
+    why = e.what();
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!why.empty())
+    std::fprintf(stderr, "fsdpc advise: the link probe failed (%s); the link between ranks is assumed, not measured\n",
+                 why.c_str());
+}
+
+// "; link: 1.4 us latency, 5.6 GB/s, 3.1 us and 4.2 GB/s of host time", or
+// "" for a link not measured.
+std::string link_summary(const LinkProfile& l) {
+  if (!(l.host_overhead.value > 0)) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "; link: %.2f us latency, %.2f GB/s, %.2f us and %.2f GB/s of host time",
+                l.latency.value * 1e6, l.bandwidth.value / 1e9, l.host_overhead.value * 1e6,
+                l.host_bandwidth.value / 1e9);
+  return text;
 }
 
 }  // namespace
@@ -130,9 +203,14 @@ HardwareProfile measure_local_hardware(int world) {
                              "shared buffer, half the measured copy rate"},
                   {1e-6, "assumption: about 1 us per ring step in shared memory (Open MPI's documented sm latency "
                          "is below a microsecond; fsdpc's poll progress adds to it)"},
-                  {1, "the copy rate is already measured"}};
+                  {1, "the copy rate is already measured"},
+                  {},
+                  {},
+                  {},
+                  {}};
+  if (world > 1) measure_local_link(world, p.intra_node);
   p.inter_node = {{copy / 2, "unused: every rank runs on this host"}, {1e-6, "unused: every rank runs on this host"},
-                  {1, "unused: every rank runs on this host"}};
+                  {1, "unused: every rank runs on this host"}, {}, {}, {}, {}};
   return p;
 }
 
@@ -146,12 +224,17 @@ HardwareProfile load_hardware(const std::string& spec, int world) {
                                           "ranks-" + std::to_string(cpu_threads()) + "threads.json");
     if (fs::exists(cache)) {
       HardwareProfile cached = read_profile(cache);
-      if (cached.kernel_overhead.source.starts_with(kMeasuredOverhead)) {
+      // Profiles of several ranks made before the link was measured
+      // priced each collective's host time at nothing.
+      // (Without mpirun it cannot be measured now either.)
+      const bool link_measured = world == 1 || cached.intra_node.host_overhead.value > 0 || find_mpirun().empty();
+      if (cached.kernel_overhead.source.starts_with(kMeasuredOverhead) && link_measured) {
         std::fprintf(stderr, "fsdpc advise: hardware local read from %s (delete it to measure again)\n",
                      cache.c_str());
         return cached;
       }
-      std::fprintf(stderr, "fsdpc advise: %s has no measured launch overhead; measuring again\n", cache.c_str());
+      std::fprintf(stderr, "fsdpc advise: %s has no measured %s; measuring again\n", cache.c_str(),
+                   link_measured ? "launch overhead" : "link between ranks");
     }
     HardwareProfile p = measure_local_hardware(world);
     std::error_code ec;
@@ -161,9 +244,10 @@ HardwareProfile load_hardware(const std::string& spec, int world) {
       p.file = cache.string();
       std::fprintf(stderr,
                    "fsdpc advise: hardware local measured (%.1f GFLOP/s sgemm, %.1f GB/s copy, launches: %.2f us a "
-                   "statement, %.2f us a region, %.2f us a matmul), cached in %s\n",
+                   "statement, %.2f us a region, %.2f us a matmul%s), cached in %s\n",
                    p.peak_flops_f32.value / 1e9, p.memory_bandwidth.value / 1e9, p.kernel_overhead.value * 1e6,
-                   p.region_overhead.value * 1e6, p.matmul_overhead.value * 1e6, cache.c_str());
+                   p.region_overhead.value * 1e6, p.matmul_overhead.value * 1e6, link_summary(p.intra_node).c_str(),
+                   cache.c_str());
     } catch (const Error& e) {  // an unwritable cache costs a measurement next time, not this run
       std::fprintf(stderr, "fsdpc advise: hardware local measured, not cached (%s)\n", e.what());
     }

@@ -1,0 +1,239 @@
+// fsdpc link-probe: the link between this MPI world's ranks, measured as the
+// runtime uses it and as the step simulator's alpha-beta model reads it
+// (runtime/step_simulator.h). Run under mpirun; `advise --hardware local`
+// runs it for its world, and a user may run it across real nodes to write
+// the inter_node part of a profile. Every collective goes through the
+// Interpreter, the MPI executor and its progress polls, as in `fsdpc train`:
+//  - latency: an all_gather of one element a rank, issue to wait, divided
+//    by the ring's p - 1 steps;
+//  - bandwidth: an all_gather of `--bytes`, less the small one's time, read
+//    as (p - 1)/p of the bytes over the link; reduce_scatter_bandwidth and
+//    all_reduce_bandwidth the same of those (the all_reduce's ring moves
+//    its bytes twice), which Open MPI reduces on the host, far below its
+//    all_gather's rate;
+//  - host_overhead and host_bandwidth: what a collective in flight costs
+//    the compute stream. A chain of matmuls runs alone, then with an
+//    all_gather started every kGap statements and waited kGap statements
+//    later (it completes behind the compute, as a prefetched gather does);
+//    the difference a collective, host_overhead for small gathers, and the
+//    bytes of large ones over their extra cost host_bandwidth: over shared
+//    memory the rank's own thread copies them in MPI's progress calls, so
+//    communication "behind" compute still takes the compute's time. The
+//    model priced both at nothing before, and predicted 2-rank steps 10-31%
+//    short.
+// The runtime's collective watch (the watchdog and its flight recorder) is
+// installed as train installs it. Every rank runs the same number of repetitions (no time budget: ranks
+// would disagree on it and hang), and each figure is the slowest rank's
+// median.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "executors/claim.h"
+#include "executors/comm/mpi_check.h"
+#include "executors/comm/mpi_executor.h"
+#include "executors/cpu/cpu_executor.h"
+#include "executors/rank_device.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "passes/del.h"
+#include "runtime/interpreter.h"
+#include "runtime/watchdog.h"
+#include "tools/cli_io.h"
+#include "tools/commands.h"
+
+namespace fsdpc::cli {
+
+namespace {
+
+constexpr int kStatements = 240;  // matmuls in a chain
+constexpr int kGap = 12;          // matmuls between a collective's issue and its wait
+
+// The two chains host_overhead and host_bandwidth are read from: 8x8
+// matmuls (work negligible, launches not) beside 1 KiB gathers a rank, and
+// 96x96 ones (about 13 us each here, so that 12 of them outlast the
+// transfer) beside 256 KiB ones, large enough that Open MPI's shared memory
+// moves them by copies its progress calls make on the rank's own thread.
+struct ChainShape {
+  int64_t side, shard;
+};
+constexpr ChainShape kSmallChain{8, 256}, kLargeChain{96, 64 * 1024};
+
+Proxy f32_arg(const std::string& name, Shape shape) {
+  Proxy p;
+  p.name = name;
+  p.type.shape = std::move(shape);
+  return p;
+}
+
+Attrs group_attrs(OpId op, int world) {
+  Attrs a{{"group", "dp"}, {"size", int64_t{world}}};
+  if (op != OpId::AllReduce) a.set("dim", int64_t{0});
+  if (op != OpId::AllGather) a.set("op", "sum");
+  return a;
+}
+
+// x -> op(x) -> wait on `shard * world` elements: an all_gather's output, a
+// reduce_scatter's or an all_reduce's input.
+Trace collective_trace(OpId op, int64_t shard, int world) {
+  Trace t;
+  TraceBuilder b(t);
+  const std::string x = b.add_arg(f32_arg("x", {op == OpId::AllGather ? shard : shard * world})).name;
+  const Proxy future = b.emit1(op, {Operand::of(x)}, group_attrs(op, world));
+  const Proxy done = b.emit1(OpId::Wait, {Operand::of(future.name)});
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(done.name)});
+  return t;
+}
+
+// h = h @ w, kStatements times; with `collectives`, an all_gather of s
+// started before every kGap-th matmul and waited kGap matmuls later.
+Trace chain_trace(ChainShape shape, bool collectives, int world, int& issued) {
+  Trace t;
+  TraceBuilder b(t);
+  std::string h = b.add_arg(f32_arg("h", {shape.side, shape.side})).name;
+  const std::string w = b.add_arg(f32_arg("w", {shape.side, shape.side})).name;
+  const std::string s = b.add_arg(f32_arg("s", {shape.shard})).name;
+  std::vector<ReturnTree> returns;
+  std::string pending;
+  issued = 0;
+  for (int i = 0; i < kStatements; ++i) {
+    if (collectives && i % kGap == 0) {
+      if (!pending.empty()) returns.push_back(ReturnTree::leaf(b.emit1(OpId::Wait, {Operand::of(pending)}).name));
+      pending = b.emit1(OpId::AllGather, {Operand::of(s)}, group_attrs(OpId::AllGather, world)).name;
+      ++issued;
+    }
+    h = b.emit1(OpId::Matmul, {Operand::of(h), Operand::of(w)}).name;
+  }
+  if (!pending.empty()) returns.push_back(ReturnTree::leaf(b.emit1(OpId::Wait, {Operand::of(pending)}).name));
+  returns.push_back(ReturnTree::leaf(h));
+  t.returns = ReturnTree::tuple(std::move(returns));
+  return t;
+}
+
+class Probe {
+ public:
+  explicit Probe(int world)
+      : world_(world),
+        mpi_(flat_mesh(world)),
+        device_(open_rank_device("cpu", mpi_)),
+        allocator_(device_->backend()),
+        interpreter_(allocator_, executors_for("cpu"), device_->kernels(), [this] { device_->progress(); }) {}
+
+  // The slowest rank's median seconds of one run of `t`: 2 warm-up runs,
+  // then kBatches batches of `per_batch` runs, each batch after a barrier.
+  double seconds(const Trace& t, int per_batch) {
+    constexpr int kBatches = 7;
+    const Trace run = insert_dels(execution_trace(t, "cpu", "none"));
+    std::vector<TensorValue> args;
+    for (const Proxy& a : run.args) {
+      args.push_back(allocate_tensor(allocator_, a.type, MemCategory::activations));
+      std::fill_n(static_cast<float*>(args.back().data()), numel(a.type.shape), 0.125f);
+    }
+    for (int i = 0; i < 2; ++i) interpreter_.run(run, args);
+    std::vector<double> batches;
+    for (int k = 0; k < kBatches; ++k) {
+      FSDPC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < per_batch; ++i) interpreter_.run(run, args);
+      batches.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / per_batch);
+    }
+    std::nth_element(batches.begin(), batches.begin() + kBatches / 2, batches.end());
+    double mine = batches[kBatches / 2], slowest = 0;
+    FSDPC_MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return slowest;
+  }
+
+ private:
+  int world_;
+  MpiContext mpi_;
+  std::unique_ptr<RankDevice> device_;
+  Allocator allocator_;
+  Interpreter interpreter_;
+};
+
+nlohmann::ordered_json measure_link(int world, int64_t large_bytes) {
+  Probe probe(world);
+  const int64_t large_shard = std::max<int64_t>(1, large_bytes / (4 * world));
+  // What a rank sends of the large payload in a ring: (p - 1)/p of it.
+  const double ring = 4.0 * static_cast<double>(large_shard * world) * (world - 1) / world;
+  nlohmann::ordered_json timings;
+  double spread[3] = {0, 0, 0};  // seconds of each large transfer beyond its small one's
+  const OpId ops[3] = {OpId::AllGather, OpId::ReduceScatter, OpId::AllReduce};
+  for (int i = 0; i < 3; ++i) {
+    const double small = probe.seconds(collective_trace(ops[i], 1, world), 200);
+    const double large = probe.seconds(collective_trace(ops[i], large_shard, world), 3);
+    timings[std::string(op_name(ops[i]))] = {
+        {"small_seconds", small}, {"large_seconds", large}, {"large_bytes", 4 * large_shard * world}};
+    spread[i] = std::max(large - small, 1e-9);
+  }
+  const double latency = timings["all_gather"]["small_seconds"].get<double>() / (world - 1);
+  const double bandwidth = ring / spread[0], scatter_bandwidth = ring / spread[1];
+  const double reduce_bandwidth = 2 * ring / spread[2];  // all_reduce: the ring twice
+  // Host seconds a gathered collective costs the compute stream in each
+  // chain, and what a rank sends of it.
+  auto chain = [&](ChainShape shape, int per_batch, nlohmann::ordered_json& j) {
+    int issued = 0;
+    const double plain = probe.seconds(chain_trace(shape, false, world, issued), per_batch);
+    const double with = probe.seconds(chain_trace(shape, true, world, issued), per_batch);
+    j = {{"matmul_side", shape.side},    {"matmuls", kStatements},     {"collectives", issued},
+         {"statements_in_flight", kGap}, {"gather_bytes", 4 * shape.shard * world},
+         {"plain_seconds", plain},       {"with_collectives_seconds", with}};
+    return (with - plain) / issued;
+  };
+  nlohmann::ordered_json small_chain, large_chain;
+  const double small_cost = chain(kSmallChain, 10, small_chain);
+  const double large_cost = chain(kLargeChain, 2, large_chain);
+  // A difference of two timings can come out at or below zero on a noisy
+  // host; a collective's host work is never free.
+  const double host = std::max(1e-7, small_cost);
+  // The bytes' share: 0 (not measured) when the larger gathers cost no more.
+  const double more_bytes = 4.0 * static_cast<double>(kLargeChain.shard - kSmallChain.shard) * (world - 1);
+  const double host_bandwidth = large_cost > small_cost ? more_bytes / (large_cost - small_cost) : 0;
+  return {{"ranks", world},
+          {"progress", mpi_progress_name(mpi_progress())},
+          {"latency", latency},
+          {"bandwidth", bandwidth},
+          {"reduce_scatter_bandwidth", scatter_bandwidth},
+          {"all_reduce_bandwidth", reduce_bandwidth},
+          {"host_overhead", host},
+          {"host_bandwidth", host_bandwidth},
+          {"large_bytes", 4 * large_shard * world},
+          {"timings", timings},
+          {"chains", {small_chain, large_chain}}};
+}
+
+}  // namespace
+
+Command add_link_probe_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "link-probe", "Measure the link between this MPI world's ranks through the runtime's collectives (run under "
+                    "mpirun -np N): latency, bandwidth and each collective's host time, as one JSON object");
+  auto out = std::make_shared<std::string>("-");
+  auto bytes = std::make_shared<int64_t>(16 << 20);
+  cmd->add_option("--out", *out, "Where rank 0 writes the JSON (default -: standard output)");
+  cmd->add_option("--bytes", *bytes, "Bytes of the large collectives' buffers (all_gather's output, the others' input)")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
+  return Command{cmd, [out, bytes] {
+                   mpi_init();
+                   const int world = mpi_world_size();
+                   if (world < 2)
+                     fail("link-probe: needs at least 2 ranks, got ", world, " (run it as mpirun -np N fsdpc link-probe)");
+                   // Ranks sharing a host share its cores, as in fsdpc train.
+                   MPI_Comm host = MPI_COMM_NULL;
+                   int on_host = 1;
+                   FSDPC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+                   FSDPC_MPI_CHECK(MPI_Comm_size(host, &on_host));
+                   FSDPC_MPI_CHECK(MPI_Comm_free(&host));
+                   set_cpu_ranks_per_host(on_host);
+                   // Collectives are watched as in fsdpc train: issued to the
+                   // flight recorder, their waits polled against the timeout.
+                   install_watchdog({600, (std::filesystem::temp_directory_path() / "fsdpc-flight").string(),
+                                     mpi_world_rank(), world});
+                   const nlohmann::ordered_json j = measure_link(world, *bytes);
+                   if (mpi_world_rank() == 0) write_output(*out, j.dump() + "\n");
+                 }};
+}
+
+}  // namespace fsdpc::cli
