@@ -53,12 +53,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
   if (options_.executor == "cpu") {
     // The CPU kernels share the host's cores among its ranks. Collective
     // over the world, as building the communicators just was.
-    MPI_Comm host = MPI_COMM_NULL;
-    int on_host = 1;
-    FSDPC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-    FSDPC_MPI_CHECK(MPI_Comm_size(host, &on_host));
-    FSDPC_MPI_CHECK(MPI_Comm_free(&host));
-    set_cpu_ranks_per_host(on_host);
+    set_cpu_ranks_per_host(mpi_ranks_on_host());
     cpu_threads();  // a bad FSDPC_CPU_THREADS fails here, before any work
   }
   auto lowered = [&](const StepTraces& t) {

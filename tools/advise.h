@@ -85,8 +85,13 @@ MatmulSample square_matmul(int64_t n);
 double kernel_call_seconds(const MatmulSample& s, double budget, int min_reps);
 // Times each sample through the CPU executor (tools/advise_matmul_shapes.cpp)
 // into p.matmul_seconds, for `world` ranks on this host, and rewrites the
-// profile's cache file (p.file) with them.
+// profile's cache file (p.file) with them. For world > 1 the samples are
+// timed on `world` ranks at once (`mpirun fsdpc matmul-probe`), as a step
+// runs them; without mpirun, or if that fails, alone in this process.
 void measure_matmul_shapes(HardwareProfile& p, const std::map<std::string, MatmulSample>& samples, int world);
+// The samples as `fsdpc matmul-probe --traces` reads them: one JSON trace a
+// line, its one statement's inputs as arguments (tools/matmul_probe_command.cpp).
+std::string matmul_probe_input(const std::vector<MatmulSample>& samples);
 
 struct AdviseSetup {
   Trace captured;  // placed on the executor's device

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
 
@@ -19,6 +21,8 @@
 #include "tools/cli_io.h"
 
 namespace fsdpc::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -85,40 +89,95 @@ std::map<std::string, MatmulSample> MatmulShapes::take() {
   return std::exchange(missing_, {});
 }
 
+namespace {
+
+// Seconds of each sample's work (its call less an 8x8x8 matmul's), timed on
+// `world` ranks at once by `mpirun fsdpc matmul-probe`; empty, with a line
+// saying why, when it cannot run.
+std::vector<double> concurrent_seconds(const std::vector<MatmulSample>& samples, int world) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) {
+    std::fprintf(stderr, "fsdpc advise: no mpirun on PATH (or FSDPC_MPIRUN): matmul shapes timed in this process alone, "
+                         "without the other ranks' contention\n");
+    return {};
+  }
+  std::string dir = (fs::temp_directory_path() / "fsdpc-matmuls-XXXXXX").string();
+  if (!mkdtemp(dir.data())) fail("--hardware local: cannot create a folder under ", fs::temp_directory_path().string());
+  const std::string in = dir + "/shapes.jsonl", out = dir + "/seconds.json", err = dir + "/stderr.txt";
+  std::vector<double> seconds;
+  std::string why;
+  try {
+    write_output(in, matmul_probe_input(samples));
+    const int code = run_under_mpirun(mpirun, world, "matmul-probe --traces " + shell_quote(in) + " --out " +
+                                                         shell_quote(out), err);
+    if (code != 0) fail("exit ", code, ": ", last_line(err));
+    const nlohmann::json j = nlohmann::json::parse(read_input(out));
+    const double call = j.at("call").get<double>();
+    for (const nlohmann::json& s : j.at("seconds")) seconds.push_back(std::max(0.0, s.get<double>() - call));
+    if (seconds.size() != samples.size()) fail(seconds.size(), " timings for ", samples.size(), " shapes");
+  } catch (const std::exception& e) {  // nlohmann's errors too: a probe's bad output is not the user's
+    why = e.what();
+    seconds.clear();
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!why.empty())
+    std::fprintf(stderr, "fsdpc advise: the matmul probe failed (%s); shapes timed in this process alone\n",
+                 why.c_str());
+  return seconds;
+}
+
+}  // namespace
+
 void measure_matmul_shapes(HardwareProfile& p, const std::map<std::string, MatmulSample>& samples, int world) {
   if (samples.empty()) return;
   const auto t0 = Clock::now();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Ranks beyond the cores take turns on them, as measure_local_hardware scales.
+  // Ranks beyond the cores take turns on them, as measure_local_hardware
+  // scales; at any moment `cores` of them run, so that many are timed
+  // together (more would time the scheduler's slices, not the kernels).
   const double turns = world > cores ? static_cast<double>(world) / cores : 1.0;
+  const int together_ranks = std::min(world, cores);
+  std::vector<MatmulSample> in_order;
+  for (const auto& [key, s] : samples) in_order.push_back(s);
+  const std::vector<double> together =
+      together_ranks > 1 ? concurrent_seconds(in_order, together_ranks) : std::vector<double>{};
   // An 8x8x8 matmul: the call itself, which matmul_overhead already charges.
-  const double call = kernel_call_seconds(square_matmul(8), 0.02, 20);
-  size_t timed = 0;
+  const double call = together.empty() ? kernel_call_seconds(square_matmul(8), 0.02, 20) : 0;
+  size_t timed = 0, i = 0;
   for (const auto& [key, s] : samples) {
     try {
-      const double seconds = kernel_call_seconds(s, 0.05, 3);
-      p.matmul_seconds[key] = std::max(0.0, seconds - call) * turns;
+      const double seconds = together.empty() ? std::max(0.0, kernel_call_seconds(s, 0.05, 3) - call) : together[i];
+      p.matmul_seconds[key] = seconds * turns;
       ++timed;
     } catch (const Error& e) {  // priced by the rate instead, as an unmeasured profile would
       std::fprintf(stderr, "fsdpc advise: matmul shape not timed (%s), priced at the sgemm rate: %s\n", e.what(),
                    key.c_str());
     }
+    ++i;
   }
+  const std::string threads = std::to_string(cpu_threads()) + " thread(s) per rank";
+  const std::string scaled = turns > 1 ? ", scaled by ranks/cores" : "";
   p.matmul_seconds_source =
-      "measured: best of repeated calls of each matmul statement's CPU executor kernel (oneDNN) on its own shapes, "
-      "less an 8x8x8 matmul's call (matmul_overhead charges that), " + std::to_string(cpu_threads()) +
-      " thread(s) per rank" + (turns > 1 ? ", scaled by ranks/cores" : "");
+      together.empty()
+          ? "measured: best of repeated calls of each matmul statement's CPU executor kernel (oneDNN) on its own "
+            "shapes, less an 8x8x8 matmul's call (matmul_overhead charges that), " + threads + scaled
+          : "measured: `mpirun -np " + std::to_string(together_ranks) +
+                " fsdpc matmul-probe`, every rank calling each matmul statement's CPU executor kernel (oneDNN) at "
+                "once, as a step's ranks do; the slowest rank's median call less an 8x8x8 matmul's (matmul_overhead "
+                "charges that), " + threads + scaled;
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  const char* how = together.empty() ? "" : " on every rank at once";
   if (p.file.empty()) {
-    std::fprintf(stderr, "fsdpc advise: %zu matmul shapes measured in %.1f s\n", timed, took);
+    std::fprintf(stderr, "fsdpc advise: %zu matmul shapes measured%s in %.1f s\n", timed, how, took);
     return;
   }
   try {
     write_output(p.file, hardware_profile_json(p));
-    std::fprintf(stderr, "fsdpc advise: %zu matmul shapes measured in %.1f s, cached in %s\n", timed, took,
+    std::fprintf(stderr, "fsdpc advise: %zu matmul shapes measured%s in %.1f s, cached in %s\n", timed, how, took,
                  p.file.c_str());
   } catch (const Error& e) {  // an unwritable cache costs a measurement next time, not this run
-    std::fprintf(stderr, "fsdpc advise: %zu matmul shapes measured in %.1f s, not cached (%s)\n", timed, took,
+    std::fprintf(stderr, "fsdpc advise: %zu matmul shapes measured%s in %.1f s, not cached (%s)\n", timed, how, took,
                  e.what());
   }
 }

@@ -18,7 +18,8 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<Command> commands = {add_trace_command(app), add_print_command(app), add_dump_command(app), add_train_command(app),
                                    add_generate_command(app), add_flight_command(app), add_passes_command(app),
-                                   add_models_command(app), add_advise_command(app), add_link_probe_command(app)};
+                                   add_models_command(app), add_advise_command(app), add_link_probe_command(app),
+                                   add_matmul_probe_command(app)};
   try {
     // CLI11 reports an unknown first word as a missing subcommand; name it.
     const std::string first = argc > 1 ? argv[1] : "";

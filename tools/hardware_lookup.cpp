@@ -96,18 +96,19 @@ void measure_local_link(int world, LinkProfile& link) {
     const double reduce = j.at("all_reduce_bandwidth").get<double>();
     if (!(latency > 0 && bandwidth > 0 && host > 0 && scatter > 0 && reduce > 0))
       fail("a figure at or below 0: ", j.dump());
+    LinkProfile m;  // assigned to `link` only once every figure was read
     const std::string by = "measured: `mpirun -np " + std::to_string(world) +
                            " fsdpc link-probe` on this host (the runtime's MPI collectives, poll progress), slowest "
                            "rank's median: ";
-    link.latency = {latency, by + "an all_gather of one f32 a rank, issue to wait, over the ring's p - 1 steps"};
+    m.latency = {latency, by + "an all_gather of one f32 a rank, issue to wait, over the ring's p - 1 steps"};
     const std::string large = std::to_string(j.at("large_bytes").get<int64_t>()) + " bytes";
-    link.bandwidth = {bandwidth, by + "an all_gather of " + large +
+    m.bandwidth = {bandwidth, by + "an all_gather of " + large +
                                      ", beyond the small one's time, as (p - 1)/p of the bytes"};
-    link.reduce_scatter_bandwidth = {scatter, by + "a reduce_scatter of " + large +
+    m.reduce_scatter_bandwidth = {scatter, by + "a reduce_scatter of " + large +
                                                   ", beyond the small one's time, as (p - 1)/p of the bytes"};
-    link.all_reduce_bandwidth = {reduce, by + "an all_reduce of " + large +
+    m.all_reduce_bandwidth = {reduce, by + "an all_reduce of " + large +
                                              ", beyond the small one's time, as twice (p - 1)/p of the bytes"};
-    link.sustained_fraction = {1, "already a rate measured through MPI"};
+    m.sustained_fraction = {1, "already a rate measured through MPI"};
     // What the chains were: "240 8x8 matmuls with and without 20 all_gathers
     // of 2048 bytes, each in flight across 12 of them".
     auto chain = [&](const nlohmann::json& c) {
@@ -118,10 +119,11 @@ void measure_local_link(int world, LinkProfile& link) {
              std::to_string(c.at("statements_in_flight").get<int>()) + " of them";
     };
     const nlohmann::json& chains = j.at("chains");
-    link.host_overhead = {host, by + "the difference per collective of a chain of " + chain(chains.at(0))};
+    m.host_overhead = {host, by + "the difference per collective of a chain of " + chain(chains.at(0))};
     if (const double hb = j.at("host_bandwidth").get<double>(); hb > 0)
-      link.host_bandwidth = {hb, by + "the bytes a rank sends over the extra host time per collective of a chain "
+      m.host_bandwidth = {hb, by + "the bytes a rank sends over the extra host time per collective of a chain "
                                       "of " + chain(chains.at(1)) + ", beyond the first chain's"};
+    link = m;
   } catch (const std::exception& e) {  // nlohmann's errors too: a probe's bad output is not the user's
     why = e.what();
   }

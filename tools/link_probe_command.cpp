@@ -121,28 +121,39 @@ class Probe {
         allocator_(device_->backend()),
         interpreter_(allocator_, executors_for("cpu"), device_->kernels(), [this] { device_->progress(); }) {}
 
-  // The slowest rank's median seconds of one run of `t`: 2 warm-up runs,
-  // then kBatches batches of `per_batch` runs, each batch after a barrier.
-  double seconds(const Trace& t, int per_batch) {
-    constexpr int kBatches = 7;
-    const Trace run = insert_dels(execution_trace(t, "cpu", "none"));
-    std::vector<TensorValue> args;
-    for (const Proxy& a : run.args) {
-      args.push_back(allocate_tensor(allocator_, a.type, MemCategory::activations));
-      std::fill_n(static_cast<float*>(args.back().data()), numel(a.type.shape), 0.125f);
+  // This rank's seconds of one run of each trace, a batch's mean per round:
+  // 2 warm-up runs each, then kBatches rounds of a batch of `per_batch` runs
+  // of each in turn, each batch after a barrier. Interleaved, the traces see the
+  // same drift of a shared host's load: a difference of two of them (the
+  // host time of collectives) measured one after the other once came out
+  // five times too large.
+  std::vector<std::vector<double>> seconds(const std::vector<Trace>& traces, int per_batch) {
+    constexpr int kBatches = 9;
+    struct Ready {
+      Trace run;
+      std::vector<TensorValue> args;
+      std::vector<double> batches;
+    };
+    std::vector<Ready> ready;
+    for (const Trace& t : traces) {
+      Ready r{insert_dels(execution_trace(t, "cpu", "none")), {}, {}};
+      for (const Proxy& a : r.run.args) {
+        r.args.push_back(allocate_tensor(allocator_, a.type, MemCategory::activations));
+        std::fill_n(static_cast<float*>(r.args.back().data()), numel(a.type.shape), 0.125f);
+      }
+      for (int i = 0; i < 2; ++i) interpreter_.run(r.run, r.args);
+      ready.push_back(std::move(r));
     }
-    for (int i = 0; i < 2; ++i) interpreter_.run(run, args);
-    std::vector<double> batches;
-    for (int k = 0; k < kBatches; ++k) {
-      FSDPC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < per_batch; ++i) interpreter_.run(run, args);
-      batches.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / per_batch);
-    }
-    std::nth_element(batches.begin(), batches.begin() + kBatches / 2, batches.end());
-    double mine = batches[kBatches / 2], slowest = 0;
-    FSDPC_MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    return slowest;
+    for (int k = 0; k < kBatches; ++k)
+      for (Ready& r : ready) {
+        FSDPC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < per_batch; ++i) interpreter_.run(r.run, r.args);
+        r.batches.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / per_batch);
+      }
+    std::vector<std::vector<double>> batches;
+    for (Ready& r : ready) batches.push_back(std::move(r.batches));
+    return batches;
   }
 
  private:
@@ -153,6 +164,17 @@ class Probe {
   Interpreter interpreter_;
 };
 
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+double slowest_rank(double mine) {
+  double most = 0;
+  FSDPC_MPI_CHECK(MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return most;
+}
+
 nlohmann::ordered_json measure_link(int world, int64_t large_bytes) {
   Probe probe(world);
   const int64_t large_shard = std::max<int64_t>(1, large_bytes / (4 * world));
@@ -162,8 +184,8 @@ nlohmann::ordered_json measure_link(int world, int64_t large_bytes) {
   double spread[3] = {0, 0, 0};  // seconds of each large transfer beyond its small one's
   const OpId ops[3] = {OpId::AllGather, OpId::ReduceScatter, OpId::AllReduce};
   for (int i = 0; i < 3; ++i) {
-    const double small = probe.seconds(collective_trace(ops[i], 1, world), 200);
-    const double large = probe.seconds(collective_trace(ops[i], large_shard, world), 3);
+    const double small = slowest_rank(median(probe.seconds({collective_trace(ops[i], 1, world)}, 200).at(0)));
+    const double large = slowest_rank(median(probe.seconds({collective_trace(ops[i], large_shard, world)}, 3).at(0)));
     timings[std::string(op_name(ops[i]))] = {
         {"small_seconds", small}, {"large_seconds", large}, {"large_bytes", 4 * large_shard * world}};
     spread[i] = std::max(large - small, 1e-9);
@@ -175,16 +197,21 @@ nlohmann::ordered_json measure_link(int world, int64_t large_bytes) {
   // chain, and what a rank sends of it.
   auto chain = [&](ChainShape shape, int per_batch, nlohmann::ordered_json& j) {
     int issued = 0;
-    const double plain = probe.seconds(chain_trace(shape, false, world, issued), per_batch);
-    const double with = probe.seconds(chain_trace(shape, true, world, issued), per_batch);
+    const Trace without = chain_trace(shape, false, world, issued);
+    const std::vector<std::vector<double>> t =
+        probe.seconds({without, chain_trace(shape, true, world, issued)}, per_batch);
+    // The difference of each round's two batches, which ran a moment apart.
+    std::vector<double> extra;
+    for (size_t k = 0; k < t[0].size(); ++k) extra.push_back(t[1][k] - t[0][k]);
+    const double plain = slowest_rank(median(t[0])), with = slowest_rank(median(t[1]));
     j = {{"matmul_side", shape.side},    {"matmuls", kStatements},     {"collectives", issued},
          {"statements_in_flight", kGap}, {"gather_bytes", 4 * shape.shard * world},
          {"plain_seconds", plain},       {"with_collectives_seconds", with}};
-    return (with - plain) / issued;
+    return slowest_rank(median(extra)) / issued;
   };
   nlohmann::ordered_json small_chain, large_chain;
   const double small_cost = chain(kSmallChain, 10, small_chain);
-  const double large_cost = chain(kLargeChain, 2, large_chain);
+  const double large_cost = chain(kLargeChain, 4, large_chain);
   // A difference of two timings can come out at or below zero on a noisy
   // host; a collective's host work is never free.
   const double host = std::max(1e-7, small_cost);
@@ -221,12 +248,7 @@ Command add_link_probe_command(CLI::App& app) {
                    if (world < 2)
                      fail("link-probe: needs at least 2 ranks, got ", world, " (run it as mpirun -np N fsdpc link-probe)");
                    // Ranks sharing a host share its cores, as in fsdpc train.
-                   MPI_Comm host = MPI_COMM_NULL;
-                   int on_host = 1;
-                   FSDPC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-                   FSDPC_MPI_CHECK(MPI_Comm_size(host, &on_host));
-                   FSDPC_MPI_CHECK(MPI_Comm_free(&host));
-                   set_cpu_ranks_per_host(on_host);
+                   set_cpu_ranks_per_host(mpi_ranks_on_host());
                    // Collectives are watched as in fsdpc train: issued to the
                    // flight recorder, their waits polled against the timeout.
                    install_watchdog({600, (std::filesystem::temp_directory_path() / "fsdpc-flight").string(),

@@ -335,6 +335,16 @@ int mpi_world_size() {
   return size;
 }
 
+int mpi_ranks_on_host() {
+  mpi_init();
+  MPI_Comm host = MPI_COMM_NULL;
+  int on_host = 1;
+  FSDPC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  FSDPC_MPI_CHECK(MPI_Comm_size(host, &on_host));
+  FSDPC_MPI_CHECK(MPI_Comm_free(&host));
+  return on_host;
+}
+
 void mpi_abort(int exit_code) {
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -77,6 +77,9 @@ class MpiWaitScope {
 // This process's rank and the number of processes (mpi_init() first).
 int mpi_world_rank();
 int mpi_world_size();
+// The processes of the world on this host (MPI_COMM_TYPE_SHARED): collective
+// over the world.
+int mpi_ranks_on_host();
 
 // Takes every rank down with `exit_code`: for an error seen by one rank only,
 // where the others may already wait inside a collective and a plain exit
