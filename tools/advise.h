@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -72,6 +73,23 @@ class MatmulShapes {
  private:
   std::mutex mutex_;
   std::map<std::string, MatmulSample> missing_;
+};
+
+// A sample's CPU executor kernel on buffers of its types (floats set to a
+// small value, so no denormal or NaN slows it), ready to call repeatedly.
+class SampleCall {
+ public:
+  explicit SampleCall(const MatmulSample& s);
+  ~SampleCall();
+  SampleCall(const SampleCall&) = delete;
+  SampleCall& operator=(const SampleCall&) = delete;
+  // Calls the kernel once; returns the seconds it took.
+  double operator()();
+
+ private:
+  struct Buffers;
+  const MatmulSample& sample_;
+  std::unique_ptr<Buffers> buffers_;
 };
 
 // Best seconds of one call of `f`, after a warm-up call: at least

@@ -28,16 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A tensor of `t` from `alloc`, floats set to a small value (zeros
-// elsewhere: masks and indices), so no denormal or NaN slows the kernel.
-TensorValue filled(Allocator& alloc, const TensorType& t) {
-  TensorValue v = allocate_tensor(alloc, t, MemCategory::activations);
-  std::memset(v.data(), 0, static_cast<size_t>(numel(t.shape)) * dtype_size(t.dtype));
-  if (t.dtype == DType::f32) std::fill_n(static_cast<float*>(v.data()), numel(t.shape), 0.01f);
-  if (t.dtype == DType::f64) std::fill_n(static_cast<double*>(v.data()), numel(t.shape), 0.01);
-  return v;
-}
-
 }  // namespace
 
 MatmulSample square_matmul(int64_t n) {
@@ -53,21 +43,40 @@ MatmulSample square_matmul(int64_t n) {
   return s;
 }
 
-double kernel_call_seconds(const MatmulSample& s, double budget, int min_reps) {
+struct SampleCall::Buffers {
   Allocator alloc;
   std::vector<TensorValue> keep;
   std::vector<TensorView> in, out;
-  for (const TensorType& t : s.inputs) {
-    keep.push_back(filled(alloc, t));
-    in.push_back({keep.back().data(), &t});
-  }
-  for (const Proxy& p : s.statement.outputs) {
-    keep.push_back(filled(alloc, p.type));
-    out.push_back({keep.back().data(), &p.type});
-  }
-  const KernelFn kernel = cpu_executor().kernel(s.statement.op);
+  KernelFn kernel = nullptr;
   KernelContext ctx;
-  return best_seconds([&] { kernel(ctx, s.statement, in, out); }, budget, min_reps);
+
+  void* filled(const TensorType& t) {
+    keep.push_back(allocate_tensor(alloc, t, MemCategory::activations));
+    void* data = keep.back().data();
+    std::memset(data, 0, static_cast<size_t>(numel(t.shape)) * dtype_size(t.dtype));  // masks, indices
+    if (t.dtype == DType::f32) std::fill_n(static_cast<float*>(data), numel(t.shape), 0.01f);
+    if (t.dtype == DType::f64) std::fill_n(static_cast<double*>(data), numel(t.shape), 0.01);
+    return data;
+  }
+};
+
+SampleCall::SampleCall(const MatmulSample& s) : sample_(s), buffers_(std::make_unique<Buffers>()) {
+  for (const TensorType& t : s.inputs) buffers_->in.push_back({buffers_->filled(t), &t});
+  for (const Proxy& p : s.statement.outputs) buffers_->out.push_back({buffers_->filled(p.type), &p.type});
+  buffers_->kernel = cpu_executor().kernel(s.statement.op);
+}
+
+SampleCall::~SampleCall() = default;
+
+double SampleCall::operator()() {
+  const auto t0 = Clock::now();
+  buffers_->kernel(buffers_->ctx, sample_.statement, buffers_->in, buffers_->out);
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double kernel_call_seconds(const MatmulSample& s, double budget, int min_reps) {
+  SampleCall call(s);
+  return best_seconds([&] { call(); }, budget, min_reps);
 }
 
 void MatmulShapes::collect(const Trace& t, const HardwareProfile& hw) {

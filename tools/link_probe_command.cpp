@@ -22,9 +22,10 @@
 //    model priced both at nothing before, and predicted 2-rank steps 10-31%
 //    short.
 // The runtime's collective watch (the watchdog and its flight recorder) is
-// installed as train installs it. Every rank runs the same number of repetitions (no time budget: ranks
-// would disagree on it and hang), and each figure is the slowest rank's
-// median.
+// installed as train installs it. Every rank runs the same number of
+// repetitions (no time budget: ranks would disagree on it and hang), and
+// each figure is the slowest rank's median (for the host time, of the
+// differences between interleaved batches of the two chains).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -115,8 +116,7 @@ Trace chain_trace(ChainShape shape, bool collectives, int world, int& issued) {
 class Probe {
  public:
   explicit Probe(int world)
-      : world_(world),
-        mpi_(flat_mesh(world)),
+      : mpi_(flat_mesh(world)),
         device_(open_rank_device("cpu", mpi_)),
         allocator_(device_->backend()),
         interpreter_(allocator_, executors_for("cpu"), device_->kernels(), [this] { device_->progress(); }) {}
@@ -157,7 +157,6 @@ class Probe {
   }
 
  private:
-  int world_;
   MpiContext mpi_;
   std::unique_ptr<RankDevice> device_;
   Allocator allocator_;

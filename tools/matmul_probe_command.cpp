@@ -13,8 +13,6 @@
 // rank runs the same number of calls: the count comes from the slowest
 // rank's warm-up call, agreed by an all-reduce.
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,7 +22,6 @@
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
 #include "ir/json.h"
-#include "runtime/interpreter.h"
 #include "tools/advise.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -42,24 +39,7 @@ double all_ranks_max(double mine) {
 // The slowest rank's median seconds of one call of `s`'s kernel, all ranks
 // calling it together, about `budget` seconds of calls (3 to 50).
 double concurrent_call_seconds(const MatmulSample& s, double budget) {
-  Allocator alloc;
-  std::vector<TensorValue> keep;
-  std::vector<TensorView> in, out;
-  auto filled = [&](const TensorType& t) {
-    keep.push_back(allocate_tensor(alloc, t, MemCategory::activations));
-    std::memset(keep.back().data(), 0, static_cast<size_t>(numel(t.shape)) * dtype_size(t.dtype));
-    if (t.dtype == DType::f32) std::fill_n(static_cast<float*>(keep.back().data()), numel(t.shape), 0.01f);
-    return keep.back().data();
-  };
-  for (const TensorType& t : s.inputs) in.push_back({filled(t), &t});
-  for (const Proxy& p : s.statement.outputs) out.push_back({filled(p.type), &p.type});
-  const KernelFn kernel = cpu_executor().kernel(s.statement.op);
-  KernelContext ctx;
-  auto call = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    kernel(ctx, s.statement, in, out);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
+  SampleCall call(s);
   const double warm = all_ranks_max(call());
   const int calls = static_cast<int>(std::clamp(budget / std::max(warm, 1e-7), 3.0, 50.0));
   FSDPC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
