@@ -47,6 +47,14 @@ Run fsdpc_run(const std::string& args, const std::string& env = "") {
   return r;
 }
 
+// The local profile for 2 ranks that advise cached in this test's folder
+// ("" if none).
+fs::path cached_two_rank_profile() {
+  for (const auto& e : fs::directory_iterator(scratch("cache") / "fsdpc"))
+    if (e.path().filename().string().find("-2ranks-") != std::string::npos) return e.path();
+  return {};
+}
+
 // A profile of round figures for a CPU build: nothing measured, so the
 // table is the same on every machine. Two ranks per node.
 fs::path cpu_profile(const std::string& name = "cpu-test.json", int per_node = 2) {
@@ -296,12 +304,9 @@ TEST_CASE("advise finds the shipped profiles and measures this host once") {
 }
 
 TEST_CASE("local measures the launch overheads and the region rates, and the simulation charges them") {
-  const fs::path cache = scratch("cache");
-  fs::remove_all(cache);
+  fs::remove_all(scratch("cache"));
   const Json before = advise("--model gpt2-tiny --world-size 2 --hardware local");
-  fs::path file;
-  for (const auto& e : fs::directory_iterator(cache / "fsdpc"))
-    if (e.path().filename().string().find("-2ranks-") != std::string::npos) file = e.path();
+  const fs::path file = cached_two_rank_profile();
   REQUIRE(!file.empty());
   Json profile = Json::parse(fsdpc::testing::read_file(file.string()));
   Json& c = profile["compute"];
@@ -338,12 +343,9 @@ TEST_CASE("local measures the launch overheads and the region rates, and the sim
 }
 
 TEST_CASE("local measures the link between its ranks under mpirun, and the simulation charges each collective's host time") {
-  const fs::path cache = scratch("cache");
-  fs::remove_all(cache);
+  fs::remove_all(scratch("cache"));
   const Json before = advise("--model gpt2-tiny --world-size 2 --hardware local");
-  fs::path file;
-  for (const auto& e : fs::directory_iterator(cache / "fsdpc"))
-    if (e.path().filename().string().find("-2ranks-") != std::string::npos) file = e.path();
+  const fs::path file = cached_two_rank_profile();
   REQUIRE(!file.empty());
   Json profile = Json::parse(fsdpc::testing::read_file(file.string()));
   Json& link = profile["intra_node"];
@@ -405,8 +407,7 @@ TEST_CASE("link-probe needs an MPI world of two or more") {
 }
 
 TEST_CASE("local times each matmul shape the candidates run, once, and the simulation prices them by it") {
-  const fs::path cache = scratch("cache");
-  fs::remove_all(cache);
+  fs::remove_all(scratch("cache"));
   const Run first = fsdpc_run("advise --model gpt2-tiny --world-size 2 --hardware local --format json");
   REQUIRE(first.code == 0);
   // Timed on both ranks at once, as a step runs them (a machine of one
@@ -414,9 +415,7 @@ TEST_CASE("local times each matmul shape the candidates run, once, and the simul
   const bool together = std::thread::hardware_concurrency() > 1;
   CHECK_THAT(first.err, Contains(together ? "matmul shapes measured on every rank at once" : "matmul shapes measured"));
   const Json before = Json::parse(first.out);
-  fs::path file;
-  for (const auto& e : fs::directory_iterator(cache / "fsdpc"))
-    if (e.path().filename().string().find("-2ranks-") != std::string::npos) file = e.path();
+  const fs::path file = cached_two_rank_profile();
   REQUIRE(!file.empty());
   Json profile = Json::parse(fsdpc::testing::read_file(file.string()));
   Json& shapes = profile["compute"]["matmul_shapes"];
