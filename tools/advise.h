@@ -174,6 +174,13 @@ std::string shell_quote(const std::string& s);
 int run_under_mpirun(const std::string& mpirun, int world, const std::string& args, const std::string& stderr_file);
 // The last non-blank line of `file`, or "(no output)".
 std::string last_line(const std::string& file);
+// A probe of this host run under mpirun on `world` ranks (link-probe,
+// matmul-probe), in a fresh temporary folder that is removed after: `input`
+// (if not empty) is written to DIR/input, `args(DIR)` gives the probe's
+// arguments, and what the probe wrote to DIR/out.json is returned.
+// fsdpc::Error says why it gave nothing: no mpirun, its exit code and last
+// stderr line, or no output.
+std::string run_probe(int world, const std::string& input, const std::function<std::string(const std::string&)>& args);
 // Runs `mpirun -np world fsdpc train <model_flags> <candidate flags> --steps
 // K` for each candidate that fits (in order, progress on stderr) and fills
 // its `measured`; a failing run is recorded in its row, never thrown.

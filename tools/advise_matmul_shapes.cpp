@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
@@ -21,8 +20,6 @@
 #include "tools/cli_io.h"
 
 namespace fsdpc::cli {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -104,36 +101,20 @@ namespace {
 // `world` ranks at once by `mpirun fsdpc matmul-probe`; empty, with a line
 // saying why, when it cannot run.
 std::vector<double> concurrent_seconds(const std::vector<MatmulSample>& samples, int world) {
-  const std::string mpirun = find_mpirun();
-  if (mpirun.empty()) {
-    std::fprintf(stderr, "fsdpc advise: no mpirun on PATH (or FSDPC_MPIRUN): matmul shapes timed in this process alone, "
-                         "without the other ranks' contention\n");
-    return {};
-  }
-  std::string dir = (fs::temp_directory_path() / "fsdpc-matmuls-XXXXXX").string();
-  if (!mkdtemp(dir.data())) fail("--hardware local: cannot create a folder under ", fs::temp_directory_path().string());
-  const std::string in = dir + "/shapes.jsonl", out = dir + "/seconds.json", err = dir + "/stderr.txt";
-  std::vector<double> seconds;
-  std::string why;
   try {
-    write_output(in, matmul_probe_input(samples));
-    const int code = run_under_mpirun(mpirun, world, "matmul-probe --traces " + shell_quote(in) + " --out " +
-                                                         shell_quote(out), err);
-    if (code != 0) fail("exit ", code, ": ", last_line(err));
-    const nlohmann::json j = nlohmann::json::parse(read_input(out));
+    const nlohmann::json j = nlohmann::json::parse(run_probe(world, matmul_probe_input(samples), [](const std::string& dir) {
+      return "matmul-probe --traces " + shell_quote(dir + "/input") + " --out " + shell_quote(dir + "/out.json");
+    }));
     const double call = j.at("call").get<double>();
+    std::vector<double> seconds;
     for (const nlohmann::json& s : j.at("seconds")) seconds.push_back(std::max(0.0, s.get<double>() - call));
     if (seconds.size() != samples.size()) fail(seconds.size(), " timings for ", samples.size(), " shapes");
+    return seconds;
   } catch (const std::exception& e) {  // nlohmann's errors too: a probe's bad output is not the user's
-    why = e.what();
-    seconds.clear();
+    std::fprintf(stderr, "fsdpc advise: the matmul probe gave nothing (%s); shapes timed in this process alone, "
+                         "without the other ranks' contention\n", e.what());
+    return {};
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (!why.empty())
-    std::fprintf(stderr, "fsdpc advise: the matmul probe failed (%s); shapes timed in this process alone\n",
-                 why.c_str());
-  return seconds;
 }
 
 }  // namespace

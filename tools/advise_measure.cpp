@@ -16,6 +16,7 @@
 
 #include "ir/error.h"
 #include "tools/advise.h"
+#include "tools/cli_io.h"
 
 namespace fsdpc::cli {
 
@@ -112,6 +113,27 @@ std::string last_line(const std::string& file) {
   while (std::getline(in, line))
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   return last.empty() ? "(no output)" : last;
+}
+
+std::string run_probe(int world, const std::string& input, const std::function<std::string(const std::string&)>& args) {
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) fail("no mpirun on PATH (or FSDPC_MPIRUN)");
+  std::string dir = (fs::temp_directory_path() / "fsdpc-probe-XXXXXX").string();
+  if (!mkdtemp(dir.data())) fail("cannot create a folder under ", fs::temp_directory_path().string());
+  std::string out;
+  try {
+    if (!input.empty()) write_output(dir + "/input", input);
+    const int code = run_under_mpirun(mpirun, world, args(dir), dir + "/stderr.txt");
+    if (code != 0) fail("exit ", code, ": ", last_line(dir + "/stderr.txt"));
+    out = read_input(dir + "/out.json");
+  } catch (const Error&) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return out;
 }
 
 std::string find_mpirun() {

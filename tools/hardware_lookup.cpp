@@ -76,20 +76,9 @@ double measure_copy() {
 // mpirun, or when the probe fails, `link` keeps its assumptions, and a line
 // says why: the profile is still usable, only less exact.
 void measure_local_link(int world, LinkProfile& link) {
-  const std::string mpirun = find_mpirun();
-  if (mpirun.empty()) {
-    std::fprintf(stderr, "fsdpc advise: no mpirun on PATH (or FSDPC_MPIRUN): the link between ranks is assumed, "
-                         "not measured\n");
-    return;
-  }
-  std::string dir = (fs::temp_directory_path() / "fsdpc-link-XXXXXX").string();
-  if (!mkdtemp(dir.data())) fail("--hardware local: cannot create a folder under ", fs::temp_directory_path().string());
-  const std::string out = dir + "/link.json", err = dir + "/stderr.txt";
-  const int code = run_under_mpirun(mpirun, world, "link-probe --out " + shell_quote(out), err);
-  std::string why;
   try {
-    if (code != 0) fail("exit ", code, ": ", last_line(err));
-    const nlohmann::json j = nlohmann::json::parse(read_input(out));
+    const nlohmann::json j = nlohmann::json::parse(
+        run_probe(world, "", [](const std::string& dir) { return "link-probe --out " + shell_quote(dir + "/out.json"); }));
     const double latency = j.at("latency").get<double>(), bandwidth = j.at("bandwidth").get<double>();
     const double host = j.at("host_overhead").get<double>();
     const double scatter = j.at("reduce_scatter_bandwidth").get<double>();
@@ -125,13 +114,9 @@ void measure_local_link(int world, LinkProfile& link) {
                                       "of " + chain(chains.at(1)) + ", beyond the first chain's"};
     link = m;
   } catch (const std::exception& e) {  // nlohmann's errors too: a probe's bad output is not the user's
-    why = e.what();
+    std::fprintf(stderr, "fsdpc advise: the link probe gave nothing (%s); the link between ranks is assumed, not "
+                         "measured\n", e.what());
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (!why.empty())
-    std::fprintf(stderr, "fsdpc advise: the link probe failed (%s); the link between ranks is assumed, not measured\n",
-                 why.c_str());
 }
 
 // "; link: 1.4 us latency, 5.6 GB/s, 3.1 us and 4.2 GB/s of host time", or
