@@ -389,6 +389,38 @@ TEST_CASE("local measures the link between its ranks under mpirun, and the simul
   CHECK(remeasured["intra_node"]["host_overhead"]["value"].get<double>() > 0);
 }
 
+// The validation proper is bench/advise_validation.sh (within 20% on a
+// quiet machine); a test on a CI machine holds a loose bound, and runs alone
+// ([serial]): beside another test's ranks the steps measured 2.5-5x the
+// prediction.
+TEST_CASE("local predicts each measured step within 2x, and the peak exactly", "[mpi][serial]") {
+  fs::remove_all(scratch("cache"));
+  const std::string mpirun = std::string("FSDPC_MPIRUN='") + FSDPC_MPIEXEC + "'";
+  // About a second of steps a candidate in three interleaved rounds (the
+  // default): one round of 8 steps once measured a candidate at 2.7x its
+  // prediction, the others within 17%.
+  const Run r = fsdpc_run("advise --model gpt2-tiny --world-size 2 --hardware local --strategies zero3,no_shard "
+                          "--measure --format json",
+                          mpirun);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Json j = Json::parse(r.out);
+  REQUIRE(j["candidates"].size() == 7);
+  for (const Json& c : j["candidates"]) {
+    INFO(c.dump());
+    const Json& m = c["measured"];
+    REQUIRE_FALSE(m.contains("error"));
+    CHECK(m["peak_bytes"].get<int64_t>() == c["peak_bytes"].get<int64_t>());
+#if defined(__SANITIZE_ADDRESS__)
+    // Instrumented, the runtime's host work runs several times slower than
+    // the kernels (oneDNN is not instrumented): no bound on time.
+#else
+    CHECK(m["predicted_over_measured"].get<double>() > 0.5);
+    CHECK(m["predicted_over_measured"].get<double>() < 2.0);
+#endif
+  }
+}
+
 TEST_CASE("matmul-probe names a file it cannot read or a line that is not a one-statement trace") {
   Run r = fsdpc_run("matmul-probe --traces " + scratch("none.jsonl").string());
   CHECK(r.code == 2);

@@ -1,7 +1,9 @@
 # Registers each Catch2 case of one test executable as the CTest test
 # "<prefix><case>", as Catch's catch_discover_tests does, and gives the cases
 # tagged [mpi] (they launch mpirun) the CTest label mpi: Catch2 v2's module
-# maps no tag to a label. Included by ctest through the file that
+# maps no tag to a label. Cases tagged [serial] (they time steps against a
+# prediction) run alone: RUN_SERIAL, so no other test loads the cores
+# meanwhile. Included by ctest through the file that
 # fsdpc_discover_tests() (test/CMakeLists.txt) writes, with TEST_EXECUTABLE,
 # TEST_PREFIX, TEST_WORKING_DIR and CTEST_FILE set; the list is cached in
 # CTEST_FILE until the executable or this script changes.
@@ -48,6 +50,7 @@ if(NOT EXISTS "${CTEST_FILE}" OR "${TEST_EXECUTABLE}" IS_NEWER_THAN "${CTEST_FIL
   fsdpc_list_cases("" all_cases)
   fsdpc_list_cases("[mpi]" mpi_cases)
   fsdpc_list_cases("[gpu]" gpu_cases)
+  fsdpc_list_cases("[serial]" serial_cases)
   if(failed)
     # Not cached: the next ctest run tries again.
     string(REPLACE "'" "" failed "${failed}")
@@ -75,6 +78,10 @@ if(NOT EXISTS "${CTEST_FILE}" OR "${TEST_EXECUTABLE}" IS_NEWER_THAN "${CTEST_FIL
     list(FIND mpi_cases "${held}" mpi)
     if(NOT mpi EQUAL -1)
       set(labels " LABELS mpi")
+    endif()
+    list(FIND serial_cases "${held}" serial)
+    if(NOT serial EQUAL -1)
+      string(APPEND labels " RUN_SERIAL TRUE")
     endif()
     string(APPEND script
       "set_tests_properties([==[${name}]==] PROPERTIES WORKING_DIRECTORY [==[${TEST_WORKING_DIR}]==]${labels})\n")
