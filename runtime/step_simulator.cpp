@@ -227,11 +227,10 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
         const LinkProfile& link = s.inter_node ? hw.inter_node : hw.intra_node;
         const double payload = collective_payload(b);
         const double seconds = collective_seconds(b.op, payload, p, link.latency.value, link.effective_bandwidth(b.op));
+        const double sent = collective_rank_bytes(b.op, payload, p);
         if (p > 1) {  // a group of one issues nothing (the MPI executor copies)
-          const double host = link.host_overhead.value + (link.host_bandwidth.value > 0
-                                                               ? collective_rank_bytes(b.op, payload, p) /
-                                                                     link.host_bandwidth.value
-                                                               : 0);
+          const double host =
+              link.host_overhead.value + (link.host_bandwidth.value > 0 ? sent / link.host_bandwidth.value : 0);
           now += host;
           sim.compute += host;
           sim.comm_host += host;
@@ -240,7 +239,7 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
         stream_free[it->second] = start + seconds;
         done[b.outputs.at(0).name] = start + seconds;
         ++s.count;
-        s.bytes += collective_rank_bytes(b.op, payload, p);
+        s.bytes += sent;
         s.busy += seconds;
       } else if (b.op == OpId::Wait) {
         auto it = done.find(b.inputs.at(0).name);

@@ -172,6 +172,11 @@ std::string shell_quote(const std::string& s);
 // (unbound, oversubscribed past the cores), standard output dropped and
 // standard error into `stderr_file`; returns its exit code (128 + a signal).
 int run_under_mpirun(const std::string& mpirun, int world, const std::string& args, const std::string& stderr_file);
+// The probes' statistics (link-probe, matmul-probe): the median of `v`
+// (not empty), and the largest of every rank's `mine` (collective over
+// MPI_COMM_WORLD).
+double median(std::vector<double> v);
+double slowest_rank(double mine);
 // The last non-blank line of `file`, or "(no output)".
 std::string last_line(const std::string& file);
 // A probe of this host run under mpirun on `world` ranks (link-probe,

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "executors/comm/mpi_check.h"
 #include "ir/error.h"
 #include "tools/advise.h"
 #include "tools/cli_io.h"
@@ -113,6 +114,18 @@ std::string last_line(const std::string& file) {
   while (std::getline(in, line))
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   return last.empty() ? "(no output)" : last;
+}
+
+double median(std::vector<double> v) {
+  FSDPC_CHECK(!v.empty()) << "median of nothing";
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+double slowest_rank(double mine) {
+  double most = 0;
+  FSDPC_MPI_CHECK(MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return most;
 }
 
 std::string run_probe(int world, const std::string& input, const std::function<std::string(const std::string&)>& args) {

@@ -42,6 +42,7 @@
 #include "passes/del.h"
 #include "runtime/interpreter.h"
 #include "runtime/watchdog.h"
+#include "tools/advise.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 
@@ -163,33 +164,22 @@ class Probe {
   Interpreter interpreter_;
 };
 
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
-double slowest_rank(double mine) {
-  double most = 0;
-  FSDPC_MPI_CHECK(MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return most;
-}
-
 nlohmann::ordered_json measure_link(int world, int64_t large_bytes) {
   Probe probe(world);
   const int64_t large_shard = std::max<int64_t>(1, large_bytes / (4 * world));
   // What a rank sends of the large payload in a ring: (p - 1)/p of it.
   const double ring = 4.0 * static_cast<double>(large_shard * world) * (world - 1) / world;
   nlohmann::ordered_json timings;
-  double spread[3] = {0, 0, 0};  // seconds of each large transfer beyond its small one's
+  double small[3], spread[3];  // each op's small one, and its large one's seconds beyond that
   const OpId ops[3] = {OpId::AllGather, OpId::ReduceScatter, OpId::AllReduce};
   for (int i = 0; i < 3; ++i) {
-    const double small = slowest_rank(median(probe.seconds({collective_trace(ops[i], 1, world)}, 200).at(0)));
+    small[i] = slowest_rank(median(probe.seconds({collective_trace(ops[i], 1, world)}, 200).at(0)));
     const double large = slowest_rank(median(probe.seconds({collective_trace(ops[i], large_shard, world)}, 3).at(0)));
     timings[std::string(op_name(ops[i]))] = {
-        {"small_seconds", small}, {"large_seconds", large}, {"large_bytes", 4 * large_shard * world}};
-    spread[i] = std::max(large - small, 1e-9);
+        {"small_seconds", small[i]}, {"large_seconds", large}, {"large_bytes", 4 * large_shard * world}};
+    spread[i] = std::max(large - small[i], 1e-9);
   }
-  const double latency = timings["all_gather"]["small_seconds"].get<double>() / (world - 1);
+  const double latency = small[0] / (world - 1);
   const double bandwidth = ring / spread[0], scatter_bandwidth = ring / spread[1];
   const double reduce_bandwidth = 2 * ring / spread[2];  // all_reduce: the ring twice
   // Host seconds a gathered collective costs the compute stream in each

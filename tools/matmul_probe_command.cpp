@@ -30,23 +30,16 @@ namespace fsdpc::cli {
 
 namespace {
 
-double all_ranks_max(double mine) {
-  double most = 0;
-  FSDPC_MPI_CHECK(MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return most;
-}
-
 // The slowest rank's median seconds of one call of `s`'s kernel, all ranks
 // calling it together, about `budget` seconds of calls (3 to 50).
 double concurrent_call_seconds(const MatmulSample& s, double budget) {
   SampleCall call(s);
-  const double warm = all_ranks_max(call());
+  const double warm = slowest_rank(call());
   const int calls = static_cast<int>(std::clamp(budget / std::max(warm, 1e-7), 3.0, 50.0));
   FSDPC_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   std::vector<double> times(static_cast<size_t>(calls));
   for (double& t : times) t = call();
-  std::nth_element(times.begin(), times.begin() + calls / 2, times.end());
-  return all_ranks_max(times[static_cast<size_t>(calls / 2)]);
+  return slowest_rank(median(std::move(times)));
 }
 
 MatmulSample sample_of(const Trace& t, const std::string& where) {
