@@ -1,4 +1,4 @@
-// claim: the executor pass of DESIGN.md. Each statement goes to the first
+// claim: the executor pass of docs/design.md. Each statement goes to the first
 // executor, in priority order, that claims it as it is; a composite nobody
 // claims whole is replaced by its decomposition, whose statements are
 // claimed in turn; an unclaimed prim is an error naming the op.

@@ -1,4 +1,4 @@
-// The executor interface (DESIGN.md "Executors"): a name, which bound
+// The executor interface (docs/design.md "Executors"): a name, which bound
 // symbols it claims, and a kernel per op. The claim pass (executors/claim.h)
 // asks executors in priority order; the runtime calls the kernels.
 #pragma once

@@ -13,7 +13,7 @@
 
 #include "frontend/language_model.h"
 #include "runtime/engine.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 namespace fsdpc {
 

@@ -1,4 +1,4 @@
-// The two kinds of failure in fsdpc, kept apart (DESIGN.md "Errors"):
+// The two kinds of failure in fsdpc, kept apart (docs/design.md "Errors"):
 // fsdpc::Error is a user's mistake and carries a message meant for them;
 // FSDPC_CHECK guards internal invariants and aborts with file and line.
 #pragma once
@@ -24,7 +24,7 @@ template <class... Parts>
 
 // Called once, with the failed check's message, after it is printed and
 // before the process aborts: a distributed run writes its flight recorder
-// here (runtime/watchdog.cpp), in ordinary context, where a SIGABRT handler
+// here (runtime/reliability/watchdog.cpp), in ordinary context, where a SIGABRT handler
 // could not safely allocate or write files. Null (the default) does nothing.
 using CheckFailureHook = void (*)(const char* message);
 void set_check_failure_hook(CheckFailureHook hook);

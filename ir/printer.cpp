@@ -1,4 +1,4 @@
-// The canonical text form of a trace (DESIGN.md "Text form"): deterministic,
+// The canonical text form of a trace (docs/design.md "Text form"): deterministic,
 // Thunder-like Python, and exactly what ir/parser.cpp reads back.
 #include "ir/printer.h"
 

@@ -1,4 +1,4 @@
-// The canonical text form of a trace (DESIGN.md "Text form").
+// The canonical text form of a trace (docs/design.md "Text form").
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// The IR's data: proxies, bound symbols and traces (DESIGN.md "The IR").
+// The IR's data: proxies, bound symbols and traces (docs/design.md "The IR").
 // Traces are values: passes take a const Trace& and return a new one.
 #pragma once
 

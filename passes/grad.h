@@ -1,5 +1,5 @@
 // The autodiff pass: one joint forward+backward trace, with synchronize
-// lowered to its collectives (DESIGN.md "Data flow").
+// lowered to its collectives (docs/design.md "Data flow").
 #pragma once
 
 #include <string>

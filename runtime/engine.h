@@ -86,7 +86,7 @@ struct EngineOptions {
   std::optional<int64_t> mem_cap;  // bytes per rank
   // Called first by the constructor, before any communication, with the
   // traces about to be claimed: fsdpc train checks there that every rank is
-  // about to run the same ones (runtime/consistency.h).
+  // about to run the same ones (runtime/reliability/consistency.h).
   std::function<void(const EngineTraces&)> before_collectives;
 };
 
@@ -175,7 +175,7 @@ class Engine {
   void save_rank_state(const std::string& dir, int64_t step);
   // Restores what save_rank_state wrote — at any world size, strategy and
   // tp size: each rank reads its rows from whichever rank files hold them
-  // (runtime/checkpoint_parts.h). Returns the step to continue from. Throws
+  // (runtime/io/checkpoint_parts.h). Returns the step to continue from. Throws
   // fsdpc::Error naming the file and tensor when the files do not match
   // this model (names, row sizes, tp metadata, missing rows).
   int64_t load_rank_state(const std::string& dir);

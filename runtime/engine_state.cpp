@@ -7,9 +7,9 @@
 #include "executors/comm/mpi_executor.h"
 #include "ir/error.h"
 #include "passes/tensor_parallel.h"
-#include "runtime/checkpoint_parts.h"
+#include "runtime/io/checkpoint_parts.h"
 #include "runtime/engine.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 namespace fsdpc {
 

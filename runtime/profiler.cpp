@@ -14,7 +14,7 @@
 
 #include "executors/comm/mpi_check.h"
 #include "ir/error.h"
-#include "runtime/step_simulator.h"
+#include "runtime/planner/step_simulator.h"
 
 namespace fsdpc {
 

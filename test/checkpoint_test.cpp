@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "frontend/models.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;

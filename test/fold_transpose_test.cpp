@@ -12,7 +12,7 @@
 #include "ir/json.h"
 #include "ir/parser.h"
 #include "passes/fold_transpose.h"
-#include "runtime/step_simulator.h"
+#include "runtime/planner/step_simulator.h"
 #include "test/fusion_check.h"
 
 using namespace fsdpc;

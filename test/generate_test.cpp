@@ -12,7 +12,7 @@
 
 #include "frontend/generate.h"
 #include "frontend/models.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;

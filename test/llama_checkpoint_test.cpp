@@ -20,7 +20,7 @@
 #include <set>
 
 #include "frontend/llama.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;

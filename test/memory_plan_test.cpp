@@ -1,4 +1,4 @@
-// The memory plan (runtime/memory_plan.h) against the allocator's
+// The memory plan (runtime/planner/memory_plan.h) against the allocator's
 // measurement: every record of `mpirun -np N fsdpc train --log-json` carries
 // both, and they must agree to the byte, per category and in total, for
 // every strategy on 1..4 ranks, both models, with and without fusion (which
@@ -17,7 +17,7 @@
 
 #include "frontend/jit.h"
 #include "frontend/models.h"
-#include "runtime/memory_plan.h"
+#include "runtime/planner/memory_plan.h"
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;

@@ -1,4 +1,4 @@
-// The pipeline step-time replay (runtime/pipeline_timing.h) against the
+// The pipeline step-time replay (runtime/planner/pipeline_timing.h) against the
 // closed forms of the pipeline literature: P equal stages with forward f and
 // backward b over M micro-batches take (M + P - 1)(f + b) in GPipe's order
 // and in 1F1B's (the same bubble, (P - 1)(f + b)), each transfer t adds 2(P - 1)t
@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "ir/error.h"
-#include "runtime/pipeline_timing.h"
+#include "runtime/planner/pipeline_timing.h"
 
 using namespace fsdpc;
 

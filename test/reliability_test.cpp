@@ -17,10 +17,10 @@
 
 #include "executors/comm/mpi_world.h"
 #include "ir/error.h"
-#include "runtime/consistency.h"
-#include "runtime/integrity.h"
-#include "runtime/sha256.h"
-#include "runtime/watchdog.h"
+#include "runtime/reliability/consistency.h"
+#include "runtime/io/integrity.h"
+#include "runtime/io/sha256.h"
+#include "runtime/reliability/watchdog.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ir/error.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 using namespace fsdpc;
 using Catch::Matchers::Contains;

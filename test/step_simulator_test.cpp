@@ -1,4 +1,4 @@
-// The step simulator (runtime/step_simulator.h) on traces small enough to
+// The step simulator (runtime/planner/step_simulator.h) on traces small enough to
 // time by hand, its cost model's formulas, and the hardware profiles it
 // reads (hardware/*.json).
 #include <catch2/catch.hpp>
@@ -11,8 +11,8 @@
 #include "ir/parser.h"
 #include "passes/pipeline.h"
 #include "passes/stats.h"
-#include "runtime/hardware_profile.h"
-#include "runtime/step_simulator.h"
+#include "runtime/planner/hardware_profile.h"
+#include "runtime/planner/step_simulator.h"
 
 using namespace fsdpc;
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "ir/error.h"
-#include "runtime/token_data.h"
+#include "runtime/io/token_data.h"
 #include "test/golden.h"
 
 using namespace fsdpc;

@@ -16,7 +16,7 @@
 #include <set>
 #include <thread>
 
-#include "runtime/flight_recorder.h"
+#include "runtime/reliability/flight_recorder.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;

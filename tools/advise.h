@@ -13,8 +13,8 @@
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
-#include "runtime/hardware_profile.h"
-#include "runtime/step_simulator.h"
+#include "runtime/planner/hardware_profile.h"
+#include "runtime/planner/step_simulator.h"
 
 namespace fsdpc::cli {
 

@@ -29,8 +29,8 @@
 #include "passes/tensor_parallel.h"
 #include "passes/wrap.h"
 #include "frontend/step_traces.h"
-#include "runtime/memory_plan.h"
-#include "runtime/pipeline_timing.h"
+#include "runtime/planner/memory_plan.h"
+#include "runtime/planner/pipeline_timing.h"
 #include "tools/advise.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -126,7 +126,7 @@ void copy_predictions(const Candidate& from, Candidate& to) {
 // each stage's memory planned under 1F1B (the candidate's peak is the
 // fullest stage's), each stage's micro-batch forward and backward simulated
 // on their own, and the step replayed over the stages' orders
-// (runtime/pipeline_timing.h) with each transfer priced on the link group
+// (runtime/planner/pipeline_timing.h) with each transfer priced on the link group
 // pp crosses. Reported per rank: the stage that sends the most (its
 // streams, each a step's, beside pp's), the step's matmul FLOPs averaged
 // over the stages, and as exposed the most any stage waits (its bubble and

@@ -10,7 +10,7 @@
 #include "passes/pipeline.h"
 #include "passes/place.h"
 #include "passes/stats.h"
-#include "runtime/memory_plan.h"
+#include "runtime/planner/memory_plan.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 
@@ -118,7 +118,7 @@ std::string render_stats(const std::vector<const Trace*>& traces, const std::str
   return format == "json" ? out + "]\n" : out;
 }
 
-// --memory: the plan of one training step (runtime/memory_plan.h), compiled
+// --memory: the plan of one training step (runtime/planner/memory_plan.h), compiled
 // as fsdpc::jit compiles it: micro-batches of batch / K, and with --no-sync
 // the no_sync and accumulate traces beside the synchronising ones, with
 // --keep-gathered the gathered step's.

@@ -1,5 +1,5 @@
 // fsdpc flight DIR: reads every rank's flight recorder dump
-// (flight-rank{R}.json, runtime/flight_recorder.h) and names the first
+// (flight-rank{R}.json, runtime/reliability/flight_recorder.h) and names the first
 // collective, in each communicator's own order, on which the ranks part
 // ways: issued differently (op, statement or count), issued by some ranks
 // and never by others, or issued and never completed; and the ranks that

@@ -1,6 +1,6 @@
 // fsdpc link-probe: the link between this MPI world's ranks, measured as the
 // runtime uses it and as the step simulator's alpha-beta model reads it
-// (runtime/step_simulator.h). Run under mpirun; `advise --hardware local`
+// (runtime/planner/step_simulator.h). Run under mpirun; `advise --hardware local`
 // runs it for its world, and a user may run it across real nodes to write
 // the inter_node part of a profile. Every collective goes through the
 // Interpreter, the MPI executor and its progress polls, as in `fsdpc train`:
@@ -41,7 +41,7 @@
 #include "ir/error.h"
 #include "passes/del.h"
 #include "runtime/interpreter.h"
-#include "runtime/watchdog.h"
+#include "runtime/reliability/watchdog.h"
 #include "tools/advise.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"

@@ -15,7 +15,7 @@ struct TrainArgs {
   std::string optimizer = "adamw";
   std::string log_json, save_state, mem_cap, init, data, val_data, sampling = "sequential", save, resume;
   std::string checkpoint = "full", executor = "cpu", fusion = "auto";
-  std::string data_dtype = "auto";  // --data-dtype: how --data and --val-data store ids (runtime/token_data.h)
+  std::string data_dtype = "auto";  // --data-dtype: how --data and --val-data store ids (runtime/io/token_data.h)
   std::string save_shard_size;  // --save-shard-size; empty: Hugging Face's 5 GB
   std::string timeout, flight_dir;  // not in the launch fingerprint: they change no result
   std::string profile, profile_steps;  // --profile FILE, --profile-steps A:B (tools/train_profile.h)

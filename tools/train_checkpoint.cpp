@@ -10,9 +10,9 @@
 #include "frontend/hf_checkpoint.h"
 #include "ir/error.h"
 #include "ir/printer.h"
-#include "runtime/consistency.h"
-#include "runtime/integrity.h"
-#include "runtime/sha256.h"
+#include "runtime/reliability/consistency.h"
+#include "runtime/io/integrity.h"
+#include "runtime/io/sha256.h"
 #include "tools/cli_io.h"
 
 namespace fsdpc::cli {

@@ -1,12 +1,12 @@
 // What every rank of `fsdpc train` must agree on before its first collective
-// (runtime/consistency.h compares it across ranks): the options that change
+// (runtime/reliability/consistency.h compares it across ranks): the options that change
 // the math, the collectives or when they happen, the model, the data and
 // checkpoint files, and the compiled traces.
 #pragma once
 
 #include "frontend/jit.h"
 #include "frontend/model.h"
-#include "runtime/consistency.h"
+#include "runtime/reliability/consistency.h"
 #include "tools/train_args.h"
 
 namespace fsdpc::cli {

@@ -9,7 +9,7 @@
 #include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
 #include "ir/error.h"
-#include "runtime/consistency.h"
+#include "runtime/reliability/consistency.h"
 
 namespace fsdpc::cli {
 

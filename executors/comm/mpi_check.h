@@ -1,4 +1,4 @@
-// FSDPC_MPI_CHECK: every MPI call's return code is checked (DESIGN.md
+// FSDPC_MPI_CHECK: every MPI call's return code is checked (docs/design.md
 // "Errors"). Our communicators use MPI_ERRORS_RETURN, so failures reach here.
 #pragma once
 

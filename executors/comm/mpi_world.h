@@ -128,7 +128,7 @@ class ProcessGroups {
 // Every wait for a collective (the trace's, and the runtime's own blocking
 // ones: loss, clipping, stop agreement, barriers) goes through
 // mpi_wait_watched(). With a CollectiveWatch installed (fsdpc train installs
-// runtime/watchdog.h's), the wait polls its request with MPI_Test and hands
+// runtime/reliability/watchdog.h's), the wait polls its request with MPI_Test and hands
 // control to the watch at safe points and when the timeout passes; without
 // one it is MPI_Wait, unbounded, as a library user's MPI job expects.
 

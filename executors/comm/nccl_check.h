@@ -1,4 +1,4 @@
-// FSDPC_NCCL_CHECK: every NCCL call's return code is checked (DESIGN.md
+// FSDPC_NCCL_CHECK: every NCCL call's return code is checked (docs/design.md
 // "Errors"), as FSDPC_CUDA_CHECK and FSDPC_MPI_CHECK do for theirs.
 #pragma once
 

@@ -1,5 +1,5 @@
 // FSDPC_CUDA_CHECK, FSDPC_CUBLAS_CHECK, FSDPC_NCCL_CHECK: every CUDA runtime,
-// cuBLAS(Lt) and NCCL call is checked (DESIGN.md "Errors"). A failed call
+// cuBLAS(Lt) and NCCL call is checked (docs/design.md "Errors"). A failed call
 // aborts with file:line, the call's text and the library's own error string,
 // as FSDPC_MPI_CHECK does: the other ranks may be blocked in a collective
 // that will never complete, so unwinding would hang the job.

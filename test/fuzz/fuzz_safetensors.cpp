@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/error.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "test/fuzz/fuzz_input_file.h"
 
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "ir/error.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "test/fuzz/fuzz_input_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/error.h"
-#include "runtime/token_data.h"
+#include "runtime/io/token_data.h"
 #include "test/fuzz/fuzz_input_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

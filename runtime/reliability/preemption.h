@@ -1,6 +1,6 @@
 // Preemption: SIGTERM or SIGINT asks a training run to stop at the end of
 // the current step. (SIGUSR1 asks for a flight recorder dump without
-// stopping, runtime/watchdog.h; its handler is installed here too, so that
+// stopping, runtime/reliability/watchdog.h; its handler is installed here too, so that
 // one place owns the process's signals.) The handlers only record the signal; the ranks
 // then agree, once per step, whether any of them was asked (a scheduler may
 // signal one rank, or each at a different time), so all stop after the same

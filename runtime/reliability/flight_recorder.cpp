@@ -1,5 +1,5 @@
 // The flight recorder's ring buffer and its JSON dump.
-#include "runtime/flight_recorder.h"
+#include "runtime/reliability/flight_recorder.h"
 
 #include <algorithm>
 #include <cstdio>

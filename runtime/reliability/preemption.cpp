@@ -1,6 +1,6 @@
 // Stop signals: async-signal-safe handlers (a lock-free atomic, _exit) and
 // one MPI_Allreduce(MAX) per step to agree; SIGUSR1 only counts dump requests.
-#include "runtime/preemption.h"
+#include "runtime/reliability/preemption.h"
 
 #include <mpi.h>
 #include <unistd.h>

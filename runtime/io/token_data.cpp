@@ -1,6 +1,6 @@
-// Token windows read straight from a memory-mapped file (see runtime/token_data.h);
+// Token windows read straight from a memory-mapped file (see runtime/io/token_data.h);
 // the kernel pages in only what a step touches, so multi-GB data sets cost no heap.
-#include "runtime/token_data.h"
+#include "runtime/io/token_data.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

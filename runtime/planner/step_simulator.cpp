@@ -1,7 +1,7 @@
 // simulate_step(): the traces replayed on a clock per stream, each statement
 // priced by the cost model below. Deterministic: no measurement, no
 // randomness, the same traces and profile give the same seconds.
-#include "runtime/step_simulator.h"
+#include "runtime/planner/step_simulator.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -212,7 +212,7 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
       if (b.op == OpId::Del) return;
       if (b.op == OpId::Send || b.op == OpId::Recv) {
         // A pipeline stage's transfer: its time is between two stages, which
-        // runtime/pipeline_timing.h prices; within the stage it is done.
+        // runtime/planner/pipeline_timing.h prices; within the stage it is done.
         done[b.outputs.at(0).name] = now;
       } else if (is_issue(b.op)) {
         const std::string& group = b.attrs.get_str("group");

@@ -1,6 +1,6 @@
-// Safetensors reading, writing and index parsing (see runtime/safetensors.h).
+// Safetensors reading, writing and index parsing (see runtime/io/safetensors.h).
 // The format: 8-byte little-endian header length N, N bytes of JSON, data.
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

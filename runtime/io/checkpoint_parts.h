@@ -14,7 +14,7 @@
 
 #include "ir/types.h"
 #include "passes/tensor_parallel.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 namespace fsdpc {
 

@@ -2,7 +2,7 @@
 // Each action below names the engine code it mirrors; when that code changes
 // how long a buffer lives, this file changes with it (memory_plan_test holds
 // the two together for every strategy).
-#include "runtime/memory_plan.h"
+#include "runtime/planner/memory_plan.h"
 
 #include <algorithm>
 #include <map>

@@ -1,6 +1,6 @@
 // SHA-256 through OpenSSL's EVP interface; test/reliability_test.cpp checks
 // the FIPS 180-2 vectors and agreement with sha256sum.
-#include "runtime/sha256.h"
+#include "runtime/io/sha256.h"
 
 #include <openssl/evp.h>
 

@@ -1,4 +1,4 @@
-// A hardware profile: the rates the step simulator (runtime/step_simulator.h)
+// A hardware profile: the rates the step simulator (runtime/planner/step_simulator.h)
 // prices statements with, read from a small JSON file (hardware/*.json). Each
 // figure carries the source of its number, so a table of predictions can say
 // which parts are datasheet values and which are assumptions.
@@ -59,7 +59,7 @@ struct HardwareProfile {
   // with a row reduction (amax, sum) at row_region_rate when given.
   Figure elementwise_rate, row_region_rate;
   // Seconds of work of each distinct matmul statement, by its
-  // matmul_signature() (runtime/step_simulator.h): what one call of the
+  // matmul_signature() (runtime/planner/step_simulator.h): what one call of the
   // kernel took beyond a negligible matmul's call, measured by `--hardware
   // local` on the shapes the candidates run (optional; a statement not
   // listed is priced at the sustained rate). Small and skinny shapes run

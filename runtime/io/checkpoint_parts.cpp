@@ -1,6 +1,6 @@
 // Reading and writing where a checkpoint rank file's rows sit (see
 // checkpoint_parts.h).
-#include "runtime/checkpoint_parts.h"
+#include "runtime/io/checkpoint_parts.h"
 
 #include <algorithm>
 #include <charconv>

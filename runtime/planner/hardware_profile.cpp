@@ -1,6 +1,6 @@
 // Reading and writing hardware profiles (hardware/*.json); every field is
 // checked, since a typo would otherwise price a whole table at zero.
-#include "runtime/hardware_profile.h"
+#include "runtime/planner/hardware_profile.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>

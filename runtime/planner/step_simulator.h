@@ -1,7 +1,7 @@
 // The step-time model: a deterministic simulation of one rank's execution
 // traces (claimed, scheduled, del-placed) on a hardware profile. A pipeline
 // stage's send and recv cost nothing here: the time between stages is
-// runtime/pipeline_timing.h's. One compute
+// runtime/planner/pipeline_timing.h's. One compute
 // stream runs the statements in trace order; each process group (a mesh
 // dimension: dp, or shard and replicate) has its own communication stream,
 // where collectives run in the order the schedule issued them. A collective
@@ -20,7 +20,7 @@
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
-#include "runtime/hardware_profile.h"
+#include "runtime/planner/hardware_profile.h"
 
 namespace fsdpc {
 

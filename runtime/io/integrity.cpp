@@ -1,5 +1,5 @@
 // Recording and verifying per-file SHA-256 digests of checkpoints.
-#include "runtime/integrity.h"
+#include "runtime/io/integrity.h"
 
 #include <mpi.h>
 
@@ -10,7 +10,7 @@
 
 #include "executors/comm/mpi_world.h"
 #include "ir/error.h"
-#include "runtime/sha256.h"
+#include "runtime/io/sha256.h"
 
 namespace fsdpc {
 

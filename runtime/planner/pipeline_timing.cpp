@@ -1,5 +1,5 @@
-// Pipeline step time by replaying every stage's order (runtime/pipeline_timing.h).
-#include "runtime/pipeline_timing.h"
+// Pipeline step time by replaying every stage's order (runtime/planner/pipeline_timing.h).
+#include "runtime/planner/pipeline_timing.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // Launch consistency: one MPI_Allgather of fixed-size digests decides; only
 // when ranks differ do the values (and, for a trace, its text) travel, to
 // name the difference.
-#include "runtime/consistency.h"
+#include "runtime/reliability/consistency.h"
 
 #include <mpi.h>
 
@@ -16,7 +16,7 @@
 
 #include "executors/comm/mpi_world.h"
 #include "ir/error.h"
-#include "runtime/sha256.h"
+#include "runtime/io/sha256.h"
 
 namespace fsdpc {
 

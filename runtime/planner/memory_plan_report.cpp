@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executors/claim.h"
-#include "runtime/memory_plan.h"
+#include "runtime/planner/memory_plan.h"
 
 namespace fsdpc {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "executors/comm/mpi_world.h"
-#include "runtime/flight_recorder.h"
+#include "runtime/reliability/flight_recorder.h"
 
 namespace fsdpc {
 

@@ -1,12 +1,12 @@
 // The watchdog's reports: a timed-out collective's message, then the flight
 // recorder, then MPI_Abort; SIGUSR1 and fatal-error dumps.
-#include "runtime/watchdog.h"
+#include "runtime/reliability/watchdog.h"
 
 #include <cstdio>
 #include <sstream>
 
 #include "ir/error.h"
-#include "runtime/preemption.h"
+#include "runtime/reliability/preemption.h"
 
 namespace fsdpc {
 
