@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/error.h"
+#include "runtime/io/files.h"
 
 namespace fsdpc {
 
@@ -18,21 +19,6 @@ namespace {
 std::string strip_prefix(const std::string& name) {
   const std::string prefix = "transformer.";
   return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
-}
-
-void write_atomically(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(tmp.string(), ": cannot open for writing");
-    out << text;
-    out.close();
-    if (!out) fail(tmp.string(), ": write failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) fail(path.string(), ": cannot rename into place (", ec.message(), ")");
 }
 
 }  // namespace
@@ -165,7 +151,7 @@ std::vector<std::string> save_hf_checkpoint(Engine& engine, const LanguageModel&
       written.push_back(file);
     }
     nlohmann::ordered_json j = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    write_atomically(index, j.dump(2) + "\n");
+    write_file_atomically(index.string(), j.dump(2) + "\n");
     written.push_back("model.safetensors.index.json");
   }
   save_hf_config(model, dir);
@@ -176,7 +162,7 @@ void save_hf_config(const LanguageModel& model, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(dir, ": cannot create the checkpoint folder (", ec.message(), ")");
-  write_atomically(fs::path(dir) / "config.json", model.hf_config_json());
+  write_file_atomically((fs::path(dir) / "config.json").string(), model.hf_config_json());
 }
 
 }  // namespace fsdpc

@@ -18,6 +18,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/mlir.h"
+#include "runtime/io/files.h"
 
 namespace fsdpc::cli {
 
@@ -63,23 +64,7 @@ void write_output(const std::string& path, const std::string& text) {
     if (!std::cout) fail("cannot write to standard output");
     return;
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(path, ": cannot open for writing (", std::strerror(errno), ")");
-    out << text;
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      fail(path, ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    fail(path, ": cannot replace (", ec.message(), ")");
-  }
+  write_file_atomically(path, text);
 }
 
 Mesh parse_mesh(const std::string& text) {

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_world.h"
 #include "ir/error.h"
 #include "tools/commands.h"
@@ -12,6 +13,17 @@ namespace fsdpc::cli {
 namespace {
 
 constexpr int kUserError = 2;
+constexpr int kFailure = 1;
+
+// Under mpirun another rank may be waiting in a collective for this one; a
+// plain exit would leave it (and MPI_Finalize) hanging.
+int stop_all_ranks(int code) {
+  int mpi_started = 0, mpi_finished = 0;
+  FSDPC_MPI_CHECK(MPI_Initialized(&mpi_started));
+  FSDPC_MPI_CHECK(MPI_Finalized(&mpi_finished));
+  if (mpi_started && !mpi_finished && mpi_world_size() > 1) mpi_abort(code);
+  return code;
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"fsdpc: a trace compiler for sharded data-parallel training", "fsdpc"};
@@ -45,12 +57,12 @@ int run(int argc, char** argv) {
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "fsdpc: error: %s\n", e.what());
-    // Under mpirun another rank may be waiting in a collective for this one;
-    // a plain exit would leave it (and MPI_Finalize) hanging.
-    int mpi_started = 0;
-    MPI_Initialized(&mpi_started);
-    if (mpi_started && mpi_world_size() > 1) mpi_abort(kUserError);
-    return kUserError;
+    return stop_all_ranks(kUserError);
+  } catch (const std::exception& e) {
+    // Not a user's mistake the checks name (a full disk, a bug): still one
+    // line and an exit code, never an uncaught exception's abort.
+    std::fprintf(stderr, "fsdpc: error: %s\n", e.what());
+    return stop_all_ranks(kFailure);
   }
   return 0;
 }

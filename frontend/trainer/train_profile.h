@@ -1,4 +1,4 @@
-// fsdpc train --profile FILE [--profile-steps A:B]: the step timeline of
+// A training run's --profile FILE [--profile-steps A:B]: the step timeline of
 // every rank (runtime/profiler.h) for steps A to B-1, written by rank 0 as
 // one Chrome trace-event file, and the step breakdown printed at the end.
 #pragma once
@@ -10,12 +10,9 @@
 
 #include "runtime/engine.h"
 #include "runtime/profiler.h"
-#include "tools/commands.h"
-#include "tools/train_args.h"
+#include "frontend/trainer/train_options.h"
 
-namespace fsdpc::cli {
-
-void add_profile_options(CLI::App* cmd, TrainArgs& a);
+namespace fsdpc {
 
 // The steps to record, [begin, end): --profile-steps A:B, else the two
 // steps after `first_step` (the first compiles, JIT-builds kernels and
@@ -24,16 +21,16 @@ void add_profile_options(CLI::App* cmd, TrainArgs& a);
 struct ProfileSteps {
   int64_t begin = 0, end = 0;
 };
-ProfileSteps profile_steps(const TrainArgs& a, int64_t first_step);
+ProfileSteps profile_steps(const TrainOptions& o, int64_t first_step);
 // Before MPI starts: --profile-steps without --profile, a bad A:B, a folder
 // that does not exist, an executor whose kernels the host cannot time.
-void check_profile_args(const TrainArgs& a);
+void check_profile_args(const TrainOptions& o);
 
 // The run's profiling, driven by the training loop: nothing at all without
 // --profile. With it the constructor is collective (the clock alignment).
 class TrainProfile {
  public:
-  TrainProfile(const TrainArgs& a, int64_t first_step, std::string description);
+  TrainProfile(const TrainOptions& o, int64_t first_step, std::string description);
   // Detaches the profiler from the engine it was attached to (an error that
   // unwound a profiled step leaves it attached; the engine outlives this).
   ~TrainProfile();
@@ -67,4 +64,4 @@ class TrainProfile {
 // rank's exposed communication and hidden share.
 std::string format_breakdown(const std::vector<StepBreakdown>& ranks);
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

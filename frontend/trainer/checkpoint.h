@@ -1,4 +1,4 @@
-// fsdpc train's files: the --save-state dump, the resumable checkpoint
+// A training run's files: the --save-state dump, the resumable checkpoint
 // (--save, --save-every, a preemption's save), --resume and --init's check
 // of the digests a checkpoint records.
 #pragma once
@@ -10,7 +10,7 @@
 #include "frontend/language_model.h"
 #include "runtime/engine.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 // --save-state FILE: the trained parameters as JSON (name: shape and data).
 void save_state(const std::string& path, const std::map<std::string, HostTensor>& state);
@@ -33,4 +33,4 @@ int64_t resume_checkpoint(Engine& engine, const std::string& dir);
 // --save writes one; Hugging Face downloads have none and load unchecked).
 void verify_init(const std::string& path);
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

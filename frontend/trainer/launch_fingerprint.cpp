@@ -1,5 +1,5 @@
-// The launch fingerprint of `fsdpc train` (see tools/train_fingerprint.h).
-#include "tools/train_fingerprint.h"
+// The launch fingerprint of a training run (frontend/trainer/launch_fingerprint.h).
+#include "frontend/trainer/launch_fingerprint.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,9 +9,12 @@
 #include "executors/claim.h"
 #include "frontend/language_model.h"
 #include "ir/printer.h"
-#include "tools/cli_io.h"
+#include "passes/strategy.h"
+#include "runtime/io/files.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/pipeline_schedule.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 namespace {
 
@@ -36,11 +39,12 @@ std::string folder_fingerprint(const std::filesystem::path& dir) {
 
 }  // namespace
 
-LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, const Model& model, int world) {
+LaunchFingerprint launch_fingerprint(const TrainOptions& t, const JitOptions& o, const Model& model, int world) {
   namespace fs = std::filesystem;
   LaunchFingerprint f;
   const PipelineOptions& p = o.pipeline;
   const EngineOptions& e = o.engine;
+  const OptimizerOptions& opt = e.optimizer;
   const std::vector<ModelInput> inputs = model.inputs(o.capture);
   f.add("--model", model.name());
   if (const auto* lm = dynamic_cast<const LanguageModel*>(&model)) {
@@ -51,57 +55,57 @@ LaunchFingerprint launch_fingerprint(const TrainArgs& a, const JitOptions& o, co
   std::string shapes;
   for (const ModelInput& in : inputs) shapes += in.name + " " + shape_str(in.shape) + "; ";
   f.add("the input shapes", shapes);
-  f.add("--strategy", a.sharding.strategy);
+  f.add("--strategy", std::string(strategy_name(p.strategy)));
   f.add("--mesh", std::to_string(p.mesh.replicas) + "," + std::to_string(p.mesh.shards));
-  f.add("--wrap", a.sharding.wrap);
-  f.add("--bucketing", a.sharding.bucketing);
-  f.add("--bucket-mb", exact(a.sharding.bucket_mb));
-  f.add("--prefetch", std::to_string(a.sharding.prefetch));
-  f.add("--max-inflight", std::to_string(a.sharding.max_inflight));
-  f.add("--precision", a.sharding.precision);
-  f.add("--executor", resolve_executor(a.executor));
+  f.add("--wrap", p.wrap);
+  f.add("--bucketing", p.bucketing ? "unit" : "none");
+  f.add("--bucket-mb", exact(p.bucket_mb));
+  f.add("--prefetch", std::to_string(p.prefetch));
+  f.add("--max-inflight", std::to_string(p.max_inflight));
+  f.add("--precision", std::string(dtype_name(p.precision)));
+  f.add("--executor", resolve_executor(e.executor));
   // Fused kernels may round differently as regions grow (reductions), so the
   // ranks of one job fuse alike even though the collectives do not change.
-  f.add("--fusion", a.fusion);
-  f.add("--grad-accum", std::to_string(a.grad_accum));
-  f.add("--pp-schedule", a.sharding.pp_schedule);
-  f.add("--no-sync", a.no_sync ? "on" : "off");
-  f.add("--keep-gathered", a.keep_gathered ? "on" : "off");
-  f.add("--optimizer", a.optimizer);
-  f.add("--lr", exact(a.lr));
-  f.add("--beta1", exact(a.beta1));
-  f.add("--beta2", exact(a.beta2));
-  f.add("--eps", exact(a.eps));
-  f.add("--weight-decay", exact(a.weight_decay));
-  f.add("--momentum", exact(a.momentum));
-  f.add("--lr-schedule", a.lr_schedule);
+  f.add("--fusion", e.fusion);
+  f.add("--grad-accum", std::to_string(e.grad_accum));
+  f.add("--pp-schedule", pipeline_schedule_name(e.pp_schedule));
+  f.add("--no-sync", e.no_sync ? "on" : "off");
+  f.add("--keep-gathered", e.keep_gathered ? "on" : "off");
+  f.add("--optimizer", opt.kind == OptimizerOptions::Kind::adamw ? "adamw" : "sgd");
+  f.add("--lr", exact(opt.lr));
+  f.add("--beta1", exact(opt.beta1));
+  f.add("--beta2", exact(opt.beta2));
+  f.add("--eps", exact(opt.eps));
+  f.add("--weight-decay", exact(opt.weight_decay));
+  f.add("--momentum", exact(opt.momentum));
+  f.add("--lr-schedule", lr_schedule_name(e.lr_schedule.kind));
   f.add("--warmup-steps", std::to_string(e.lr_schedule.warmup_steps));
   f.add("--decay-steps", std::to_string(e.lr_schedule.decay_steps));
-  f.add("--min-lr", exact(a.min_lr));
-  f.add("--clip", exact(a.clip));
-  f.add("--seed", std::to_string(a.seed));
-  f.add("--steps", std::to_string(a.steps));
-  f.add("--sampling", a.sampling);
-  f.add("--data", a.data.empty() ? "" : file_fingerprint(a.data));
-  f.add("--val-data", a.val_data.empty() ? "" : file_fingerprint(a.val_data));
-  f.add("--data-dtype", a.data_dtype);
-  f.add("--eval-every", std::to_string(a.eval_every));
-  f.add("--eval-batches", std::to_string(a.eval_batches));
-  f.add("--init", a.init.empty() ? "" : fs::is_directory(a.init) ? folder_fingerprint(a.init) : file_fingerprint(a.init));
+  f.add("--min-lr", exact(e.lr_schedule.min_lr));
+  f.add("--clip", exact(e.clip));
+  f.add("--seed", std::to_string(e.seed));
+  f.add("--steps", std::to_string(t.steps));
+  f.add("--sampling", t.sampling == Sampling::random ? "random" : "sequential");
+  f.add("--data", t.data.empty() ? "" : file_fingerprint(t.data));
+  f.add("--val-data", t.val_data.empty() ? "" : file_fingerprint(t.val_data));
+  f.add("--data-dtype", std::string(token_dtype_name(t.data_dtype)));
+  f.add("--eval-every", std::to_string(t.eval_every));
+  f.add("--eval-batches", std::to_string(t.eval_batches));
+  f.add("--init", t.init.empty() ? "" : fs::is_directory(t.init) ? folder_fingerprint(t.init) : file_fingerprint(t.init));
   std::string resume;
-  if (!a.resume.empty()) {
-    const fs::path latest = fs::path(a.resume) / "state" / "latest";
-    std::string name = fs::exists(latest) ? read_input(latest.string()) : "(no state/latest)";
+  if (!t.resume.empty()) {
+    const fs::path latest = fs::path(t.resume) / "state" / "latest";
+    std::string name = fs::exists(latest) ? read_file(latest.string()) : "(no state/latest)";
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
     resume = name + ": ";
-    if (fs::is_directory(fs::path(a.resume) / "state" / name)) resume += folder_fingerprint(fs::path(a.resume) / "state" / name);
+    if (fs::is_directory(fs::path(t.resume) / "state" / name)) resume += folder_fingerprint(fs::path(t.resume) / "state" / name);
   }
   f.add("--resume", resume);
-  f.add("--save", a.save);
-  f.add("--save-every", std::to_string(a.save_every));
-  f.add("--checkpoint", a.checkpoint);
+  f.add("--save", t.save);
+  f.add("--save-every", std::to_string(t.save_every));
+  f.add("--checkpoint", checkpoint_kind_name(t.checkpoint));
   // Profiling adds collectives (the clock barrier, the gather): all ranks or none.
-  f.add("--profile", a.profile.empty() ? "off" : "on, steps " + (a.profile_steps.empty() ? "default" : a.profile_steps));
+  f.add("--profile", t.profile.empty() ? "off" : "on, steps " + (t.profile_steps.empty() ? "default" : t.profile_steps));
   return f;
 }
 
@@ -133,4 +137,4 @@ void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
   }
 }
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

@@ -1,5 +1,5 @@
-// fsdpc train's checkpoint files (see train_checkpoint.h).
-#include "tools/train_checkpoint.h"
+// A training run's checkpoint files (frontend/trainer/checkpoint.h).
+#include "frontend/trainer/checkpoint.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -11,11 +11,11 @@
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "runtime/reliability/consistency.h"
+#include "runtime/io/files.h"
 #include "runtime/io/integrity.h"
 #include "runtime/io/sha256.h"
-#include "tools/cli_io.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 void save_state(const std::string& path, const std::map<std::string, HostTensor>& state) {
   std::ostringstream js;
@@ -29,7 +29,7 @@ void save_state(const std::string& path, const std::map<std::string, HostTensor>
     first = false;
   }
   js << "\n}\n";
-  write_output(path, js.str());
+  write_file_atomically(path, js.str());
 }
 
 void save_checkpoint(Engine& engine, const LanguageModel& model, const std::string& dir, int64_t next_step, bool full,
@@ -48,7 +48,7 @@ void save_checkpoint(Engine& engine, const LanguageModel& model, const std::stri
     files.push_back("config.json");
     std::map<std::string, std::string> digests;
     for (const std::string& f : files) digests[f] = sha256_file_hex((fs::path(dir) / f).string());
-    write_output(sums.string(), sha256sums_text(digests));
+    write_file_atomically(sums.string(), sha256sums_text(digests));
   }
   const fs::path state = fs::path(dir) / "state", name = "step-" + std::to_string(next_step);
   const fs::path tmp = state / (name.string() + ".tmp"), done = state / name;
@@ -77,15 +77,15 @@ void save_checkpoint(Engine& engine, const LanguageModel& model, const std::stri
     for (int r = 0; r < engine.world(); ++r)
       index += (r ? ", " : "") + std::string("\"rank-") + std::to_string(r) + ".safetensors\": \"" +
                digests[static_cast<size_t>(r)] + "\"";
-    write_output((done / "index.json").string(), index + "}}\n");
-    write_output((state / "latest").string(), name.string() + "\n");
+    write_file_atomically((done / "index.json").string(), index + "}}\n");
+    write_file_atomically((state / "latest").string(), name.string() + "\n");
   }
   engine.barrier();
 }
 
 int64_t resume_checkpoint(Engine& engine, const std::string& dir) {
   namespace fs = std::filesystem;
-  std::string latest = read_input((fs::path(dir) / "state" / "latest").string());
+  std::string latest = read_file((fs::path(dir) / "state" / "latest").string());
   while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ')) latest.pop_back();
   if (latest.rfind("step-", 0) != 0) fail(dir, "/state/latest: expected 'step-N', got '", latest, "'");
   const fs::path state = fs::path(dir) / "state" / latest;
@@ -112,4 +112,4 @@ void verify_init(const std::string& path) {
   if (!bad.empty()) exit_all_ranks(2, bad);
 }
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

@@ -1,5 +1,6 @@
-// fsdpc train --profile: the options, the steps recorded, and the summary.
-#include "tools/train_profile.h"
+// A training run's --profile: the steps recorded, and the summary
+// (frontend/trainer/train_profile.h).
+#include "frontend/trainer/train_profile.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,9 +10,10 @@
 #include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
 #include "ir/error.h"
+#include "runtime/io/files.h"
 #include "runtime/reliability/consistency.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 namespace {
 
@@ -35,54 +37,40 @@ std::string part(const char* name, double seconds, double step) {
 
 }  // namespace
 
-void add_profile_options(CLI::App* cmd, TrainArgs& a) {
-  cmd->add_option("--profile", a.profile,
-                  "Write the step timeline of every rank to FILE as Chrome trace-event JSON (open it in "
-                  "Perfetto or chrome://tracing): kernels, collectives from issue to completion, "
-                  "time blocked in waits, live memory; and print the step breakdown at the end (cpu executor)");
-  cmd->add_option("--profile-steps", a.profile_steps,
-                  "With --profile: record steps A to B-1, numbered as the log prints them (default: the two "
-                  "steps after the first, 1:3)");
-}
-
-ProfileSteps profile_steps(const TrainArgs& a, int64_t first_step) {
-  if (a.profile_steps.empty()) {
-    const int64_t begin = std::min<int64_t>(first_step + 1, a.steps - 1);
-    return {std::max(begin, first_step), std::min<int64_t>(begin + 2, a.steps)};
+ProfileSteps profile_steps(const TrainOptions& o, int64_t first_step) {
+  if (o.profile_steps.empty()) {
+    const int64_t begin = std::min<int64_t>(first_step + 1, o.steps - 1);
+    return {std::max(begin, first_step), std::min<int64_t>(begin + 2, o.steps)};
   }
-  const std::string& t = a.profile_steps;
+  const std::string& t = o.profile_steps;
   const size_t colon = t.find(':');
   ProfileSteps s;
   if (colon == std::string::npos || !parse_step(std::string_view(t).substr(0, colon), s.begin) ||
       !parse_step(std::string_view(t).substr(colon + 1), s.end))
     fail("--profile-steps '", t, "': expected A:B, the steps A to B-1 to record (such as 1:3)");
-  if (s.begin < first_step || s.begin >= s.end || s.end > a.steps)
-    fail("--profile-steps ", t, ": expected ", first_step, " <= A < B <= ", a.steps, " (the run's steps ",
-         first_step, " to ", a.steps - 1, first_step > 0 ? ", after --resume" : "", "; B is not recorded)");
+  if (s.begin < first_step || s.begin >= s.end || s.end > o.steps)
+    fail("--profile-steps ", t, ": expected ", first_step, " <= A < B <= ", o.steps, " (the run's steps ",
+         first_step, " to ", o.steps - 1, first_step > 0 ? ", after --resume" : "", "; B is not recorded)");
   return s;
 }
 
-void check_profile_args(const TrainArgs& a) {
-  if (a.profile.empty()) {
-    if (!a.profile_steps.empty()) fail("--profile-steps ", a.profile_steps, ": there is nothing to record without --profile FILE");
+void check_profile_args(const TrainOptions& o) {
+  if (o.profile.empty()) {
+    if (!o.profile_steps.empty()) fail("--profile-steps ", o.profile_steps, ": there is nothing to record without --profile FILE");
     return;
   }
-  profile_steps(a, 0);  // the text and the upper bound; a resume's start is checked once known
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(a.profile).parent_path();
-  if (!dir.empty() && !fs::is_directory(dir))
-    fail("--profile ", a.profile, ": the folder ", dir.string(), " does not exist");
-  if (fs::is_directory(a.profile)) fail("--profile ", a.profile, ": is a folder; expected a file name");
-  if (const std::string e = resolve_executor(a.executor); e != "cpu")
+  profile_steps(o, 0);  // the text and the upper bound; a resume's start is checked once known
+  check_writable_file("--profile", o.profile);
+  if (const std::string e = resolve_executor(o.engine.executor); e != "cpu")
     fail("--profile times kernels on the host, which with --executor ", e,
          " would be their launches; it records the cpu executor only");
 }
 
-TrainProfile::TrainProfile(const TrainArgs& a, int64_t first_step, std::string description)
-    : path_(a.profile), description_(std::move(description)) {
+TrainProfile::TrainProfile(const TrainOptions& o, int64_t first_step, std::string description)
+    : path_(o.profile), description_(std::move(description)) {
   if (path_.empty()) return;
   try {
-    steps_ = profile_steps(a, first_step);
+    steps_ = profile_steps(o, first_step);
   } catch (const Error& e) {  // every rank resumed at the same step: all refuse alike
     exit_all_ranks(2, e.what());
   }
@@ -165,4 +153,4 @@ std::string format_breakdown(const std::vector<StepBreakdown>& ranks) {
   return out + "\n";
 }
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc
