@@ -3,7 +3,7 @@
 
 #include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
-#include "frontend/step_traces.h"
+#include "runtime/step_traces.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "passes/place.h"

@@ -32,22 +32,6 @@ void check(const Trace& t, const std::string& stage) {
   }
 }
 
-// The passes after split, in order. `both(name, pass)` applies a pass to the
-// forward and backward traces the previous one left and keeps the result;
-// `sync()` follows bucketing (sync_saved_types on the current pair).
-template <typename Both, typename Sync>
-void after_split(const PipelineOptions& o, const std::vector<Unit>& units, const std::vector<std::string>& grad_params,
-                 Both&& both, Sync&& sync) {
-  both("dce", [](const Trace& t) { return dce(t); });
-  both("cse", [](const Trace& t) { return cse(t); });
-  const BucketingOptions bucket{o.strategy, units, o.bucketing, o.bucket_mb, grad_params};
-  const ScheduleOptions sched{o.prefetch, o.max_inflight, units};
-  both("bucketing", [&](const Trace& t) { return bucketing(t, bucket); });
-  sync();
-  both("schedule", [&](const Trace& t) { return schedule(t, sched); });
-  both("del", [](const Trace& t) { return insert_dels(t); });
-}
-
 // Live bytes beyond the parameters at the worse of the two traces' peaks.
 int64_t activation_peak(const std::vector<Trace>& traces) {
   int64_t peak = 0;
@@ -58,22 +42,27 @@ int64_t activation_peak(const std::vector<Trace>& traces) {
   return peak;
 }
 
+// dce, cse, bucketing, schedule and del, unverified and unkept: what
+// compile() makes of a split, for the budget search below.
+SplitResult after_split(SplitResult fb, const JointTrace& j, const PipelineOptions& o) {
+  PipelineOptions quiet = o;
+  quiet.verify = false;
+  return compile_schedule(compile_bucketing(compile_cleanup(std::move(fb), quiet, nullptr), j, quiet, nullptr), j,
+                          quiet, nullptr);
+}
+
 // auto with a budget: the fewest units, first to last, whose forward is
 // recomputed from their input (the cut decides the rest) that keep the
 // activation peak under the budget. More checkpointed units never raise the
 // peak, so a binary search finds it.
-size_t units_to_checkpoint(const Trace& joint, RematPlan plan, const PipelineOptions& o,
-                           const std::vector<std::string>& grad_params) {
+size_t units_to_checkpoint(const JointTrace& j, RematPlan plan, const PipelineOptions& o) {
   auto peak_with = [&](size_t k) {
     plan.blocked_units = k;
-    const std::unordered_set<std::string> recompute = remat_recomputable(joint, plan);
-    SplitResult fb = split(joint, SplitOptions{plan.regather_params, &recompute});
-    std::vector<Trace> cur{std::move(fb.forward), std::move(fb.backward)};
-    auto both = [&](const std::string&, auto&& pass) { cur = {pass(cur[0]), pass(cur[1])}; };
-    after_split(o, plan.units, grad_params, both, [&] { sync_saved_types(cur[0], cur[1]); });
-    return activation_peak(cur);
+    const std::unordered_set<std::string> recompute = remat_recomputable(j.trace, plan);
+    const SplitResult fb = after_split(split(j.trace, SplitOptions{plan.regather_params, &recompute}), j, o);
+    return activation_peak({fb.forward, fb.backward});
   };
-  const size_t n = checkpointable_units(joint, plan.units);
+  const size_t n = checkpointable_units(j.trace, plan.units);
   const int64_t lowest = peak_with(n);
   if (lowest > o.remat.budget_bytes)
     fail("--remat auto:", o.remat.budget_bytes, ": no plan keeps the activation peak (live bytes beyond the parameters) ",
@@ -115,63 +104,118 @@ void sync_saved_types(const Trace& fwd, Trace& bwd) {
 }
 
 
-std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
-  validate(o);
-  FSDPC_CHECK(o.pp == 1 || o.pipeline_stage) << "compile() runs one pipeline stage; --pp goes to compile_pipeline()";
-  std::vector<Stage> stages;
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point started = Clock::now();
-  auto keep = [&](std::string name, std::vector<Trace> traces) {
-    double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
-    if (o.verify)
-      for (const Trace& t : traces) check(t, name);
-    stages.push_back({std::move(name), std::move(traces), ms});
-    started = Clock::now();
-  };
-  // Applies a pass to both the forward and the backward trace.
-  auto both = [&](const std::string& name, auto&& pass) {
-    const std::vector<Trace>& last = stages.back().traces;
-    keep(name, {pass(last[0]), pass(last[1])});
-  };
+void StageLog::keep(std::string name, std::vector<Trace> traces) {
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  stages_.push_back({std::move(name), std::move(traces), ms});
+}
 
-  keep("trace", {captured});
+namespace {
+
+// A pass's result: verified when the options say so, kept in `log` if there
+// is one. The pass's time ends where this begins and the next one's starts
+// after it, so neither copying nor verifying is counted.
+void record(StageLog* log, const PipelineOptions& o, const std::string& name, std::initializer_list<const Trace*> traces) {
+  if (log) {
+    std::vector<Trace> kept;
+    for (const Trace* t : traces) kept.push_back(*t);
+    log->keep(name, std::move(kept));
+  }
+  if (o.verify)
+    for (const Trace* t : traces) check(*t, name);
+  if (log) log->restart_clock();
+}
+
+}  // namespace
+
+JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageLog* log) {
+  record(log, o, "trace", {&captured});
   // Tensor parallelism splits the layers first; fsdp then shards the local
   // parameters over the data-parallel ranks.
-  if (o.mesh.tp > 1) keep("tp", {tensor_parallel(captured, TensorParallelOptions{o.mesh.tp, o.sequence_parallel})});
-  Trace sharded = fsdp(stages.back().traces[0], FsdpOptions{o.strategy, o.mesh});
-  const std::vector<Unit> units = wrap_units(sharded, o.wrap);  // FSDP units, for bucketing and schedule
-  const std::vector<std::string> grad_params = gradient_params(sharded);
-  keep("fsdp", {std::move(sharded)});
-  if (o.precision != DType::f32) keep("autocast", {autocast(stages.back().traces[0], o.precision)});
+  Trace split_layers;
+  if (o.mesh.tp > 1) {
+    split_layers = tensor_parallel(captured, TensorParallelOptions{o.mesh.tp, o.sequence_parallel});
+    record(log, o, "tp", {&split_layers});
+  }
+  JointTrace j;
+  Trace sharded = fsdp(o.mesh.tp > 1 ? split_layers : captured, FsdpOptions{o.strategy, o.mesh});
+  j.units = wrap_units(sharded, o.wrap);  // FSDP units, for bucketing and schedule
+  j.grad_params = gradient_params(sharded);
+  record(log, o, "fsdp", {&sharded});
+  if (o.precision != DType::f32) {
+    sharded = autocast(sharded, o.precision);
+    record(log, o, "autocast", {&sharded});
+  }
   std::vector<std::string> input_grads;
   if (o.pipeline_stage && !o.pipeline_stage->input.empty()) input_grads.push_back(o.pipeline_stage->input);
-  keep("grad", {grad(stages.back().traces[0], GradOptions{o.sync_grads, o.accumulate_grads, input_grads})});
+  j.trace = grad(sharded, GradOptions{o.sync_grads, o.accumulate_grads, input_grads});
+  record(log, o, "grad", {&j.trace});
   // At world size 1, or on a mesh dimension of 1, the gathers, reductions
   // and 1/N scaling copy without changing a value: shown only when it did.
-  if (Trace elided = elide_identities(stages.back().traces[0]);
-      elided.bsyms.size() != stages.back().traces[0].bsyms.size())
-    keep("elide", {std::move(elided)});
-  const Trace& joint = stages.back().traces[0];
+  if (Trace elided = elide_identities(j.trace); elided.bsyms.size() != j.trace.bsyms.size()) {
+    j.trace = std::move(elided);
+    record(log, o, "elide", {&j.trace});
+  }
+  return j;
+}
+
+SplitResult compile_split(const JointTrace& j, const PipelineOptions& o, StageLog* log) {
   // auto checkpoints whole units only when a budget asks for it.
   const size_t blocked = o.remat.mode == RematMode::auto_cut ? 0 : SIZE_MAX;
-  RematPlan remat{o.remat.mode, units, blocked, regathers_in_backward(o.strategy)};
+  RematPlan remat{o.remat.mode, j.units, blocked, regathers_in_backward(o.strategy)};
   if (o.remat.mode == RematMode::auto_cut && o.remat.budget_bytes > 0)
-    remat.blocked_units = units_to_checkpoint(joint, remat, o, grad_params);
-  const std::unordered_set<std::string> recompute = remat_recomputable(joint, remat);
-  SplitResult fb = split(joint, SplitOptions{regathers_in_backward(o.strategy), &recompute});
+    remat.blocked_units = units_to_checkpoint(j, remat, o);
+  const std::unordered_set<std::string> recompute = remat_recomputable(j.trace, remat);
+  SplitResult fb = split(j.trace, SplitOptions{regathers_in_backward(o.strategy), &recompute});
   if (o.pipeline_stage && o.pipeline_stage->stages > 1) {
     const std::string stage = "stage" + std::to_string(o.pipeline_stage->stage);
     fb.forward.name = stage + "_forward";
     fb.backward.name = stage + "_backward";
-    keep("split", {fb.forward, fb.backward});
+    record(log, o, "split", {&fb.forward, &fb.backward});
     fb = pipeline_p2p(fb, *o.pipeline_stage);
-    keep("p2p", {std::move(fb.forward), std::move(fb.backward)});
+    record(log, o, "p2p", {&fb.forward, &fb.backward});
   } else {
-    keep("split", {std::move(fb.forward), std::move(fb.backward)});
+    record(log, o, "split", {&fb.forward, &fb.backward});
   }
-  after_split(o, units, grad_params, both,
-              [&] { sync_saved_types(stages.back().traces[0], stages.back().traces[1]); });
-  return stages;
+  return compile_cleanup(std::move(fb), o, log);
+}
+
+SplitResult compile_cleanup(SplitResult fb, const PipelineOptions& o, StageLog* log) {
+  fb.forward = dce(std::move(fb.forward));
+  fb.backward = dce(std::move(fb.backward));
+  record(log, o, "dce", {&fb.forward, &fb.backward});
+  fb.forward = cse(std::move(fb.forward));
+  fb.backward = cse(std::move(fb.backward));
+  record(log, o, "cse", {&fb.forward, &fb.backward});
+  return fb;
+}
+
+SplitResult compile_bucketing(const SplitResult& fb, const JointTrace& j, const PipelineOptions& o, StageLog* log) {
+  const BucketingOptions bucket{o.strategy, j.units, o.bucketing, o.bucket_mb, j.grad_params};
+  SplitResult out{bucketing(fb.forward, bucket), bucketing(fb.backward, bucket), fb.saved};
+  sync_saved_types(out.forward, out.backward);
+  record(log, o, "bucketing", {&out.forward, &out.backward});
+  return out;
+}
+
+SplitResult compile_schedule(const SplitResult& fb, const JointTrace& j, const PipelineOptions& o, StageLog* log,
+                             bool place_dels) {
+  const ScheduleOptions sched{o.prefetch, o.max_inflight, j.units};
+  SplitResult out{schedule(fb.forward, sched), schedule(fb.backward, sched), fb.saved};
+  record(log, o, "schedule", {&out.forward, &out.backward});
+  if (!place_dels) return out;
+  out.forward = insert_dels(out.forward);
+  out.backward = insert_dels(out.backward);
+  record(log, o, "del", {&out.forward, &out.backward});
+  return out;
+}
+
+std::vector<Stage> compile(const Trace& captured, const PipelineOptions& o) {
+  validate(o);
+  FSDPC_CHECK(o.pp == 1 || o.pipeline_stage) << "compile() runs one pipeline stage; --pp goes to compile_pipeline()";
+  StageLog log;
+  const JointTrace j = compile_joint(captured, o, &log);
+  compile_schedule(compile_bucketing(compile_split(j, o, &log), j, o, &log), j, o, &log);
+  return log.take();
 }
 
 std::vector<std::vector<Stage>> compile_pipeline(const Trace& captured, const PipelineOptions& o) {

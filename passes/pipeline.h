@@ -3,6 +3,7 @@
 // (`fsdpc dump --stage NAME`).
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,7 +12,9 @@
 #include "ir/trace.h"
 #include "passes/pipeline_p2p.h"
 #include "passes/remat.h"
+#include "passes/split.h"
 #include "passes/strategy.h"
+#include "passes/wrap.h"
 
 namespace fsdpc {
 
@@ -49,6 +52,46 @@ struct Stage {
 
 // Runs every pass, verifying after each; throws fsdpc::Error on bad options.
 std::vector<Stage> compile(const Trace& captured, const PipelineOptions& options);
+
+// compile() in its parts, for a caller that compiles several option sets
+// sharing a prefix of the passes: the planner's candidates of one strategy
+// and mesh differ only in remat, bucketing and prefetch, so they share the
+// joint trace, a remat mode's split, a bucketing. compile() is exactly
+// compile_joint, compile_split (which ends with compile_cleanup),
+// compile_bucketing and compile_schedule, in that order; there is no other
+// copy of the pass order. Each part verifies its passes' results when
+// options.verify is set, and keeps them in `log` when it is not null.
+class StageLog {
+ public:
+  void keep(std::string name, std::vector<Trace> traces);
+  // The pass after a keep is timed from here: not the copy, not verifying.
+  void restart_clock() { started_ = Clock::now(); }
+  std::vector<Stage> take() { return std::move(stages_); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::vector<Stage> stages_;
+  Clock::time_point started_ = Clock::now();
+};
+// tp, fsdp, autocast and grad, and elide when it removes something: the
+// joint trace, with the FSDP units and the parameters that get gradients.
+struct JointTrace {
+  Trace trace;
+  std::vector<Unit> units;
+  std::vector<std::string> grad_params;
+};
+JointTrace compile_joint(const Trace& captured, const PipelineOptions& options, StageLog* log);
+// The remat plan, split (and p2p for a pipeline stage), then compile_cleanup.
+SplitResult compile_split(const JointTrace& joint, const PipelineOptions& options, StageLog* log);
+// dce and cse of the forward and backward.
+SplitResult compile_cleanup(SplitResult split, const PipelineOptions& options, StageLog* log);
+// bucketing, with the backward's saved types following the forward's.
+SplitResult compile_bucketing(const SplitResult& split, const JointTrace& joint, const PipelineOptions& options,
+                              StageLog* log);
+// schedule, then del unless `place_dels` is off (a lowering that fuses places
+// them again itself).
+SplitResult compile_schedule(const SplitResult& split, const JointTrace& joint, const PipelineOptions& options,
+                             StageLog* log, bool place_dels = true);
 
 // Pipeline parallelism: the captured trace cut into options.pp stages
 // (passes/pipeline_split.h), each compiled by compile() for one stage's

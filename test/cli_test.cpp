@@ -324,3 +324,29 @@ TEST_CASE("train logs lr, progress and ETA per step, and a summary at the end", 
   CHECK_THAT(lines[2], Contains("\"val_loss\": "));
   CHECK_THAT(lines[5], Contains("\"eta_s\": 0,") || Contains("\"eta_s\": 0}"));
 }
+
+TEST_CASE("train refuses a path it could not write before its first step, and writes nothing", "[cli]") {
+  const fs::path file = write_scratch("paths-a-file", "kept\n");
+  const fs::path folder = scratch("paths-a-folder");
+  fs::create_directories(folder);
+  // The flight recorder's folder: written for failures during a run, never
+  // for a refused option, so it must not appear.
+  const fs::path flight = scratch("paths-flight");
+  const std::string train = "train --model gpt2-tiny --steps 1 --flight-dir '" + flight.string() + "' ";
+  const std::vector<UsageError> cases = {
+      // A file where the checkpoint folder goes: the run used to train to the
+      // end, then abort (SIGABRT) with an uncaught filesystem_error.
+      {train + "--save '" + file.string() + "'", "--save " + file.string() + ": is a file, not a folder"},
+      {train + "--save '" + file.string() + "/sub'", file.string() + " is not a folder"},
+      {train + "--log-json /nonexistent-dir/x.jsonl", "--log-json /nonexistent-dir/x.jsonl: the folder /nonexistent-dir does not exist"},
+      {train + "--log-json '" + folder.string() + "'", "is a folder; expected a file name"},
+      {train + "--save-state /nonexistent-dir/s.json", "--save-state /nonexistent-dir/s.json: the folder"},
+      {train + "--profile /nonexistent-dir/p.json", "--profile /nonexistent-dir/p.json: the folder"},
+      {"train --model gpt2-tiny --steps 1 --flight-dir '" + file.string() + "'",
+       "--flight-dir " + file.string() + ": is a file, not a folder"},
+  };
+  check_usage_errors(cases);
+  CHECK(slurp(file) == "kept\n");
+  CHECK(!fs::exists(flight));
+  CHECK(fs::is_empty(folder));
+}

@@ -18,7 +18,10 @@ fsdpc_add_checked_test("example: train_mlp (mpirun -np 2)" "train_mlp: loss fell
   ${fsdpc_mpirun_2} $<TARGET_FILE:train_mlp> ${MPIEXEC_POSTFLAGS})
 fsdpc_add_checked_test("example: train_gpt2 (mpirun -np 2)" "full_state_dict: [0-9]+ parameters, as the model's"
   ${fsdpc_mpirun_2} $<TARGET_FILE:train_gpt2> ${MPIEXEC_POSTFLAGS})
+fsdpc_add_checked_test("example: train_and_resume (mpirun -np 2)" "equal bit for bit after resuming"
+  ${fsdpc_mpirun_2} $<TARGET_FILE:train_and_resume> ${MPIEXEC_POSTFLAGS} ${CMAKE_CURRENT_BINARY_DIR}/train-and-resume)
 set_tests_properties("example: train_mlp (mpirun -np 2)" "example: train_gpt2 (mpirun -np 2)"
+  "example: train_and_resume (mpirun -np 2)"
   PROPERTIES TIMEOUT 120 LABELS mpi
   ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1")
 

@@ -1,4 +1,4 @@
-// --keep-gathered (passes/gather_once.h, frontend/step_traces.h) on the
+// --keep-gathered (passes/gather_once.h, runtime/step_traces.h) on the
 // float64 reference executor: gathering once, running K micro-batches on the
 // whole parameters without synchronising and reducing once gives every
 // rank's gradient shards of the synchronising step to 1e-12, under zero3,
@@ -12,7 +12,7 @@
 
 #include "executors/reference/reference.h"
 #include "frontend/models.h"
-#include "frontend/step_traces.h"
+#include "runtime/step_traces.h"
 #include "ir/error.h"
 #include "ir/verifier.h"
 #include "passes/stats.h"

@@ -1,28 +1,16 @@
-// fsdpc advise: compile every strategy for N ranks, predict each one's
-// per-rank peak memory (the memory plan), communication and step time (the
-// step simulator on a hardware profile), and print them best first. Nothing
-// runs (a table for gpt2-xl on 64 ranks takes seconds) unless --measure asks
-// for a few real steps of each candidate here (tools/advise_measure.cpp).
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <nlohmann/json.hpp>
-#include <sstream>
-#include <thread>
+// fsdpc advise: the planner of runtime/planner/planner.h for a model and a
+// world; with --measure, a few real steps of each candidate here beside the
+// predictions (runtime/planner/measure.cpp).
+#include <memory>
 
-#include "executors/claim.h"
 #include "ir/error.h"
-#include "passes/place.h"
-#include "runtime/allocator.h"
-#include "tools/advise.h"
+#include "runtime/planner/planner.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 
 namespace fsdpc::cli {
 
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 struct AdviseArgs {
   ModelSource src;
@@ -33,170 +21,6 @@ struct AdviseArgs {
   int micro_batches = 0;
   std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output;
 };
-
-// Tokens one rank trains on per step: batch x sequence for token ids, else
-// the batch (rows of the first input).
-int64_t tokens_per_rank(const Trace& t) {
-  if (t.args.empty() || t.args[0].type.shape.empty()) return 1;
-  const TensorType& x = t.args[0].type;
-  const bool ids = x.dtype == DType::i64 || x.dtype == DType::i32;
-  return ids && x.shape.size() >= 2 ? x.shape[0] * x.shape[1] : x.shape[0];
-}
-
-std::string human(double v) {
-  char buf[32];
-  if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
-  else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  else if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", v / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-std::string comm_cell(const Candidate& c) {
-  std::string s;
-  for (const CommStream& st : c.sim.streams)
-    s += (s.empty() ? "" : ", ") + st.group + (st.inter_node ? "*" : "") + " " +
-         format_bytes(static_cast<int64_t>(st.bytes));
-  return s.empty() ? "-" : s;
-}
-
-// The measured columns of a row: step time, predicted/measured, peak; or why not.
-std::string measured_cells(const Measurement& m, const Candidate& c) {
-  if (!m.ok()) return "  " + (m.error.empty() ? std::string("-") : (m.ran ? "run failed, " : "") + m.error);
-  char cell[128];
-  std::snprintf(cell, sizeof cell, " %11.3f %9.2f %13s", m.step_seconds * 1e3, c.sim.seconds / m.step_seconds,
-                format_bytes(m.peak_bytes).c_str());
-  return cell;
-}
-
-std::string render_text(const AdviseSetup& s, const std::string& model, const std::vector<Candidate>& cs,
-                        const std::string& cap_source, double seconds, bool measured) {
-  const int per_node = static_cast<int>(s.hw.gpus_per_node.value);
-  std::string out = "fsdpc advise: " + model + " on " + std::to_string(s.world) + " ranks, " +
-                    std::to_string(s.tokens_per_rank) + " tokens per rank a step" +
-                    (s.tp_captured.empty() ? "" : " (tpT: a group of T ranks shares T times that)") +
-                    (s.pp_captured.empty() ? "" : " (ppP mM: a stage rank trains P times that in M micro-batches, 1F1B)") +
-                    ", " +
-                    s.precision + " on the " +
-                    s.executor + " executor\nhardware: " + s.hw.name + (s.hw.file.empty() ? "" : " (" + s.hw.file + ")") +
-                    ", " + std::to_string(std::min(per_node, s.world)) + " ranks per node";
-  out += s.cap > 0 ? "; cap " + format_bytes(s.cap) + " per rank (" + cap_source + ")\n" : "; no memory cap\n";
-  char line[512];
-  std::snprintf(line, sizeof line, "%3s  %-33s %11s %-5s %-40s %10s %11s %10s %6s", "#", "candidate", "peak/rank", "fits",
-                "sent/rank/step (* crosses nodes)", "step ms", "exposed ms", "tokens/s", "MFU");
-  out += line;
-  if (measured) {
-    std::snprintf(line, sizeof line, " %11s %9s %13s", "measured ms", "pred/meas", "measured peak");
-    out += line;
-  }
-  out += "\n";
-  for (size_t i = 0; i < cs.size(); ++i) {
-    const Candidate& c = cs[i];
-    std::snprintf(line, sizeof line, "%3zu  %-33s %11s %-5s %-40s %10.3f %11.3f %10s %5.1f%%", i + 1, c.name().c_str(),
-                  format_bytes(c.peak_bytes).c_str(), c.fits ? "yes" : "no", comm_cell(c).c_str(), c.sim.seconds * 1e3,
-                  c.sim.blocked * 1e3, human(c.tokens_per_second).c_str(), 100 * c.mfu);
-    out += line + (measured ? measured_cells(c.measured, c) : std::string()) + "\n";
-  }
-  out += "best: " + winner_reason(cs, s.cap) + "\n";
-  if (!cs.empty() && cs.front().fits) out += "flags: " + cs.front().flags() + "\n";
-  std::snprintf(line, sizeof line, "%zu candidates compiled, planned and simulated in %.2f s (%d thread%s)\n", cs.size(),
-                seconds, s.threads, s.threads == 1 ? "" : "s");
-  out += line;
-  if (measured) {
-    size_t ok = 0, equal = 0;
-    int fewest = 0, most = 0;
-    for (const Candidate& c : cs) {
-      ok += c.measured.ok();
-      equal += c.measured.ok() && c.measured.peak_bytes == c.peak_bytes;
-      if (!c.measured.ok()) continue;
-      fewest = fewest ? std::min(fewest, c.measured.steps) : c.measured.steps;
-      most = std::max(most, c.measured.steps);
-    }
-    const std::string counts = fewest == most ? std::to_string(most) : std::to_string(fewest) + "-" + std::to_string(most);
-    std::snprintf(line, sizeof line,
-                  "measured here: %zu of %zu candidates ran (mpirun -np %d fsdpc train, %s steps; the median step "
-                  "after each run's warm-up); the measured peak equals the plan's in %zu of %zu\n",
-                  ok, cs.size(), s.world, counts.c_str(), equal, ok);
-    out += line;
-  }
-  return out;
-}
-
-Json measured_json(const Candidate& c) {
-  const Measurement& m = c.measured;
-  if (!m.ok()) return Json{{"ran", m.ran}, {"error", m.error}};
-  return Json{{"ran", true},
-              {"steps", m.steps},
-              {"step_seconds", m.step_seconds},
-              {"predicted_over_measured", c.sim.seconds / m.step_seconds},
-              {"peak_bytes", m.peak_bytes},
-              {"peak_matches", m.peak_bytes == c.peak_bytes}};
-}
-
-std::string render_json(const AdviseSetup& s, const std::string& model, const std::vector<Candidate>& cs, double seconds,
-                        bool measured) {
-  Json rows = Json::array();
-  for (const Candidate& c : cs) {
-    Json comm = Json::array();
-    for (const CommStream& st : c.sim.streams)
-      comm.push_back(Json{{"group", st.group}, {"size", st.size}, {"inter_node", st.inter_node}, {"count", st.count},
-                          {"bytes", st.bytes}, {"seconds", st.busy}});
-    rows.push_back(Json{{"candidate", c.name()},
-                        {"strategy", c.strategy},
-                        {"mesh", {c.mesh.replicas, c.mesh.shards}},
-                        {"tp", c.mesh.tp},
-                        {"sequence_parallel", c.sequence_parallel},
-                        {"pp", c.pp},
-                        {"micro_batches", c.micro_batches},
-                        {"keep_gathered", c.keep_gathered},
-                        {"bucketing", c.strategy == "no_shard" ? "none" : c.unit_buckets ? "unit" : "none"},
-                        {"prefetch", c.prefetch},
-                        {"flags", c.flags()},
-                        {"peak_bytes", c.peak_bytes},
-                        {"peak_at", c.peak_where},
-                        {"fits", c.fits},
-                        {"comm_bytes", c.sim.comm_bytes()},
-                        {"comm", std::move(comm)},
-                        {"step_seconds", c.sim.seconds},
-                        {"compute_seconds", c.sim.compute},
-                        {"matmul_seconds", c.sim.matmul},
-                        {"comm_host_seconds", c.sim.comm_host},
-                        {"optimizer_seconds", c.optimizer_seconds},
-                        {"exposed_comm_seconds", c.sim.blocked},
-                        {"flops", c.sim.flops},
-                        {"tokens_per_second", c.tokens_per_second},
-                        {"mfu", c.mfu}});
-    if (measured) rows.back()["measured"] = measured_json(c);
-  }
-  Json j{{"model", model},
-         {"world", s.world},
-         {"tokens_per_rank", s.tokens_per_rank},
-         {"precision", s.precision},
-         {"executor", s.executor},
-         {"hardware", Json{{"name", s.hw.name}, {"file", s.hw.file}, {"gpus_per_node", s.hw.gpus_per_node.value}}},
-         {"cap_bytes", s.cap},
-         {"candidates", std::move(rows)},
-         {"best", winner_reason(cs, s.cap)},
-         {"seconds", seconds}};
-  return j.dump(2) + "\n";
-}
-
-// The executor the candidates compile for: --executor, else the profile's,
-// else (a cuda profile in a build without CUDA) cpu, said on stderr.
-std::string choose_executor(const AdviseArgs& a, const HardwareProfile& hw) {
-  if (!a.executor.empty()) {
-    executors_for(a.executor);  // an unknown name, or cuda in a CPU-only build, fails here
-    return a.executor;
-  }
-  try {
-    executors_for(hw.executor);
-    return hw.executor;
-  } catch (const Error&) {
-    std::fprintf(stderr, "fsdpc advise: this build has no %s executor; compiling for cpu (memory rounds as the CPU's)\n",
-                 hw.executor.c_str());
-    return "cpu";
-  }
-}
 
 // The model flags of `fsdpc train` that capture the trace advise compiled:
 // train's --batch is the global one, advise's the per-rank one. The global
@@ -215,70 +39,32 @@ std::string train_model_flags(const ModelSource& src, const Trace& captured, int
 }
 
 void run_advise(const AdviseArgs& a) {
-  const auto t0 = std::chrono::steady_clock::now();
-  AdviseSetup s;
-  s.world = a.world;
-  s.mesh = a.mesh;
-  s.strategies = a.strategies;
-  s.sequence_parallel = a.sequence_parallel;
-  s.tps = a.tps;  // each size once, smallest first
-  std::sort(s.tps.begin(), s.tps.end());
-  s.tps.erase(std::unique(s.tps.begin(), s.tps.end()), s.tps.end());
-  s.pps = a.pps;
-  std::sort(s.pps.begin(), s.pps.end());
-  s.pps.erase(std::unique(s.pps.begin(), s.pps.end()), s.pps.end());
-  s.micro_batches = a.micro_batches;
+  PlanRequest r;
+  r.world = a.world;
+  if (!a.mesh.empty()) r.mesh = parse_mesh(a.mesh);
+  r.hardware = a.hardware;
+  if (!a.mem_cap.empty()) r.mem_cap = parse_mem_cap(a.mem_cap);
+  if (!a.precision.empty()) r.precision = parse_dtype(a.precision);  // CLI11 admitted f32 and bf16 only
+  r.executor = a.executor;
+  r.strategies = a.strategies;
+  r.tps = a.tps;
+  r.pps = a.pps;
+  r.micro_batches = a.micro_batches;
+  r.sequence_parallel = a.sequence_parallel;
+  r.threads = a.threads;
   const std::string mpirun = a.measure ? find_mpirun() : "";
   if (a.measure && mpirun.empty())
     fail("--measure runs each candidate under mpirun, and none was found (not on PATH; FSDPC_MPIRUN names one)");
-  std::vector<Candidate> cs = enumerate_candidates(s);  // a --mesh that does not fit fails before measuring
-  s.hw = load_hardware(a.hardware, a.world);
-  s.executor = choose_executor(a, s.hw);
-  s.precision = a.precision.empty() ? s.hw.precision : a.precision;
-  if (s.precision != "f32" && s.executor == "cpu")
-    fail("--precision ", s.precision, ": the cpu executor's kernels are f32 only (a cuda profile or --executor cuda runs bf16)");
-  std::string cap_source = "--mem-cap";
-  if (!a.mem_cap.empty()) s.cap = parse_mem_cap(a.mem_cap);
-  else if (s.hw.memory_capacity.value > 0) {
-    s.cap = static_cast<int64_t>(s.hw.memory_capacity.value);
-    cap_source = "the profile's compute.memory_capacity";
-  }
-  s.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  s.captured = place(load_source_trace(a.src), executor_device(s.executor));
-  s.tokens_per_rank = tokens_per_rank(s.captured);
-  for (int tp : s.tps) {
-    if (tp == 1 || s.tp_captured.count(tp) || s.captured.args.empty() || s.captured.args[0].type.shape.empty()) continue;
-    ModelSource shared = a.src;
-    shared.batch = s.captured.args[0].type.shape[0] * tp;
-    s.tp_captured.emplace(tp, place(load_source_trace(shared), executor_device(s.executor)));
-  }
-  prepare_pipelines(s, cs, [&](int64_t batch) {
-    ModelSource micro = a.src;
-    micro.batch = batch;
-    return place(load_source_trace(micro), executor_device(s.executor));
+  Plan plan = plan_training(r, [&](int64_t batch) {
+    ModelSource src = a.src;
+    if (batch) src.batch = batch;
+    return load_source_trace(src);
   });
-  // Under local, the matmuls of the candidates are timed here on their own
-  // shapes (once: they are cached with the profile), then the candidates
-  // are priced again with them. Only the cpu executor's kernels run here.
-  MatmulShapes unmeasured;
-  if (a.hardware == "local" && s.executor == "cpu") s.unmeasured = &unmeasured;
-  const std::vector<Candidate> unevaluated = s.unmeasured ? cs : std::vector<Candidate>{};
-  evaluate_candidates(s, cs);
-  double measuring = 0;
-  if (std::map<std::string, MatmulSample> samples = unmeasured.take(); !samples.empty()) {
-    const auto m0 = std::chrono::steady_clock::now();
-    measure_matmul_shapes(s.hw, samples, s.world);
-    measuring = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
-    s.unmeasured = nullptr;
-    cs = unevaluated;
-    evaluate_candidates(s, cs);
-  }
-  rank_candidates(cs);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - measuring;
-  if (a.measure) measure_candidates(s, mpirun, train_model_flags(a.src, s.captured, s.world), a.measure_steps, cs);
+  if (a.measure)
+    measure_candidates(plan.setup, mpirun, train_model_flags(a.src, plan.setup.captured, a.world), a.measure_steps,
+                       plan.candidates);
   const std::string model = a.src.model.empty() ? a.src.config : a.src.model;
-  write_output(a.output, a.format == "json" ? render_json(s, model, cs, seconds, a.measure)
-                                            : render_text(s, model, cs, cap_source, seconds, a.measure));
+  write_output(a.output, a.format == "json" ? plan_json(plan, model, a.measure) : plan_table(plan, model, a.measure));
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include "executors/claim.h"
 #include "frontend/models.h"
-#include "frontend/step_traces.h"
+#include "runtime/step_traces.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"

@@ -1,7 +1,7 @@
 # The install test (test/examples.cmake): fsdpc used as another project uses
 # it. Installs BUILD_DIR into WORK_DIR/prefix, builds SOURCE_DIR/examples as a
 # standalone project with find_package(fsdpc) against that prefix (never the
-# source tree), runs two of the examples, builds one with fsdpc.pc's flags
+# source tree), runs three of the examples, builds one with fsdpc.pc's flags
 # alone, and runs the installed CLI.
 # In: BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX [LAUNCHER] MPIRUN (a list)
 include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
@@ -42,6 +42,9 @@ endif()
 
 run_checked("cross_entropy" ${build}/capture_custom)
 run_checked("full_state_dict: [0-9]+ parameters, as the model's" ${MPIRUN} ${build}/train_gpt2)
+# The library's Trainer: a checkpoint written, resumed, and the resumed run
+# equal to one that never stopped.
+run_checked("equal bit for bit after resuming" ${MPIRUN} ${build}/train_and_resume ${WORK_DIR}/train-and-resume)
 run_checked("Subcommands:" ${prefix}/bin/fsdpc --help)
 
 # pkg-config finds the package through its relocatable .pc file.

@@ -16,10 +16,10 @@
 
 #include "executors/comm/mpi_check.h"
 #include "ir/error.h"
-#include "tools/advise.h"
-#include "tools/cli_io.h"
+#include "runtime/io/files.h"
+#include "runtime/planner/planner.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 namespace fs = std::filesystem;
 
@@ -38,7 +38,7 @@ void run_one(const AdviseSetup& s, const std::string& mpirun, const std::string&
   const fs::path log = dir / "log.jsonl", err = dir / "stderr.txt";
   fs::remove(log);
   const int code = run_under_mpirun(mpirun, s.world,
-                                    "train " + model_flags + " " + c.flags() + " --precision " + s.precision +
+                                    "train " + model_flags + " " + c.flags() + " --precision " + std::string(dtype_name(s.precision)) +
                                         " --steps " + std::to_string(steps) + " --log-json " + shell_quote(log.string()),
                                     err.string());
   if (code != 0) {
@@ -102,7 +102,7 @@ int run_under_mpirun(const std::string& mpirun, int world, const std::string& ar
   // divided among the ranks; unbound, each rank gets that share.
   const std::string cmd = shell_quote(mpirun) + " -np " + std::to_string(world) +
                           " --oversubscribe --bind-to none --allow-run-as-root " +
-                          shell_quote(fs::read_symlink("/proc/self/exe").string()) + " " + args +
+                          shell_quote(fsdpc_executable()) + " " + args +
                           " </dev/null >/dev/null 2>" + shell_quote(stderr_file);
   const int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -135,10 +135,10 @@ std::string run_probe(int world, const std::string& input, const std::function<s
   if (!mkdtemp(dir.data())) fail("cannot create a folder under ", fs::temp_directory_path().string());
   std::string out;
   try {
-    if (!input.empty()) write_output(dir + "/input", input);
+    if (!input.empty()) write_file_atomically(dir + "/input", input);
     const int code = run_under_mpirun(mpirun, world, args(dir), dir + "/stderr.txt");
     if (code != 0) fail("exit ", code, ": ", last_line(dir + "/stderr.txt"));
-    out = read_input(dir + "/out.json");
+    out = read_file(dir + "/out.json");
   } catch (const Error&) {
     std::error_code ec;
     fs::remove_all(dir, ec);
@@ -149,15 +149,37 @@ std::string run_probe(int world, const std::string& input, const std::function<s
   return out;
 }
 
-std::string find_mpirun() {
-  if (const char* env = std::getenv("FSDPC_MPIRUN"); env && *env) return access(env, X_OK) == 0 ? env : "";
+namespace {
+
+// `name` in a folder of $PATH, or "".
+std::string on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::istringstream dirs(path ? path : "");
   for (std::string d; std::getline(dirs, d, ':');) {
-    const fs::path p = fs::path(d.empty() ? "." : d) / "mpirun";
+    const fs::path p = fs::path(d.empty() ? "." : d) / name;
     if (access(p.c_str(), X_OK) == 0) return p.string();
   }
   return "";
+}
+
+}  // namespace
+
+std::string find_mpirun() {
+  if (const char* env = std::getenv("FSDPC_MPIRUN"); env && *env) return access(env, X_OK) == 0 ? env : "";
+  return on_path("mpirun");
+}
+
+std::string fsdpc_executable() {
+  if (const char* env = std::getenv("FSDPC_EXECUTABLE"); env && *env) {
+    if (access(env, X_OK) != 0) fail("FSDPC_EXECUTABLE=", env, ": not an executable file");
+    return env;
+  }
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && self.filename() == "fsdpc") return self.string();
+  if (std::string found = on_path("fsdpc"); !found.empty()) return found;
+  fail("the planner runs the fsdpc CLI under mpirun, and found none: this program is not fsdpc, none is on PATH, "
+       "and FSDPC_EXECUTABLE names none");
 }
 
 void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
@@ -198,4 +220,4 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
   fs::remove_all(dir, ec);
 }
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

@@ -15,11 +15,12 @@
 
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
+#include "runtime/io/files.h"
+#include "runtime/planner/matmul_probe.h"
 #include "runtime/interpreter.h"
-#include "tools/advise.h"
-#include "tools/cli_io.h"
+#include "runtime/planner/planner.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 namespace {
 
@@ -163,7 +164,7 @@ void measure_matmul_shapes(HardwareProfile& p, const std::map<std::string, Matmu
     return;
   }
   try {
-    write_output(p.file, hardware_profile_json(p));
+    write_file_atomically(p.file, hardware_profile_json(p));
     std::fprintf(stderr, "fsdpc advise: %zu matmul shapes measured%s in %.1f s, cached in %s\n", timed, how, took,
                  p.file.c_str());
   } catch (const Error& e) {  // an unwritable cache costs a measurement next time, not this run
@@ -172,4 +173,4 @@ void measure_matmul_shapes(HardwareProfile& p, const std::map<std::string, Matmu
   }
 }
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

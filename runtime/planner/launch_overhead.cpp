@@ -16,9 +16,9 @@
 #include "passes/del.h"
 #include "passes/fuse.h"
 #include "runtime/interpreter.h"
-#include "tools/advise.h"
+#include "runtime/planner/planner.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 namespace {
 
@@ -152,4 +152,4 @@ LaunchOverheads measure_launch_overheads() {
   return o;
 }
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

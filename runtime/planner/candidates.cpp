@@ -13,33 +13,17 @@
 
 #include "executors/claim.h"
 #include "ir/error.h"
-#include "passes/autocast.h"
-#include "passes/bucketing.h"
-#include "passes/cse.h"
-#include "passes/dce.h"
-#include "passes/elide_identities.h"
-#include "passes/del.h"
-#include "passes/fsdp.h"
 #include "passes/fuse.h"
-#include "passes/grad.h"
 #include "passes/pipeline.h"
-#include "passes/remat.h"
-#include "passes/schedule.h"
-#include "passes/split.h"
-#include "passes/tensor_parallel.h"
-#include "passes/wrap.h"
-#include "frontend/step_traces.h"
+#include "passes/strategy.h"
+#include "runtime/step_traces.h"
 #include "runtime/planner/memory_plan.h"
 #include "runtime/planner/pipeline_timing.h"
-#include "tools/advise.h"
-#include "tools/cli_io.h"
-#include "tools/commands.h"
+#include "runtime/planner/planner.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 namespace {
-
-bool is_hybrid_name(const std::string& s) { return s == "hybrid" || s == "hybrid_zero2"; }
 
 std::string mesh_text(const Mesh& m) { return std::to_string(m.replicas) + "," + std::to_string(m.shards); }
 
@@ -59,22 +43,22 @@ double optimizer_seconds(const AdviseSetup& s, const Trace& forward) {
 // Tokens/s of the whole world and MFU, from the candidate's simulated step.
 void set_rates(const AdviseSetup& s, Candidate& c) {
   c.tokens_per_second = static_cast<double>(s.tokens_per_rank) * s.world / c.sim.seconds;
-  const double peak = s.precision == "f32" ? s.hw.peak_flops_f32.value : s.hw.peak_flops_bf16.value;
+  const double peak = s.precision == DType::f32 ? s.hw.peak_flops_f32.value : s.hw.peak_flops_bf16.value;
   c.mfu = c.sim.flops / c.sim.seconds / peak;
 }
 
+// The options `fsdpc train <c.flags()>` compiles with: c.mesh is one
+// stage's, with its tp; the rest are PipelineOptions' defaults.
 PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
-  ShardingArgs a;
-  a.strategy = c.strategy;
-  a.mesh = is_hybrid_name(c.strategy) ? mesh_text(c.mesh) : "";
-  a.bucketing = c.unit_buckets ? "unit" : "none";
-  a.prefetch = c.prefetch;
-  a.precision = s.precision;
-  a.remat = c.remat;
-  a.tp = c.mesh.tp;
-  a.sequence_parallel = c.sequence_parallel;
-  a.pp = c.pp;
-  PipelineOptions o = sharding_pipeline(a, s.world, "--world-size is " + std::to_string(s.world));
+  PipelineOptions o;
+  o.strategy = c.strategy;
+  o.mesh = c.mesh;
+  o.bucketing = c.unit_buckets;
+  o.prefetch = c.prefetch;
+  o.precision = s.precision;
+  o.remat.mode = c.remat;
+  o.sequence_parallel = c.sequence_parallel;
+  o.pp = c.pp;
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
   return o;
 }
@@ -244,64 +228,40 @@ bool lowering_places_dels(const std::string& executor) {
 }
 
 // One strategy on one mesh: its candidates differ only in remat, bucketing
-// and prefetch, so they share the passes before those knobs act. compile()
-// runs fsdp, autocast, grad, elide, split, dce, cse, bucketing, schedule, del
-// for each; here fsdp..elide run once per family, split..cse once per remat
-// mode, bucketing once per (remat, bucketing), and only schedule and del
-// per candidate: the same passes with the same options in the same order,
-// so the traces are compile()'s (advise_test holds every candidate's peak
-// and bytes equal to fsdpc dump's, which calls compile()).
+// and prefetch, so they share the passes before those knobs act, through
+// compile()'s own parts (passes/pipeline.h): the joint trace once per
+// family, a split once per remat mode, a bucketing once per (remat,
+// bucketing), and only schedule and del per candidate. The traces are
+// compile()'s (advise_test holds every candidate's peak and bytes equal to
+// fsdpc dump's).
 void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family) {
   std::vector<PipelineOptions> opts;
   for (const Candidate* c : family) opts.push_back(pipeline_options(s, *c));
-  const PipelineOptions& o = opts.front();
-  // compile() runs the tp pass first when the mesh has a tp dimension.
-  Trace sharded = o.mesh.tp > 1 ? fsdp(tensor_parallel(s.captured_at(o.mesh.tp),
-                                                       TensorParallelOptions{o.mesh.tp, o.sequence_parallel}),
-                                       FsdpOptions{o.strategy, o.mesh})
-                                : fsdp(s.captured, FsdpOptions{o.strategy, o.mesh});
-  const std::vector<Unit> units = wrap_units(sharded, o.wrap);
-  const std::vector<std::string> grad_params = gradient_params(sharded);
-  if (o.precision != DType::f32) sharded = autocast(sharded, o.precision);
-  Trace joint = grad(sharded, GradOptions{o.sync_grads, o.accumulate_grads, {}});
-  sharded = Trace{};
-  // At world size 1 the gathers, reductions and 1/N scaling copy without
-  // changing a value, and compile() elides them (it keeps the result only
-  // when something went, as here).
-  if (Trace elided = elide_identities(joint); elided.bsyms.size() != joint.bsyms.size()) joint = std::move(elided);
-  const bool regather = regathers_in_backward(o.strategy);
+  const JointTrace joint = compile_joint(s.captured_at(opts.front().mesh.tp), opts.front(), nullptr);
   const bool dels_later = lowering_places_dels(s.executor);
-  auto place_dels = [&](Trace&& t) { return dels_later ? std::move(t) : insert_dels(t); };
   std::vector<bool> done(family.size(), false);
   for (size_t i = 0; i < family.size(); ++i) {
     if (done[i]) continue;
     FSDPC_CHECK(opts[i].remat.mode != RematMode::auto_cut) << "advise: remat auto is not a candidate";
-    const RematPlan remat{opts[i].remat.mode, units, SIZE_MAX, regather};
-    const std::unordered_set<std::string> recompute = remat_recomputable(joint, remat);
-    SplitResult fb = split(joint, SplitOptions{regather, &recompute});
-    const Trace fwd = cse(dce(fb.forward)), bwd = cse(dce(fb.backward));
-    fb = SplitResult{};
+    const SplitResult split = compile_split(joint, opts[i], nullptr);
     for (size_t j = i; j < family.size(); ++j) {
       if (done[j] || opts[j].remat.mode != opts[i].remat.mode) continue;
-      const BucketingOptions bucket{o.strategy, units, opts[j].bucketing, o.bucket_mb, grad_params};
-      const Trace bf = bucketing(fwd, bucket);
-      Trace bb = bucketing(bwd, bucket);
-      sync_saved_types(bf, bb);
+      const SplitResult bucketed = compile_bucketing(split, joint, opts[j], nullptr);
       std::vector<Evaluated> evaluated;
       for (size_t k = j; k < family.size(); ++k) {
         if (done[k] || opts[k].remat.mode != opts[i].remat.mode || opts[k].bucketing != opts[j].bucketing) continue;
-        const ScheduleOptions sched{opts[k].prefetch, opts[k].max_inflight, units};
-        Trace sf = place_dels(schedule(bf, sched)), sb = place_dels(schedule(bb, sched));
+        SplitResult scheduled = compile_schedule(bucketed, joint, opts[k], nullptr, !dels_later);
         // A knob that changes nothing gives the traces of an earlier
         // candidate, and so its predictions: prefetch 2 under max_inflight 2
         // (two all_gathers in flight, as prefetch 1 has) is a third of them.
-        auto same = std::find_if(evaluated.begin(), evaluated.end(),
-                                 [&](const Evaluated& e) { return e.forward == sf && e.backward == sb; });
+        auto same = std::find_if(evaluated.begin(), evaluated.end(), [&](const Evaluated& e) {
+          return e.forward == scheduled.forward && e.backward == scheduled.backward;
+        });
         if (same != evaluated.end()) {
           copy_predictions(*same->candidate, *family[k]);
         } else {
-          evaluate(s, opts[k], sf, sb, *family[k]);
-          evaluated.push_back({std::move(sf), std::move(sb), family[k]});
+          evaluate(s, opts[k], scheduled.forward, scheduled.backward, *family[k]);
+          evaluated.push_back({std::move(scheduled.forward), std::move(scheduled.backward), family[k]});
         }
         done[k] = true;
       }
@@ -312,11 +272,11 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
 }  // namespace
 
 std::string Candidate::flags() const {
-  std::string f = "--strategy " + strategy;
-  if (is_hybrid_name(strategy)) f += " --mesh " + mesh_text(mesh);
-  if (strategy != "no_shard") f += std::string(" --bucketing ") + (unit_buckets ? "unit" : "none") +
-                                   " --prefetch " + std::to_string(prefetch);
-  if (remat != "none") f += " --remat " + remat;
+  std::string f = "--strategy " + std::string(strategy_name(strategy));
+  if (is_hybrid(strategy)) f += " --mesh " + mesh_text(mesh);
+  if (strategy != Strategy::no_shard)
+    f += std::string(" --bucketing ") + (unit_buckets ? "unit" : "none") + " --prefetch " + std::to_string(prefetch);
+  if (remat != RematMode::none) f += " --remat " + remat_name({remat, 0});
   if (mesh.tp > 1) f += " --tp " + std::to_string(mesh.tp);
   if (sequence_parallel) f += " --sequence-parallel";
   if (pp > 1) f += " --pp " + std::to_string(pp) + " --grad-accum " + std::to_string(micro_batches);
@@ -325,10 +285,10 @@ std::string Candidate::flags() const {
 }
 
 std::string Candidate::name() const {
-  std::string n = strategy;
-  if (is_hybrid_name(strategy)) n += " " + std::to_string(mesh.replicas) + "x" + std::to_string(mesh.shards);
-  if (strategy != "no_shard") n += std::string(unit_buckets ? " unit" : " none") + " p" + std::to_string(prefetch);
-  if (remat != "none") n += " remat:" + remat;
+  std::string n(strategy_name(strategy));
+  if (is_hybrid(strategy)) n += " " + std::to_string(mesh.replicas) + "x" + std::to_string(mesh.shards);
+  if (strategy != Strategy::no_shard) n += std::string(unit_buckets ? " unit" : " none") + " p" + std::to_string(prefetch);
+  if (remat != RematMode::none) n += " remat:" + remat_name({remat, 0});
   if (mesh.tp > 1) n += " tp" + std::to_string(mesh.tp);
   if (sequence_parallel) n += " sp";
   if (pp > 1) n += " pp" + std::to_string(pp) + " m" + std::to_string(micro_batches);
@@ -340,7 +300,7 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
   std::vector<Candidate> cs;
   // Bucketing and prefetch change an FSDP schedule; no_shard has no gathers
   // and buckets its gradients by --bucket-mb whatever --bucketing says.
-  auto add = [&](const std::string& strategy, const Mesh& mesh, bool unit, int prefetch, const char* remat = "none") {
+  auto add = [&](Strategy strategy, const Mesh& mesh, bool unit, int prefetch, RematMode remat = RematMode::none) {
     Candidate c;
     c.strategy = strategy;
     c.mesh = mesh;
@@ -351,10 +311,10 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
   };
   // Activation checkpointing only lowers memory, so its variants ride on the
   // usually fastest knobs (unit buckets, prefetch 1) rather than every pair.
-  auto fsdp = [&](const std::string& strategy, const Mesh& mesh) {
+  auto fsdp = [&](Strategy strategy, const Mesh& mesh) {
     for (bool unit : {false, true})
       for (int prefetch : {1, 2}) add(strategy, mesh, unit, prefetch);
-    for (const char* remat : {"selective", "block"}) add(strategy, mesh, true, 1, remat);
+    for (RematMode remat : {RematMode::selective, RematMode::block}) add(strategy, mesh, true, 1, remat);
   };
   for (int tp : s.tps) {
     if (tp < 1) fail("--tp must be at least 1, got ", tp);
@@ -366,10 +326,10 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
       return m;
     };
     std::vector<Mesh> meshes;  // for the hybrids
-    if (!s.mesh.empty()) {
-      const Mesh m = parse_mesh(s.mesh);
+    if (s.mesh) {
+      const Mesh m = *s.mesh;
       if (m.world() != data)
-        fail("--mesh ", s.mesh, " has ", m.world(), " ranks but --world-size is ", s.world,
+        fail("--mesh ", mesh_text(m), " has ", m.world(), " ranks but --world-size is ", s.world,
              (tp > 1 ? " over --tp " + std::to_string(tp) + " (" + std::to_string(data) + " data-parallel ranks)"
                      : std::string()));
       meshes.push_back(with_tp(m));
@@ -377,11 +337,11 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
       for (int r = 2; r <= data / 2; ++r)
         if (data % r == 0) meshes.push_back(with_tp(Mesh{r, data / r}));
     }
-    fsdp("zero3", with_tp(flat_mesh(data)));
-    fsdp("zero2", with_tp(flat_mesh(data)));
-    add("no_shard", with_tp(flat_mesh(data)), false, 1);
-    for (const Mesh& m : meshes) fsdp("hybrid", m);
-    for (const Mesh& m : meshes) fsdp("hybrid_zero2", m);
+    fsdp(Strategy::zero3, with_tp(flat_mesh(data)));
+    fsdp(Strategy::zero2, with_tp(flat_mesh(data)));
+    add(Strategy::no_shard, with_tp(flat_mesh(data)), false, 1);
+    for (const Mesh& m : meshes) fsdp(Strategy::hybrid, m);
+    for (const Mesh& m : meshes) fsdp(Strategy::hybrid_zero2, m);
     // Pipeline stages on the same tp: each stage's data-parallel ranks laid
     // out flat, FSDP with a collective per block (its usually fastest knobs).
     for (int pp : s.pps) {
@@ -391,7 +351,7 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
         fail("--pp ", pp, " does not divide the ", data, " data-parallel ranks of --world-size ", s.world,
              tp > 1 ? " over --tp " + std::to_string(tp) : std::string(), " (the world is pp x a stage's ranks)");
       const Mesh stage = with_tp(flat_mesh(data / pp));
-      auto pipelined = [&](const std::string& strategy, bool unit, bool keep_gathered = false) {
+      auto pipelined = [&](Strategy strategy, bool unit, bool keep_gathered = false) {
         add(strategy, stage, unit, 1);
         cs.back().pp = pp;
         cs.back().keep_gathered = keep_gathered;
@@ -399,11 +359,11 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
       // Kept gathered, zero3 and zero2 are one step: sharded between steps,
       // gathered once, reduced once.
       if (data / pp > 1) {
-        pipelined("zero3", true);
-        pipelined("zero2", true);
-        pipelined("zero3", true, true);
+        pipelined(Strategy::zero3, true);
+        pipelined(Strategy::zero2, true);
+        pipelined(Strategy::zero3, true, true);
       }
-      pipelined("no_shard", false);
+      pipelined(Strategy::no_shard, false);
     }
   }
   if (s.sequence_parallel) {
@@ -418,11 +378,14 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
       }
   }
   if (s.strategies.empty()) return cs;
-  for (const std::string& name : s.strategies)
-    if (name != "zero3" && name != "zero2" && name != "no_shard" && !is_hybrid_name(name))
-      fail("--strategies: unknown strategy '", name, "' (zero3, zero2, no_shard, hybrid, hybrid_zero2)");
+  std::vector<Strategy> wanted;
+  for (const std::string& name : s.strategies) {
+    const std::optional<Strategy> strategy = parse_strategy(name);
+    if (!strategy) fail("--strategies: unknown strategy '", name, "' (zero3, zero2, no_shard, hybrid, hybrid_zero2)");
+    wanted.push_back(*strategy);
+  }
   std::erase_if(cs, [&](const Candidate& c) {
-    return std::find(s.strategies.begin(), s.strategies.end(), c.strategy) == s.strategies.end();
+    return std::find(wanted.begin(), wanted.end(), c.strategy) == wanted.end();
   });
   if (cs.empty()) fail("--strategies: none of them has a candidate at --world-size ", s.world);
   return cs;
@@ -540,4 +503,4 @@ std::string winner_reason(const std::vector<Candidate>& ranked, int64_t cap) {
   return buf + ties + next;
 }
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

@@ -1,7 +1,6 @@
 // --hardware: where a profile comes from. A shipped profile is
-// hardware/NAME.json, installed to share/fsdpc/hardware beside bin/ (found
-// from /proc/self/exe) or read from the source tree the binary was built
-// from (FSDPC_HARDWARE_DIR); a path is read as it is; `local` is this host,
+// hardware/NAME.json, installed to share/fsdpc/hardware beside bin/ or read
+// from the source tree the library was built from (FSDPC_HARDWARE_DIR); a path is read as it is; `local` is this host,
 // measured once and cached under $XDG_CACHE_HOME/fsdpc (~/.cache/fsdpc).
 #include <unistd.h>
 
@@ -18,8 +17,8 @@
 
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
-#include "tools/advise.h"
-#include "tools/cli_io.h"
+#include "runtime/io/files.h"
+#include "runtime/planner/planner.h"
 
 #ifndef FSDPC_HARDWARE_DIR
 #define FSDPC_HARDWARE_DIR ""
@@ -27,7 +26,7 @@
 
 namespace fs = std::filesystem;
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 namespace {
 
@@ -41,14 +40,20 @@ constexpr const char* kMeasuredOverhead = "measured";
 std::vector<fs::path> profile_dirs() {
   std::vector<fs::path> dirs;
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs.push_back(exe.parent_path().parent_path() / "share" / "fsdpc" / "hardware");
+  // Installed: share/fsdpc/hardware beside the bin/ of this program (the
+  // CLI), or of the fsdpc CLI a program linking the library finds.
+  auto installed = [](const fs::path& exe) { return exe.parent_path().parent_path() / "share" / "fsdpc" / "hardware"; };
+  if (const fs::path self = fs::read_symlink("/proc/self/exe", ec); !ec) dirs.push_back(installed(self));
+  try {
+    dirs.push_back(installed(fsdpc_executable()));
+  } catch (const Error&) {  // no CLI installed: the source tree's, or a path
+  }
   if (std::strlen(FSDPC_HARDWARE_DIR)) dirs.emplace_back(FSDPC_HARDWARE_DIR);
   return dirs;
 }
 
 HardwareProfile read_profile(const fs::path& file) {
-  return parse_hardware_profile(read_input(file.string()), file.string());
+  return parse_hardware_profile(read_file(file.string()), file.string());
 }
 
 fs::path cache_dir() {
@@ -227,7 +232,7 @@ HardwareProfile load_hardware(const std::string& spec, int world) {
     std::error_code ec;
     fs::create_directories(cache.parent_path(), ec);
     try {
-      write_output(cache.string(), hardware_profile_json(p));
+      write_file_atomically(cache.string(), hardware_profile_json(p));
       p.file = cache.string();
       std::fprintf(stderr,
                    "fsdpc advise: hardware local measured (%.1f GFLOP/s sgemm, %.1f GB/s copy, launches: %.2f us a "
@@ -260,4 +265,4 @@ HardwareProfile load_hardware(const std::string& spec, int world) {
   fail("--hardware '", spec, "': no such profile (expected local", known, ", or a .json file)");
 }
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

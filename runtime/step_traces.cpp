@@ -1,5 +1,5 @@
-// The traces of each kind of micro-batch (frontend/step_traces.h).
-#include "frontend/step_traces.h"
+// The traces of each kind of micro-batch (runtime/step_traces.h).
+#include "runtime/step_traces.h"
 
 #include "ir/error.h"
 #include "passes/gather_once.h"

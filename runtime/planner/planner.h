@@ -1,6 +1,16 @@
-// fsdpc advise, private to tools/: the candidates it compiles and ranks
-// (advise_candidates.cpp) and the hardware profile it prices them on
-// (hardware_lookup.cpp).
+// The planner (fsdpc advise as a library): every strategy with the knobs that
+// change its schedule, compiled for N ranks, its memory planned and its step
+// simulated on a hardware profile, and ranked; with measurements of this host
+// when the profile is `local`, and (--measure) real steps of each candidate.
+//
+//   fsdpc::PlanRequest r;
+//   r.world = 8;
+//   r.hardware = "h100-sxm-nvlink-ib";
+//   fsdpc::Plan plan = fsdpc::plan_training(r, [&](int64_t batch) { ... capture ... });
+//   plan.candidates.front().flags();  // "--strategy hybrid --mesh 2,4 ..."
+//
+// plan_training is the entry point; the parts below it are what it runs,
+// for tests and for the probes.
 #pragma once
 
 #include <cstdint>
@@ -8,15 +18,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
+#include "passes/remat.h"
+#include "passes/strategy.h"
 #include "runtime/planner/hardware_profile.h"
 #include "runtime/planner/step_simulator.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 // What running a candidate here (--measure) found: `mpirun -np N fsdpc
 // train` for a few steps. `error` is set when it was not run or failed.
@@ -31,11 +44,11 @@ struct Measurement {
 
 // One strategy with its knobs, and what compiling it predicts.
 struct Candidate {
-  std::string strategy;  // zero3 | zero2 | no_shard | hybrid | hybrid_zero2
+  Strategy strategy = Strategy::zero3;
   Mesh mesh;             // mesh.tp > 1: tensor parallelism on the innermost dimension
   bool unit_buckets = false;  // --bucketing unit
   int prefetch = 1;
-  std::string remat = "none";  // --remat: activation checkpointing trades compute for memory
+  RematMode remat = RematMode::none;  // --remat: activation checkpointing trades compute for memory
   bool sequence_parallel = false;  // --sequence-parallel (mesh.tp > 1 only)
   // Pipeline stages (--pp; mesh is then one stage's) and the micro-batches
   // of a step (--grad-accum), run in 1F1B's order.
@@ -94,28 +107,26 @@ class SampleCall {
 
 // Best seconds of one call of `f`, after a warm-up call: at least
 // `min_reps` timed calls, more while they fill less than `budget` seconds,
-// at most `max_reps` (tools/hardware_lookup.cpp).
+// at most `max_reps` (runtime/planner/hardware_lookup.cpp).
 double best_seconds(const std::function<void()>& f, double budget, int min_reps = 3, int max_reps = 50);
 // An n x n x n f32 matmul statement.
 MatmulSample square_matmul(int64_t n);
 // Best seconds of one call of `s`'s CPU executor kernel on buffers of its
 // types (best_seconds).
 double kernel_call_seconds(const MatmulSample& s, double budget, int min_reps);
-// Times each sample through the CPU executor (tools/advise_matmul_shapes.cpp)
+// Times each sample through the CPU executor (runtime/planner/matmul_shapes.cpp)
 // into p.matmul_seconds, for `world` ranks on this host, and rewrites the
 // profile's cache file (p.file) with them. For world > 1 the samples are
 // timed on `world` ranks at once (`mpirun fsdpc matmul-probe`), as a step
 // runs them; without mpirun, or if that fails, alone in this process.
 void measure_matmul_shapes(HardwareProfile& p, const std::map<std::string, MatmulSample>& samples, int world);
-// The samples as `fsdpc matmul-probe --traces` reads them: one JSON trace a
-// line, its one statement's inputs as arguments (tools/matmul_probe_command.cpp).
-std::string matmul_probe_input(const std::vector<MatmulSample>& samples);
 
 struct AdviseSetup {
   Trace captured;  // placed on the executor's device
   int world = 1;
-  std::string mesh;  // "R,S": hybrids only on this mesh; "": every R x S = world, R, S > 1
-  std::string executor = "cpu", precision = "f32";
+  std::optional<Mesh> mesh;  // hybrids only on this mesh; none: every R x S = world, R, S > 1
+  std::string executor = "cpu";
+  DType precision = DType::f32;
   HardwareProfile hw;
   int64_t cap = 0;          // bytes per rank; 0: no cap
   int64_t tokens_per_rank = 0;  // per step
@@ -145,6 +156,38 @@ struct AdviseSetup {
   MatmulShapes* unmeasured = nullptr;
 };
 
+// What to plan for: the flags of `fsdpc advise`, one for one.
+struct PlanRequest {
+  int world = 1;
+  std::optional<Mesh> mesh;     // the hybrids on this mesh only
+  std::string hardware = "local";  // a profile name, a .json file, or local (this host, measured)
+  std::optional<int64_t> mem_cap;  // bytes per rank; none: the profile's capacity
+  std::optional<DType> precision;  // none: the profile's
+  std::string executor;            // cpu | cuda; "": the profile's
+  std::vector<std::string> strategies;  // only these (zero3, zero2, no_shard, hybrid, hybrid_zero2); empty: all
+  std::vector<int> tps{1}, pps{1};      // tensor- and pipeline-parallel sizes to try
+  int micro_batches = 0;                // of each pp candidate; 0: the most up to 4P that divide the rows
+  bool sequence_parallel = false;       // every tp > 1 candidate also with sequence parallelism
+  int threads = 0;                      // candidates compiled at once; 0: the cores
+};
+
+// The candidates, best first, and how they were priced.
+struct Plan {
+  AdviseSetup setup;
+  std::vector<Candidate> candidates;
+  std::string cap_source;  // where the memory cap came from, for the report
+  double seconds = 0;      // compiling, planning and simulating (not measuring this host)
+};
+
+// Plans a model for r.world ranks. `capture(batch)` returns the model's
+// captured trace at `batch` rows a rank (0: the model's own), on any device.
+// fsdpc::Error (exit 2) for a request that cannot be planned.
+Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t batch)>& capture);
+// The ranked table `fsdpc advise` prints, and its JSON form (`model` names
+// the model; `measured`: with the measured columns of measure_candidates).
+std::string plan_table(const Plan& p, const std::string& model, bool measured);
+std::string plan_json(const Plan& p, const std::string& model, bool measured);
+
 // Every candidate the setup admits, in a fixed order.
 std::vector<Candidate> enumerate_candidates(const AdviseSetup& s);
 // Captures the model at the micro-batch of each pipeline candidate's (tp,
@@ -166,6 +209,10 @@ int auto_measure_steps(double predicted_seconds);
 
 // --measure: mpirun (FSDPC_MPIRUN, else the first on PATH); "" if none.
 std::string find_mpirun();
+// The fsdpc CLI that --measure and the probes run under mpirun:
+// FSDPC_EXECUTABLE, else this process when it is fsdpc, else fsdpc on PATH;
+// fsdpc::Error when there is none.
+std::string fsdpc_executable();
 // `s` quoted for the shell.
 std::string shell_quote(const std::string& s);
 // Runs `mpirun -np world <this fsdpc> <args>` with every rank on this host
@@ -200,7 +247,7 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
 HardwareProfile load_hardware(const std::string& spec, int world);
 
 // Seconds of host time per launch beyond the work, through the Interpreter
-// and the CPU executor (tools/advise_overhead.cpp): a plain statement's
+// and the CPU executor (runtime/planner/launch_overhead.cpp): a plain statement's
 // kernel, a fused region's, a matmul's; and the element-operations per
 // second a fused region computes, elementwise and with row reductions.
 struct LaunchOverheads {
@@ -212,4 +259,4 @@ LaunchOverheads measure_launch_overheads();
 // The measurement behind `--hardware local`, for `world` ranks on this host.
 HardwareProfile measure_local_hardware(int world);
 
-}  // namespace fsdpc::cli
+}  // namespace fsdpc

@@ -1,0 +1,114 @@
+// plan_training (runtime/planner/planner.h): the whole of `fsdpc advise`
+// but for its flags and its printing. Every strategy is compiled for the
+// world, planned and simulated on the hardware profile, and ranked.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "executors/claim.h"
+#include "ir/error.h"
+#include "passes/place.h"
+#include "runtime/planner/planner.h"
+
+namespace fsdpc {
+
+namespace {
+
+// Tokens one rank trains on per step: batch x sequence for token ids, else
+// the batch (rows of the first input).
+int64_t tokens_per_rank(const Trace& t) {
+  if (t.args.empty() || t.args[0].type.shape.empty()) return 1;
+  const TensorType& x = t.args[0].type;
+  const bool ids = x.dtype == DType::i64 || x.dtype == DType::i32;
+  return ids && x.shape.size() >= 2 ? x.shape[0] * x.shape[1] : x.shape[0];
+}
+
+// The executor the candidates compile for: the request's, else the
+// profile's, else (a cuda profile in a build without CUDA) cpu, said on stderr.
+std::string choose_executor(const PlanRequest& r, const HardwareProfile& hw) {
+  if (!r.executor.empty()) {
+    executors_for(r.executor);  // an unknown name, or cuda in a CPU-only build, fails here
+    return r.executor;
+  }
+  try {
+    executors_for(hw.executor);
+    return hw.executor;
+  } catch (const Error&) {
+    std::fprintf(stderr, "fsdpc advise: this build has no %s executor; compiling for cpu (memory rounds as the CPU's)\n",
+                 hw.executor.c_str());
+    return "cpu";
+  }
+}
+
+std::vector<int> sorted_unique(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+}  // namespace
+
+Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t)>& capture) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Plan p;
+  AdviseSetup& s = p.setup;
+  s.world = r.world;
+  s.mesh = r.mesh;
+  s.strategies = r.strategies;
+  s.sequence_parallel = r.sequence_parallel;
+  s.tps = sorted_unique(r.tps);  // each size once, smallest first
+  s.pps = sorted_unique(r.pps);
+  s.micro_batches = r.micro_batches;
+  std::vector<Candidate> cs = enumerate_candidates(s);  // a mesh that does not fit fails before any measuring
+  s.hw = load_hardware(r.hardware, r.world);
+  s.executor = choose_executor(r, s.hw);
+  if (r.precision) {
+    s.precision = *r.precision;
+  } else {
+    const std::optional<DType> profile = parse_dtype(s.hw.precision);
+    FSDPC_CHECK(profile) << "the profile's precision " << s.hw.precision << " was admitted by its reader";
+    s.precision = *profile;
+  }
+  if (s.precision != DType::f32 && s.executor == "cpu")
+    fail("--precision ", dtype_name(s.precision),
+         ": the cpu executor's kernels are f32 only (a cuda profile or --executor cuda runs bf16)");
+  p.cap_source = "--mem-cap";
+  if (r.mem_cap) {
+    s.cap = *r.mem_cap;
+  } else if (s.hw.memory_capacity.value > 0) {
+    s.cap = static_cast<int64_t>(s.hw.memory_capacity.value);
+    p.cap_source = "the profile's compute.memory_capacity";
+  }
+  s.threads = r.threads > 0 ? r.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const Device device = executor_device(s.executor);
+  s.captured = place(capture(0), device);
+  s.tokens_per_rank = tokens_per_rank(s.captured);
+  for (int tp : s.tps) {
+    if (tp == 1 || s.tp_captured.count(tp) || s.captured.args.empty() || s.captured.args[0].type.shape.empty()) continue;
+    s.tp_captured.emplace(tp, place(capture(s.captured.args[0].type.shape[0] * tp), device));
+  }
+  prepare_pipelines(s, cs, [&](int64_t batch) { return place(capture(batch), device); });
+  // Under local, the matmuls of the candidates are timed here on their own
+  // shapes (once: they are cached with the profile), then the candidates
+  // are priced again with them. Only the cpu executor's kernels run here.
+  MatmulShapes unmeasured;
+  if (r.hardware == "local" && s.executor == "cpu") s.unmeasured = &unmeasured;
+  const std::vector<Candidate> unevaluated = s.unmeasured ? cs : std::vector<Candidate>{};
+  evaluate_candidates(s, cs);
+  double measuring = 0;
+  if (std::map<std::string, MatmulSample> samples = unmeasured.take(); !samples.empty()) {
+    const auto m0 = std::chrono::steady_clock::now();
+    measure_matmul_shapes(s.hw, samples, s.world);
+    measuring = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    s.unmeasured = nullptr;
+    cs = unevaluated;
+    evaluate_candidates(s, cs);
+  }
+  rank_candidates(cs);
+  p.candidates = std::move(cs);
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - measuring;
+  return p;
+}
+
+}  // namespace fsdpc
