@@ -3,7 +3,7 @@
 // emulated nodes (tools/netns_cluster.sh):
 //   mpirun -np N build/bench/multinode_bench STRATEGY [R,S] [STEPS]
 //   mpirun -np N build/bench/multinode_bench overlap [MB] [COMPUTE_MS]
-// The model is the README's "4 layers x 512 wide, vocab 8192" GPT-2 with
+// The model is docs/performance.md's "4 layers x 512 wide, vocab 8192" GPT-2 with
 // 4x256 tokens per rank, unit buckets, AdamW (as bench/train_bench.cpp).
 // Prints the median step, the rank's compute time, and the time it sat
 // blocked in waits (communication not hidden), per step, with the MPI

@@ -1,4 +1,4 @@
-// The C++ API of frontend/jit.h, as README's "C++ API" promises it:
+// The C++ API of frontend/jit.h, as docs/api.md promises it:
 // forward() returns the model's loss (the reference executor's, and the
 // loss train_step reports before its update); stages() holds every pass's
 // verified traces in pipeline order; full_state_dict() holds every

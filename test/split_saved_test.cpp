@@ -1,6 +1,6 @@
 // What `split` saves for the backward (saved_for_backward), value by value,
 // with the reason each is needed, and what zero3's backward re-gathers:
-// README says split "saves as little as possible" and that under zero3 "the
+// docs/design.md says split "saves as little as possible", docs/usage.md that under zero3 "the
 // backward re-gathers only the parameters a VJP reads".
 //
 // What split actually promises (passes/split.cpp): nothing is saved that the

@@ -17,7 +17,7 @@
 # bytes are in the per-step JSON of `fsdpc train --log-json`.
 #
 # Not yet measured by this project: no GPU was available when it was written
-# (see README, "What has run on a GPU").
+# (see README.md, "What has run on a GPU").
 set -euo pipefail
 build=${1:-build}
 fsdpc="$build/tools/fsdpc"

@@ -22,7 +22,7 @@
 //   threads (a first version handed the requests to the thread and slept on
 //   their completion; every wait then paid a wake-up of the other thread,
 //   which on a loaded core cost milliseconds).
-// Why poll is the default (README, "Across nodes"): on the 2-core
+// Why poll is the default (docs/performance.md, "Across nodes"): on the 2-core
 // development machine, with each emulated node's rank on its own core, the
 // thread empties a wait that follows one long MPI-free kernel (25 MB at
 // 1 Gbit/s behind 300 ms: 99 ms blocked polling, 0 with the thread), but in
