@@ -1,6 +1,8 @@
-// Train with the library's Trainer, as `fsdpc train` does, stop half-way with
-// a checkpoint, resume from it in a fresh Trainer, and check that the resumed
-// run ends with exactly the weights of a run that never stopped:
+// Plan with the library's planner, as `fsdpc advise` does, then train the
+// plan's best candidate with the Trainer, as `fsdpc train` does: stop
+// half-way with a checkpoint, resume from it in a fresh Trainer, and check
+// that the resumed run ends with exactly the weights of a run that never
+// stopped:
 //   mpirun -np 2 build/examples/train_and_resume [FOLDER]
 // FOLDER (default: a new temporary folder) receives the checkpoint. It exits
 // non-zero unless every parameter matches bit for bit.
@@ -8,25 +10,46 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "executors/comm/mpi_world.h"
+#include "frontend/models.h"
 #include "frontend/trainer/trainer.h"
+#include "runtime/planner/planner.h"
 
 namespace {
 
-// gpt2-tiny under ZeRO-3 over every rank, AdamW with a cosine schedule.
-fsdpc::TrainOptions options(int64_t steps) {
+constexpr int64_t kBatch = 8, kSeq = 32;  // the global batch, split over the ranks
+
+// Every strategy for this world, priced on a shipped profile (two nodes of
+// one rank each, measured on the project's development VM), so that every
+// rank plans alike; the best candidate that fits is the layout.
+fsdpc::Plan plan(int world) {
+  fsdpc::PlanRequest r;
+  r.world = world;
+  r.hardware = "netns-veth";
+  r.executor = "cpu";
+  r.threads = 1;
+  const std::unique_ptr<fsdpc::Model> model = fsdpc::make_model("gpt2-tiny");
+  return fsdpc::plan_training(r, [&](int64_t batch) {
+    fsdpc::CaptureOptions c;
+    c.batch = batch ? batch : kBatch / world;
+    c.seq = kSeq;
+    return fsdpc::capture(*model, c);
+  });
+}
+
+// gpt2-tiny in the plan's layout, AdamW with a cosine schedule.
+fsdpc::TrainOptions options(const fsdpc::Plan& p, int64_t steps) {
+  const fsdpc::Candidate& best = p.candidates.front();
   fsdpc::TrainOptions o;
   o.model = "gpt2-tiny";
-  o.batch = 8;  // the global batch: split over the ranks
-  o.seq = 32;
-  o.layout = [](int world) {
-    fsdpc::PipelineOptions p;
-    p.strategy = fsdpc::Strategy::zero3;
-    p.mesh = fsdpc::flat_mesh(world);
-    return p;
-  };
+  o.batch = kBatch;
+  o.seq = kSeq;
+  o.pipeline = fsdpc::candidate_pipeline(p.setup, best);
+  if (best.pp > 1) o.engine.grad_accum = best.micro_batches;
+  o.engine.keep_gathered = best.keep_gathered;
   o.engine.optimizer.lr = 3e-3;
   o.engine.lr_schedule.kind = fsdpc::LrSchedule::Kind::cosine;
   o.engine.lr_schedule.warmup_steps = 2;
@@ -51,13 +74,22 @@ int main(int argc, char** argv) {
   const fs::path dir = argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path() / "fsdpc-train-and-resume";
   if (rank == 0) fs::remove_all(dir);
 
-  const std::map<std::string, fsdpc::HostTensor> straight = train(options(8));
+  const fsdpc::Plan p = plan(fsdpc::mpi_world_size());
+  if (p.candidates.empty() || !p.candidates.front().fits) {
+    std::fprintf(stderr, "train_and_resume: no candidate fits\n");
+    return 1;
+  }
+  if (rank == 0) std::printf("planned: %s (%s)\n", p.candidates.front().name().c_str(), p.candidates.front().flags().c_str());
 
-  fsdpc::TrainOptions first = options(4);
+  const std::map<std::string, fsdpc::HostTensor> straight = train(options(p, 8));
+
+  fsdpc::TrainOptions first = options(p, 4);
   first.save = dir.string();
-  first.on_step = [](const fsdpc::StepRecord& r) { std::printf("step %lld  loss %.4f\n", static_cast<long long>(r.step), r.result.loss); };
+  first.on_step = [](const fsdpc::StepRecord& r) {
+    std::printf("step %lld  loss %.4f\n", static_cast<long long>(r.step), r.result.loss);
+  };
   train(first);
-  fsdpc::TrainOptions second = options(8);
+  fsdpc::TrainOptions second = options(p, 8);
   second.resume = dir.string();
   second.on_step = first.on_step;
   const std::map<std::string, fsdpc::HostTensor> resumed = train(second);

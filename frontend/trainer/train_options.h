@@ -31,7 +31,9 @@ struct TrainOptions {
   // rows a data-parallel rank for a language model, 64 otherwise), and the
   // sequence length (0: the model's context).
   int64_t batch = 0, seq = 0;
-  PipelineOptions pipeline;  // strategy, mesh, tp, pp, wrap, bucketing, precision, remat...
+  // Strategy, mesh, tp, pp, wrap, bucketing, precision, remat... A flat
+  // strategy on the default mesh spreads over every rank.
+  PipelineOptions pipeline;
   // The layout for a world of N ranks, when it depends on N (a flat mesh of
   // every rank): called once the world is known, it replaces `pipeline`.
   // An error it throws stops every rank with one message.

@@ -61,6 +61,22 @@ std::unique_ptr<Model> make_train_model(const TrainOptions& o, const HfWeights* 
        ": no config.json beside the weights; pass --config or --model");
 }
 
+// A flat strategy left on the default mesh of one rank spreads over the
+// world, as FSDP's default process group is every rank; a mesh that was set
+// must have the world's ranks.
+void fit_mesh_to_world(PipelineOptions& p, int world) {
+  const int stage_world = p.mesh.stage_world();
+  if (stage_world * p.pp == world) return;
+  const int tp = p.mesh.tp;
+  if (!is_hybrid(p.strategy) && p.mesh.data_parallel() == 1 && world % (p.pp * tp) == 0) {
+    p.mesh = flat_mesh(world / (p.pp * tp));
+    p.mesh.tp = tp;
+    return;
+  }
+  fail("the mesh has ", stage_world * p.pp, " ranks (", p.mesh.replicas, " x ", p.mesh.shards, ", tp ", tp, ", pp ",
+       p.pp, ") but the world has ", world);
+}
+
 // The jit options of this rank: the global batch split over the
 // data-parallel ranks (tensor-parallel ranks share their batch).
 JitOptions jit_options(const TrainOptions& o, bool is_lm) {
@@ -165,6 +181,7 @@ void Trainer::setup() {
   try {
     if (!o.init.empty() && !o.resume.empty()) fail("--init and --resume exclude each other");
     if (o.layout) options_.pipeline = o.layout(s.world);
+    fit_mesh_to_world(options_.pipeline, s.world);
     s.init = o.init.empty() ? nullptr : std::make_unique<HfWeights>(o.init);
     if (!model_) model_ = make_train_model(o, s.init.get());
     s.lm = dynamic_cast<const LanguageModel*>(model_.get());

@@ -47,21 +47,6 @@ void set_rates(const AdviseSetup& s, Candidate& c) {
   c.mfu = c.sim.flops / c.sim.seconds / peak;
 }
 
-// The options `fsdpc train <c.flags()>` compiles with: c.mesh is one
-// stage's, with its tp; the rest are PipelineOptions' defaults.
-PipelineOptions pipeline_options(const AdviseSetup& s, const Candidate& c) {
-  PipelineOptions o;
-  o.strategy = c.strategy;
-  o.mesh = c.mesh;
-  o.bucketing = c.unit_buckets;
-  o.prefetch = c.prefetch;
-  o.precision = s.precision;
-  o.remat.mode = c.remat;
-  o.sequence_parallel = c.sequence_parallel;
-  o.pp = c.pp;
-  o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
-  return o;
-}
 
 // The memory plan, the lowered traces and the simulation of one compiled
 // candidate (its scheduled forward and backward). They are lowered once, as
@@ -117,7 +102,7 @@ void copy_predictions(const Candidate& from, Candidate& to) {
 // its waits on collectives). What it leaves out: the host all_reduce of a
 // tied embedding's gradient between the first and last stage.
 void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
-  const PipelineOptions o = pipeline_options(s, c);
+  const PipelineOptions o = candidate_pipeline(s, c);
   const Trace& captured = s.pp_captured.at({c.mesh.tp, c.pp});
   const std::vector<std::vector<Stage>> compiled = compile_pipeline(captured, o);
   // --keep-gathered: each stage's micro-batches on whole parameters, between
@@ -236,7 +221,7 @@ bool lowering_places_dels(const std::string& executor) {
 // fsdpc dump's).
 void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family) {
   std::vector<PipelineOptions> opts;
-  for (const Candidate* c : family) opts.push_back(pipeline_options(s, *c));
+  for (const Candidate* c : family) opts.push_back(candidate_pipeline(s, *c));
   const JointTrace joint = compile_joint(s.captured_at(opts.front().mesh.tp), opts.front(), nullptr);
   const bool dels_later = lowering_places_dels(s.executor);
   std::vector<bool> done(family.size(), false);
@@ -270,6 +255,22 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
 }
 
 }  // namespace
+
+// The options `fsdpc train <c.flags()>` compiles with: c.mesh is one
+// stage's, with its tp; the rest are PipelineOptions' defaults.
+PipelineOptions candidate_pipeline(const AdviseSetup& s, const Candidate& c) {
+  PipelineOptions o;
+  o.strategy = c.strategy;
+  o.mesh = c.mesh;
+  o.bucketing = c.unit_buckets;
+  o.prefetch = c.prefetch;
+  o.precision = s.precision;
+  o.remat.mode = c.remat;
+  o.sequence_parallel = c.sequence_parallel;
+  o.pp = c.pp;
+  o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
+  return o;
+}
 
 std::string Candidate::flags() const {
   std::string f = "--strategy " + std::string(strategy_name(strategy));

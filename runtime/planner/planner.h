@@ -24,6 +24,7 @@
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
+#include "passes/pipeline.h"
 #include "passes/remat.h"
 #include "passes/strategy.h"
 #include "runtime/planner/hardware_profile.h"
@@ -187,6 +188,10 @@ Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t batch
 // the model; `measured`: with the measured columns of measure_candidates).
 std::string plan_table(const Plan& p, const std::string& model, bool measured);
 std::string plan_json(const Plan& p, const std::string& model, bool measured);
+
+// The layout `fsdpc train <c.flags()>` compiles with (with --pp, a step of
+// c.micro_batches micro-batches, and c.keep_gathered, are the engine's).
+PipelineOptions candidate_pipeline(const AdviseSetup& s, const Candidate& c);
 
 // Every candidate the setup admits, in a fixed order.
 std::vector<Candidate> enumerate_candidates(const AdviseSetup& s);
