@@ -36,8 +36,10 @@ target_include_directories(fsdpc_lib INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/fsdpc>)
 target_compile_features(fsdpc_lib INTERFACE cxx_std_20)
-# mpi.h is in the public headers; the rest is needed only to link (hence
-# PRIVATE: $<LINK_ONLY> for the archive's users). Libraries found by path are
+# No installed header includes mpi.h (test/consumer/install_examples.cmake
+# checks), but every user of the archive links MPI: public, as its package
+# is found again there. The rest is needed only to link (hence PRIVATE:
+# $<LINK_ONLY> for the archive's users). Libraries found by path are
 # wrapped in imported targets that fsdpcConfig.cmake defines again on the
 # user's machine. nlohmann_json is header-only and private: not needed.
 function(fsdpc_import_library name)

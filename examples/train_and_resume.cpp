@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "executors/comm/mpi_world.h"
+#include "executors/comm/world.h"
 #include "frontend/models.h"
 #include "frontend/trainer/trainer.h"
 #include "runtime/planner/planner.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "executors/comm/mpi_world.h"
+#include "executors/comm/world.h"
 #include "frontend/jit.h"
 #include "frontend/models.h"
 #include "runtime/data.h"

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "executors/comm/world.h"
 #include "ir/mesh.h"
 
 namespace fsdpc {
@@ -30,8 +31,9 @@ enum class MpiProgress { poll, thread };
 // (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE < OMPI_COMM_WORLD_SIZE, or MPICH's
 // MPI_LOCALNRANKS < PMI_SIZE), poll otherwise. mpi_executor.h says why.
 
-// Initializes MPI once per process; later calls do nothing. Asks for the
-// thread level FSDPC_MPI_PROGRESS needs: FUNNELED for poll,
+// mpi_init() (declared in executors/comm/world.h, with mpi_world_rank() and
+// mpi_world_size()) initializes MPI once per process; later calls do
+// nothing. It asks for the thread level FSDPC_MPI_PROGRESS needs: FUNNELED for poll,
 // where only the thread that called this (the runtime's interpreter) calls
 // MPI while compute threads (oneDNN, OpenMP) never do; MULTIPLE for thread.
 // An MPI that offers less than MULTIPLE falls back to poll, unless thread
@@ -41,7 +43,6 @@ enum class MpiProgress { poll, thread };
 // Started without mpirun, the world is a singleton of 1. If MPI was already
 // initialized by someone else, it is left to them, and thread mode is used
 // only if they asked for MPI_THREAD_MULTIPLE. argc/argv may be null.
-void mpi_init(int* argc = nullptr, char*** argv = nullptr);
 
 // The mode this process runs in (calls mpi_init()), and its name.
 MpiProgress mpi_progress();
@@ -74,9 +75,6 @@ class MpiWaitScope {
   MpiWaitScope& operator=(const MpiWaitScope&) = delete;
 };
 
-// This process's rank and the number of processes (mpi_init() first).
-int mpi_world_rank();
-int mpi_world_size();
 // The processes of the world on this host (MPI_COMM_TYPE_SHARED): collective
 // over the world.
 int mpi_ranks_on_host();

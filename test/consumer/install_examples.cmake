@@ -22,6 +22,16 @@ message("installed into ${prefix}:\n  ${listing}")
 if(EXISTS ${prefix}/include/fsdpc/passes/fsdp.h)
   message(FATAL_ERROR "a header outside the API's include closure was installed")
 endif()
+# The installed headers are the API alone: none of them includes an MPI,
+# CUDA, cuBLAS, NCCL, oneDNN or LLVM header, so a program built against
+# them needs only the library to link.
+file(GLOB_RECURSE headers ${prefix}/include/fsdpc/*.h)
+foreach(header ${headers})
+  file(STRINGS ${header} leaks REGEX "^[ \t]*#[ \t]*include[ \t]*<(mpi|cuda|cublas|nccl|dnnl|llvm)[^>]*>")
+  if(leaks)
+    message(FATAL_ERROR "the installed ${header} includes ${leaks}")
+  endif()
+endforeach()
 
 # No build type: no optimisation or debug info, the quickest build.
 set(launcher "")
