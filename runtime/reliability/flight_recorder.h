@@ -1,7 +1,7 @@
 // The flight recorder: each rank's last kFlightEntries collectives (what,
 // on which group, how big, when issued and completed), kept in a ring buffer
 // so that a hang can be diagnosed after the fact from every rank's dump
-// (`fsdpc flight DIR`, tools/flight_command.cpp). Recording copies into
+// (`fsdpc flight DIR`, runtime/reliability/flight_report.h). Recording copies into
 // fixed storage: no allocation per collective, only the first use of a
 // communicator registers its group.
 #pragma once

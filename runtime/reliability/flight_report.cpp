@@ -1,11 +1,14 @@
-// fsdpc flight DIR: reads every rank's flight recorder dump
+// The flight report (runtime/reliability/flight_report.h; `fsdpc flight
+// DIR`): reads every rank's flight recorder dump
 // (flight-rank{R}.json, runtime/reliability/flight_recorder.h) and names the first
 // collective, in each communicator's own order, on which the ranks part
 // ways: issued differently (op, statement or count), issued by some ranks
 // and never by others, or issued and never completed; and the ranks that
-// left no file. Exit 0 with the diagnosis (or "all agree"), 2 when a file
-// cannot be read or is not a flight recorder dump.
+// left no file.
+#include "runtime/reliability/flight_report.h"
+
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,14 +19,26 @@
 #include <sstream>
 
 #include "ir/error.h"
-#include "tools/cli_io.h"
-#include "tools/commands.h"
 
-namespace fsdpc::cli {
+namespace fsdpc {
 
 namespace {
 
 using nlohmann::json;
+
+// printf onto the end of `out`.
+[[gnu::format(printf, 2, 3)]] void appendf(std::string& out, const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  const size_t at = out.size();
+  out.resize(at + static_cast<size_t>(n) + 1);
+  std::vsnprintf(out.data() + at, static_cast<size_t>(n) + 1, format, again);
+  va_end(again);
+  out.resize(at + static_cast<size_t>(n));
+}
 
 struct Record {
   std::string op, statement, dtype, state;
@@ -176,7 +191,10 @@ std::optional<Finding> first_problem(const Group& g, const std::vector<int>& abs
   return std::nullopt;
 }
 
-void run_flight(const std::string& dir) {
+}  // namespace
+
+std::string flight_report(const std::string& dir) {
+  std::string out;
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail(dir, ": not a folder (expected the --flight-dir of a run)");
@@ -197,8 +215,8 @@ void run_flight(const std::string& dir) {
   std::vector<int> absent;
   for (int r = 0; r < d.world; ++r)
     if (!std::count(d.present.begin(), d.present.end(), r)) absent.push_back(r);
-  std::printf("%zu flight file%s of a world of %d (%s)\n", files.size(), files.size() == 1 ? "" : "s", d.world,
-              plural(d.present).c_str());
+  appendf(out, "%zu flight file%s of a world of %d (%s)\n", files.size(), files.size() == 1 ? "" : "s", d.world,
+          plural(d.present).c_str());
   std::vector<Finding> findings;
   for (const auto& [key, g] : d.groups) {
     std::vector<int> gone;
@@ -208,27 +226,19 @@ void run_flight(const std::string& dir) {
   }
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) { return a.when < b.when; });
   if (findings.empty() && absent.empty()) {
-    std::printf("all %d ranks agree: every collective kept by their recorders was issued alike and completed (%zu "
-                "group%s)\n",
-                d.world, d.groups.size(), d.groups.size() == 1 ? "" : "s");
-    return;
+    appendf(out,
+            "all %d ranks agree: every collective kept by their recorders was issued alike and completed (%zu "
+            "group%s)\n",
+            d.world, d.groups.size(), d.groups.size() == 1 ? "" : "s");
+    return out;
   }
   if (findings.empty()) {  // files from some ranks only, and no group to compare
-    std::printf("first problem: %s left no flight file\n", plural(absent).c_str());
-    return;
+    appendf(out, "first problem: %s left no flight file\n", plural(absent).c_str());
+    return out;
   }
-  std::printf("first problem: %s\n", findings.front().text.c_str());
-  for (size_t i = 1; i < findings.size(); ++i) std::printf("also: %s\n", findings[i].text.c_str());
+  appendf(out, "first problem: %s\n", findings.front().text.c_str());
+  for (size_t i = 1; i < findings.size(); ++i) appendf(out, "also: %s\n", findings[i].text.c_str());
+  return out;
 }
 
-}  // namespace
-
-Command add_flight_command(CLI::App& app) {
-  auto dir = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand(
-      "flight", "Read every rank's flight recorder (flight-rank{R}.json) and name the first collective they part ways on");
-  cmd->add_option("DIR", *dir, "The --flight-dir of a run")->required();
-  return Command{cmd, [dir] { run_flight(*dir); }};
-}
-
-}  // namespace fsdpc::cli
+}  // namespace fsdpc
