@@ -11,7 +11,7 @@
 namespace fsdpc::testing {
 
 struct Run {
-  int code = -1;         // the exit status; 128 + its number when a signal ended the shell
+  int code = -1;         // the exit status; 128 + its number when a signal ended the shell; -1 if none ran
   std::string out, err;  // standard output and error (both in out under RunOptions::merge)
 };
 
@@ -38,8 +38,8 @@ Run run_fsdpc_mpi(int np, const std::string& args, const RunOptions& options = {
 std::string fsdpc_command(const std::string& args);
 
 // "FSDPC_MPIEXEC -n <np> --oversubscribe --allow-run-as-root": more ranks
-// than cores may run (idle ranks yield) and root may run them. np 0 leaves
-// out -n (mpirun's MPMD form gives -np per program).
+// than cores may run, and root may run them. np 0 leaves out -n (mpirun's
+// MPMD form gives -np per program).
 std::string mpirun_command(int np = 0);
 
 }  // namespace fsdpc::testing
