@@ -1,9 +1,6 @@
 // fsdpc advise, run as a user runs it: the candidates it lists, their peak
 // memory against fsdpc dump --memory and their bytes against dump --stats,
 // the order of the rows, the cap, the hardware profiles and the errors.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -15,6 +12,8 @@
 #include <thread>
 
 #include "test/golden.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 using Catch::Contains;
 using Json = nlohmann::json;
@@ -22,29 +21,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
-
-fs::path scratch(const std::string& name) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-advise-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using fsdpc::testing::Run;
+using fsdpc::testing::scratch;
 
 // `fsdpc <args>`, with a cache folder of this test's own; `env`: more
 // NAME=value settings for the command.
 Run fsdpc_run(const std::string& args, const std::string& env = "") {
-  const fs::path out = scratch("stdout"), err = scratch("stderr");
-  const std::string cmd = "XDG_CACHE_HOME='" + scratch("cache").string() + "' " + env + " '" + FSDPC_BIN + "' " + args + " >'" +
-                          out.string() + "' 2>'" + err.string() + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = fsdpc::testing::read_file(out.string());
-  r.err = fsdpc::testing::read_file(err.string());
-  return r;
+  return fsdpc::testing::run_fsdpc(args, {.env = "XDG_CACHE_HOME='" + scratch("cache").string() + "' " + env});
 }
 
 // The local profile for 2 ranks that advise cached in this test's folder

@@ -3,9 +3,6 @@
 // rank and the loss curves agree to 1e-5; the files follow the safetensors
 // format and a Hugging Face config.json; bad weight and data files fail
 // before training with exit code 2 and a message that names the problem.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -17,17 +14,15 @@
 
 #include "frontend/models.h"
 #include "runtime/io/safetensors.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-checkpoint-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using fsdpc::testing::scratch;
 
 // A small deterministic text corpus (byte-level tokens).
 fs::path corpus() {
@@ -46,14 +41,11 @@ struct Result {
 };
 
 Result train(int np, const std::string& flags) {
-  fs::path log = scratch("log.jsonl"), out = scratch("out.txt");
+  fs::path log = scratch("log.jsonl");
   fs::remove(log);
-  std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) + " --oversubscribe --allow-run-as-root '" +
-                    FSDPC_BIN + "' train " + flags + " --log-json '" + log.string() + "' >'" + out.string() + "' 2>&1";
-  int status = std::system(cmd.c_str());
-  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, "", {}};
-  std::ifstream o(out);
-  r.output.assign(std::istreambuf_iterator<char>(o), std::istreambuf_iterator<char>());
+  const fsdpc::testing::Run run =
+      fsdpc::testing::run_fsdpc_mpi(np, "train " + flags + " --log-json '" + log.string() + "'", {.merge = true});
+  Result r{run.code, run.out, {}};
   std::ifstream l(log);
   for (std::string line; std::getline(l, line);) r.losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
   return r;

@@ -1,8 +1,5 @@
 // The fsdpc command line, run as a user runs it: outputs, and the error
 // paths (a one-line message and exit code 2, never a crash or a partial file).
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #ifdef FSDPC_HAVE_CUDA
 #include "executors/cuda/device.h"
@@ -12,43 +9,19 @@
 #include <fstream>
 
 #include "test/golden.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 using Catch::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
+using fsdpc::testing::Run;
+using fsdpc::testing::run_fsdpc;
+using fsdpc::testing::scratch;
+using fsdpc::testing::write_scratch;
 
 std::string slurp(const fs::path& p) { return fsdpc::testing::read_file(p.string()); }
-
-fs::path scratch(const std::string& name) {
-  // One folder per process: CTest runs the cases of this file in parallel.
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-cli-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-// Runs `fsdpc <args>` through the shell (args are trusted test strings).
-Run fsdpc_run(const std::string& args, const std::string& stdin_file = "") {
-  fs::path out = scratch("stdout"), err = scratch("stderr");
-  std::string cmd = std::string("'") + FSDPC_BIN + "' " + args + " >'" + out.string() + "' 2>'" +
-                    err.string() + "'" + (stdin_file.empty() ? " </dev/null" : " <'" + stdin_file + "'");
-  int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-fs::path write_scratch(const std::string& name, const std::string& content) {
-  fs::path p = scratch(name);
-  std::ofstream(p, std::ios::binary) << content;
-  return p;
-}
 
 int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
@@ -61,7 +34,7 @@ struct UsageError {
 void check_usage_errors(const std::vector<UsageError>& cases, size_t max_chars = std::string::npos) {
   for (const UsageError& c : cases) {
     INFO("fsdpc " << c.args);
-    Run r = fsdpc_run(c.args);
+    Run r = run_fsdpc(c.args);
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Contains(c.expect));
     CHECK(count_lines(r.err) == 1);
@@ -72,57 +45,57 @@ void check_usage_errors(const std::vector<UsageError>& cases, size_t max_chars =
 }  // namespace
 
 TEST_CASE("fsdpc trace --model mlp prints the tutorial trace", "[cli]") {
-  Run r = fsdpc_run("trace --model mlp");
+  Run r = run_fsdpc("trace --model mlp");
   REQUIRE(r.code == 0);
   CHECK(r.out == fsdpc::testing::read_file(fsdpc::testing::golden_path("mlp.trace")));
   CHECK(r.err.empty());
 }
 
 TEST_CASE("gpt2 JSON printed back reproduces the text form exactly", "[cli]") {
-  Run text = fsdpc_run("trace --model gpt2");
+  Run text = run_fsdpc("trace --model gpt2");
   REQUIRE(text.code == 0);
   fs::path json = scratch("gpt2.json");
-  REQUIRE(fsdpc_run("trace --model gpt2 --format json -o '" + json.string() + "'").code == 0);
-  Run back = fsdpc_run("print '" + json.string() + "'");
+  REQUIRE(run_fsdpc("trace --model gpt2 --format json -o '" + json.string() + "'").code == 0);
+  Run back = run_fsdpc("print '" + json.string() + "'");
   REQUIRE(back.code == 0);
   CHECK(back.out == text.out);
-  Run piped = fsdpc_run("print -", json.string());
+  Run piped = run_fsdpc("print -", {.stdin_file = json.string()});
   REQUIRE(piped.code == 0);
   CHECK(piped.out == text.out);
 }
 
 TEST_CASE("fsdpc print converts between text, JSON and dot", "[cli]") {
   fs::path golden = fsdpc::testing::golden_path("gpt2-tiny.trace");
-  Run json = fsdpc_run("print '" + golden.string() + "' --format json");
+  Run json = run_fsdpc("print '" + golden.string() + "' --format json");
   REQUIRE(json.code == 0);
   CHECK(json.out.rfind("{", 0) == 0);
-  Run dot = fsdpc_run("print '" + golden.string() + "' --format dot");
+  Run dot = run_fsdpc("print '" + golden.string() + "' --format dot");
   REQUIRE(dot.code == 0);
   CHECK(dot.out.rfind("digraph", 0) == 0);
-  Run text = fsdpc_run("print '" + golden.string() + "'");
+  Run text = run_fsdpc("print '" + golden.string() + "'");
   CHECK(text.out == slurp(golden));
 }
 
 TEST_CASE("help is complete and exits 0", "[cli]") {
-  Run r = fsdpc_run("--help");
+  Run r = run_fsdpc("--help");
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Contains("trace") && Contains("print") && Contains("models") && Contains("dump") &&
                         Contains("train") && Contains("passes"));
-  Run train = fsdpc_run("train --help");
+  Run train = run_fsdpc("train --help");
   CHECK(train.code == 0);
   CHECK_THAT(train.out, Contains("--strategy") && Contains("--mesh") && Contains("--steps") &&
                             Contains("--optimizer") && Contains("--lr") && Contains("--clip") &&
                             Contains("--grad-accum") && Contains("--no-sync") && Contains("--seed") &&
                             Contains("--log-json") && Contains("--mem-cap") && Contains("--batch"));
-  Run dump = fsdpc_run("dump --help");
+  Run dump = run_fsdpc("dump --help");
   CHECK(dump.code == 0);
   CHECK_THAT(dump.out, Contains("--world-size") && Contains("--stage") && Contains("--executor") &&
                            Contains("--stats") && Contains("--bucketing") && Contains("--prefetch"));
-  Run t = fsdpc_run("trace --help");
+  Run t = run_fsdpc("trace --help");
   CHECK(t.code == 0);
   CHECK_THAT(t.out, Contains("--model") && Contains("--config") && Contains("--batch") &&
                         Contains("--seq") && Contains("--format") && Contains("--output"));
-  Run m = fsdpc_run("models");
+  Run m = run_fsdpc("models");
   CHECK(m.code == 0);
   CHECK_THAT(m.out, Contains("gpt2-xl") && Contains("mlp"));
 }
@@ -191,20 +164,20 @@ TEST_CASE("train with the cuda executor but no usable GPU prints one line and ex
 #else
   const std::string expect = "this build has no CUDA executor";
 #endif
-  Run r = fsdpc_run("train --model gpt2-tiny --steps 1 --executor cuda");
+  Run r = run_fsdpc("train --model gpt2-tiny --steps 1 --executor cuda");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains(expect));
   CHECK(count_lines(r.err) == 1);
 }
 
 TEST_CASE("a failed write leaves no partial file", "[cli]") {
-  Run r = fsdpc_run("trace --model mlp -o /nonexistent-dir/out.trace");
+  Run r = run_fsdpc("trace --model mlp -o /nonexistent-dir/out.trace");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("/nonexistent-dir/out.trace"));
   CHECK(!fs::exists("/nonexistent-dir/out.trace"));
 
   fs::path target = write_scratch("keep.trace", "previous content\n");
-  Run bad = fsdpc_run("trace --model nope -o '" + target.string() + "'");
+  Run bad = run_fsdpc("trace --model nope -o '" + target.string() + "'");
   CHECK(bad.code == 2);
   CHECK(slurp(target) == "previous content\n");
   CHECK(!fs::exists(target.string() + ".tmp"));
@@ -212,7 +185,7 @@ TEST_CASE("a failed write leaves no partial file", "[cli]") {
 
 TEST_CASE("fsdpc dump shows the sharded gradients and the zero3 re-gather", "[cli]") {
   // The done-means of the FSDP issue, read off the CLI.
-  Run grad = fsdpc_run("dump --model mlp --world-size 2 --strategy zero2 --stage grad");
+  Run grad = run_fsdpc("dump --model mlp --world-size 2 --strategy zero2 --stage grad");
   REQUIRE(grad.code == 0);
   for (const char* w : {"t_0_weight", "t_2_weight"})
     CHECK_THAT(grad.out, Contains(std::string("all_gather(") + w + ", group=dp, size=2, dim=0)"));
@@ -224,22 +197,22 @@ TEST_CASE("fsdpc dump shows the sharded gradients and the zero3 re-gather", "[cl
   CHECK(divs == 2);
   CHECK(scatters == 2);
 
-  Run bwd = fsdpc_run("dump --model mlp --world-size 2 --strategy zero3 --stage backward");
+  Run bwd = run_fsdpc("dump --model mlp --world-size 2 --strategy zero3 --stage backward");
   REQUIRE(bwd.code == 0);
   CHECK_THAT(bwd.out, Contains("def backward(") && Contains("all_gather(t_2_weight, group=dp, size=2, dim=0)"));
-  Run bwd2 = fsdpc_run("dump --model mlp --world-size 2 --strategy zero2 --stage backward");
+  Run bwd2 = run_fsdpc("dump --model mlp --world-size 2 --strategy zero2 --stage backward");
   CHECK_THAT(bwd2.out, !Contains("all_gather"));
 
-  Run stats = fsdpc_run("dump --model mlp --world-size 2 --stats --format json");
+  Run stats = run_fsdpc("dump --model mlp --world-size 2 --stats --format json");
   REQUIRE(stats.code == 0);
   CHECK_THAT(stats.out, Contains("\"all_gather\"") && Contains("peak"));
-  Run passes = fsdpc_run("passes");
+  Run passes = run_fsdpc("passes");
   CHECK_THAT(passes.out, Contains("fsdp") && Contains("schedule") && Contains("del"));
 }
 
 TEST_CASE("fsdpc dump --keep-gathered shows the step's gather and reduce and micro-batches without collectives",
           "[cli]") {
-  Run r = fsdpc_run("dump --model mlp --world-size 2 --strategy zero3 --keep-gathered --stage del,gather_once");
+  Run r = run_fsdpc("dump --model mlp --world-size 2 --strategy zero3 --keep-gathered --stage del,gather_once");
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Contains("def gather(t_0_weight, t_2_weight)") && Contains("def reduce(grad_t_0_weight, grad_t_2_weight)"));
   CHECK_THAT(r.out, Contains("all_gather(t_0_weight, group=dp, size=2, dim=0)") &&
@@ -248,13 +221,13 @@ TEST_CASE("fsdpc dump --keep-gathered shows the step's gather and reduce and mic
   const std::string micro = r.out.substr(0, r.out.find("def gather("));
   CHECK_THAT(micro, Contains("def forward(") && Contains("def backward(") && !Contains("all_gather") &&
                         !Contains("reduce_scatter") && !Contains("all_reduce"));
-  Run exec = fsdpc_run("dump --model mlp --world-size 2 --strategy zero3 --keep-gathered --stage exec");
+  Run exec = run_fsdpc("dump --model mlp --world-size 2 --strategy zero3 --keep-gathered --stage exec");
   REQUIRE(exec.code == 0);
   CHECK_THAT(exec.out, Contains("mpi_all_gather(") && Contains("mpi_reduce_scatter("));
 }
 
 TEST_CASE("train's AdamW, schedule and thread options: help, and bad values in one line with exit 2", "[cli]") {
-  Run help = fsdpc_run("train --help");
+  Run help = run_fsdpc("train --help");
   CHECK(help.code == 0);
   CHECK_THAT(help.out, Contains("--beta1") && Contains("--beta2") && Contains("--eps") && Contains("--lr-schedule") &&
                            Contains("--warmup-steps") && Contains("--min-lr") && Contains("--decay-steps") &&
@@ -280,7 +253,7 @@ TEST_CASE("train's AdamW, schedule and thread options: help, and bad values in o
   };
   check_usage_errors(cases, 200);  // no 300-digit range
   setenv("FSDPC_CPU_THREADS", "lots", 1);
-  Run bad_env = fsdpc_run("train --model gpt2-tiny --steps 1");
+  Run bad_env = run_fsdpc("train --model gpt2-tiny --steps 1");
   unsetenv("FSDPC_CPU_THREADS");
   CHECK(bad_env.code == 2);
   CHECK_THAT(bad_env.err, Contains("FSDPC_CPU_THREADS='lots': expected a whole number of threads"));
@@ -291,7 +264,7 @@ TEST_CASE("train logs lr, progress and ETA per step, and a summary at the end", 
   std::string text;
   for (int i = 0; i < 800; ++i) text += "shard the model, gather the rows, reduce the grads. ";
   const fs::path data = write_scratch("corpus.txt", text), log = scratch("progress.jsonl");
-  Run r = fsdpc_run("train --model gpt2-tiny --seq 16 --batch 4 --steps 6 --lr 2e-3 --lr-schedule linear "
+  Run r = run_fsdpc("train --model gpt2-tiny --seq 16 --batch 4 --steps 6 --lr 2e-3 --lr-schedule linear "
                     "--warmup-steps 2 --min-lr 2e-4 --beta1 0.8 --beta2 0.95 --eps 1e-6 --data '" + data.string() +
                     "' --val-data '" + data.string() + "' --eval-every 3 --eval-batches 1 --log-json '" +
                     log.string() + "'");

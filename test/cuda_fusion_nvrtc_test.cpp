@@ -5,9 +5,6 @@
 // at another depth) compile once, as the executor's cache does.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +23,8 @@
 #include "passes/pipeline.h"
 #include "passes/place.h"
 #include "test/fusion_check.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 using namespace fsdpc;
 using namespace fsdpc::fusion;
@@ -133,21 +132,6 @@ TEST_CASE("NVRTC: a compile error names the kernel and carries the log and sourc
                         Catch::Contains("undeclared_name") && Catch::Contains("compile log"));
 }
 
-namespace {
-
-// `cmd`'s standard output.
-std::string output_of(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 256> buf{};
-  while (fgets(buf.data(), static_cast<int>(buf.size()), p)) out += buf.data();
-  pclose(p);
-  return out;
-}
-
-}  // namespace
-
 // Run as a child by the case below: one region through the cache, then its counts.
 TEST_CASE("NVRTC: child process of the disk cache case", "[.][nvrtc_disk_child]") {
   const Regions rs = regions_of("mlp", 4, 0);
@@ -160,19 +144,19 @@ TEST_CASE("NVRTC: child process of the disk cache case", "[.][nvrtc_disk_child]"
 
 TEST_CASE("NVRTC: with FSDPC_JIT_CACHE a second process compiles no region", "[fusion][nvrtc]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("fsdpc-nvrtc-cache-" + std::to_string(getpid()));
+  const fs::path dir = fsdpc::testing::scratch("nvrtc-cache");
   fs::remove_all(dir);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const std::string cmd = "FSDPC_JIT_CACHE='" + dir.string() + "' '" + self + "' '[nvrtc_disk_child]'";
-  CHECK_THAT(output_of(cmd), Catch::Contains("compiled=1 from_disk=0"));
+  CHECK_THAT(fsdpc::testing::run_shell(cmd).out, Catch::Contains("compiled=1 from_disk=0"));
   int cubins = 0;
   for (const auto& e : fs::directory_iterator(dir)) cubins += e.path().extension() == ".cubin";
   CHECK(cubins == 1);
-  CHECK_THAT(output_of(cmd), Catch::Contains("compiled=1 from_disk=1"));
+  CHECK_THAT(fsdpc::testing::run_shell(cmd).out, Catch::Contains("compiled=1 from_disk=1"));
   // A key that is not this region's (another NVRTC, another generator) is a miss.
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".key") std::ofstream(e.path()) << "stale";
-  CHECK_THAT(output_of(cmd), Catch::Contains("compiled=1 from_disk=0"));
+  CHECK_THAT(fsdpc::testing::run_shell(cmd).out, Catch::Contains("compiled=1 from_disk=0"));
   fs::remove_all(dir);
 }
 

@@ -4,8 +4,6 @@
 // random broadcast-compatible shapes.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +23,7 @@
 #include "passes/fuse.h"
 #include "runtime/interpreter.h"
 #include "test/fusion_check.h"
+#include "test/scratch.h"
 
 using namespace fsdpc;
 using namespace fsdpc::test;
@@ -208,8 +207,7 @@ TEST_CASE("fusion: the row loop is vectorised for the host, exp through libmvec"
 }
 
 TEST_CASE("fusion: a disk cache directory serves a region to a later JIT", "[fusion]") {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("fsdpc-jit-cache-test-" + std::to_string(::getpid()));
+  const std::filesystem::path dir = fsdpc::testing::scratch("jit-cache");
   std::filesystem::remove_all(dir);
   Trace t;
   TraceBuilder b(t);

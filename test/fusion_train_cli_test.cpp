@@ -4,9 +4,6 @@
 // what it compiled. Its
 // own file: a process that has initialised MPI (as the in-process training
 // test does) cannot launch mpirun.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,35 +13,28 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace {
 
 // `mpirun -n np fsdpc train` for 20 AdamW steps with clipping; the per-step
 // losses of its --log-json, and its output.
 std::vector<double> train_cli(int np, const std::string& strategy, const std::string& fusion, std::string& output) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("fsdpc-fusion-train-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
   const std::string tag = "np" + std::to_string(np) + "-" + fusion;  // one strategy per np
-  const std::filesystem::path log = dir / (tag + ".jsonl"), out = dir / (tag + ".out");
-  const std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) +
-                          " --oversubscribe --allow-run-as-root '" + FSDPC_BIN +
-                          "' train --model gpt2-tiny --seq 16 --batch 8 --steps 20 " + strategy +
-                          " --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip 1.0 --seed 5 --fusion " +
-                          fusion + " --log-json '" + log.string() + "' >'" + out.string() + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream o(out);
-  std::stringstream all;
-  all << o.rdbuf();
-  output = all.str();
-  INFO(cmd << "\n" << output);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  const std::filesystem::path log = fsdpc::testing::scratch(tag + ".jsonl");
+  const std::string args = "train --model gpt2-tiny --seq 16 --batch 8 --steps 20 " + strategy +
+                           " --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip 1.0 --seed 5 --fusion " + fusion +
+                           " --log-json '" + log.string() + "'";
+  const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc_mpi(np, args, {.merge = true});
+  output = r.out;
+  INFO("mpirun -n " << np << " fsdpc " << args << "\n" << output);
+  REQUIRE(r.code == 0);
   std::vector<double> losses;
   std::ifstream l(log);
   for (std::string line; std::getline(l, line);) losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
-  std::filesystem::remove_all(dir);
+  std::filesystem::remove(log);
   return losses;
 }
 

@@ -1,9 +1,6 @@
 // `fsdpc generate` as users run it: a byte-level gpt2-tiny trained for a few
 // seconds on one repeated sentence continues it; greedy and seeded sampling
 // are reproducible; bad flags and prompts exit 2. Plus sample_token itself.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -13,36 +10,19 @@
 #include "frontend/generate.h"
 #include "frontend/models.h"
 #include "runtime/io/safetensors.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-generate-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using fsdpc::testing::Run;
+using fsdpc::testing::run_fsdpc;
+using fsdpc::testing::scratch;
 
 const std::string kSentence = "the quick brown fox jumps over the lazy dog. ";
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-Result fsdpc_run(const std::string& args) {
-  const fs::path out = scratch("out.txt"), err = scratch("err.txt");
-  std::string cmd = "'" + std::string(FSDPC_BIN) + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
 
 // Trained once per test process: ~1 s on one rank.
 const fs::path& trained_checkpoint() {
@@ -53,8 +33,8 @@ const fs::path& trained_checkpoint() {
       for (int i = 0; i < 400; ++i) s += kSentence;
       return s;
     }();
-    Result r = fsdpc_run("train --model gpt2-tiny --steps 60 --seq 32 --batch 8 --lr 3e-3 --data '" + data.string() +
-                         "' --save '" + dir.string() + "'");
+    Run r = run_fsdpc("train --model gpt2-tiny --steps 60 --seq 32 --batch 8 --lr 3e-3 --data '" + data.string() +
+                      "' --save '" + dir.string() + "'");
     INFO(r.out << r.err);
     REQUIRE(r.code == 0);
     return dir;
@@ -62,8 +42,8 @@ const fs::path& trained_checkpoint() {
   return ck;
 }
 
-Result generate(const std::string& flags) {
-  return fsdpc_run("generate --init '" + trained_checkpoint().string() + "' " + flags);
+Run generate(const std::string& flags) {
+  return run_fsdpc("generate --init '" + trained_checkpoint().string() + "' " + flags);
 }
 
 }  // namespace
@@ -86,7 +66,7 @@ TEST_CASE("sample_token: temperature 0 is argmax, top-k bounds the support", "[g
 
 TEST_CASE("generate continues a trained sentence, reproducibly", "[generate][cli]") {
   const std::string prompt = "the quick";
-  Result greedy = generate("--prompt '" + prompt + "' --max-new-tokens 40 --temperature 0");
+  Run greedy = generate("--prompt '" + prompt + "' --max-new-tokens 40 --temperature 0");
   INFO(greedy.out << greedy.err);
   REQUIRE(greedy.code == 0);
   REQUIRE(greedy.out.rfind(prompt, 0) == 0);
@@ -102,21 +82,21 @@ TEST_CASE("generate continues a trained sentence, reproducibly", "[generate][cli
   CHECK(generate("--prompt '" + prompt + "' --max-new-tokens 40 --temperature 0").out == greedy.out);
 
   const std::string sampled = "--prompt '" + prompt + "' --max-new-tokens 40 --temperature 1 --seed ";
-  Result a = generate(sampled + "1"), b = generate(sampled + "1");
-  Result c = generate(sampled + "2"), d = generate(sampled + "3");
+  Run a = generate(sampled + "1"), b = generate(sampled + "1");
+  Run c = generate(sampled + "2"), d = generate(sampled + "3");
   REQUIRE(a.code == 0);
   CHECK(a.out == b.out);
   CHECK((c.out != a.out || d.out != a.out));  // two other seeds both matching 40 draws is vanishingly unlikely
 
   // A prompt past the context (64) keeps its last n_positions tokens.
-  Result long_prompt = generate("--prompt '" + kSentence + kSentence + "' --max-new-tokens 5 --top-k 3");
+  Run long_prompt = generate("--prompt '" + kSentence + kSentence + "' --max-new-tokens 5 --top-k 3");
   INFO(long_prompt.err);
   CHECK(long_prompt.code == 0);
   CHECK(long_prompt.out.size() == 2 * kSentence.size() + 5 + 1);
 }
 
 TEST_CASE("generate rejects bad flags, checkpoints and prompts with exit code 2", "[generate][cli]") {
-  Result r = fsdpc_run("generate --prompt 'x' --max-new-tokens 1");
+  Run r = run_fsdpc("generate --prompt 'x' --max-new-tokens 1");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("--init"));
   r = generate("--prompt 'x' --max-new-tokens 1 --top-k 0");
@@ -128,7 +108,7 @@ TEST_CASE("generate rejects bad flags, checkpoints and prompts with exit code 2"
   r = generate("--prompt '' --max-new-tokens 1");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("--prompt is empty"));
-  r = fsdpc_run("generate --init '" + scratch("nowhere").string() + "' --prompt x --max-new-tokens 1");
+  r = run_fsdpc("generate --init '" + scratch("nowhere").string() + "' --prompt x --max-new-tokens 1");
   CHECK(r.code == 2);
 
   // A vocab-300 model (zero weights suffice): prompts are ids below 300.
@@ -144,18 +124,18 @@ TEST_CASE("generate rejects bad flags, checkpoints and prompts with exit code 2"
   }
   fsdpc::write_safetensors(weights.string(), tensors);
   const std::string v300 = "generate --init '" + weights.string() + "' --config '" + config.string() + "' ";
-  r = fsdpc_run(v300 + "--prompt '1 2 299' --max-new-tokens 3 --temperature 0");
+  r = run_fsdpc(v300 + "--prompt '1 2 299' --max-new-tokens 3 --temperature 0");
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.out == "1 2 299 0 0 0\n");  // zero weights: all logits tie, argmax takes id 0
-  r = fsdpc_run(v300 + "--prompt '1 300' --max-new-tokens 1");
+  r = run_fsdpc(v300 + "--prompt '1 300' --max-new-tokens 1");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("token id 300 is outside the vocabulary [0, 300)"));
-  r = fsdpc_run(v300 + "--prompt '1 two' --max-new-tokens 1");
+  r = run_fsdpc(v300 + "--prompt '1 two' --max-new-tokens 1");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("'two' is not a token id"));
   // Weights that do not fit the config name the tensor.
-  r = fsdpc_run("generate --init '" + trained_checkpoint().string() + "' --config '" + config.string() +
+  r = run_fsdpc("generate --init '" + trained_checkpoint().string() + "' --config '" + config.string() +
                 "' --prompt 1 --max-new-tokens 1");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("wte.weight has shape"));

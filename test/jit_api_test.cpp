@@ -5,14 +5,10 @@
 // parameter by name with its full shape and the values the shards hold
 // (at initialisation: the counter-based init, for one rank and for two
 // ranks under mpirun).
-#include <unistd.h>
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "executors/claim.h"
 #include "executors/comm/mpi_world.h"
@@ -23,6 +19,7 @@
 #include "passes/fsdp.h"
 #include "passes/registry.h"
 #include "runtime/init.h"
+#include "test/run_cli.h"
 
 using namespace fsdpc;
 
@@ -239,19 +236,15 @@ TEST_CASE("jit on two ranks (run under mpirun)", "[.][jit-spmd]") {
 
 TEST_CASE("jit on two ranks: shards, the gathered state dict and forward", "[jit][api][mpi]") {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string out = (std::filesystem::temp_directory_path() / ("fsdpc-jit-api-" + std::to_string(getpid()))).string();
   // When an earlier case of this process initialised MPI (as a singleton),
   // its OMPI_/PMIX_ variables would make mpiexec's children join it.
-  const std::string cmd = "for v in $(env | grep -oE '^(OMPI|PMIX|OPAL)_[A-Za-z0-9_]*'); do unset $v; done; " +
-                          std::string(FSDPC_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root '" + self +
-                          "' '[jit-spmd]' >'" + out + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream f(out);
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::filesystem::remove(out);
+  const fsdpc::testing::Run r = fsdpc::testing::run_shell(
+      "for v in $(env | grep -oE '^(OMPI|PMIX|OPAL)_[A-Za-z0-9_]*'); do unset $v; done; " +
+          fsdpc::testing::mpirun_command(2) + " '" + self + "' '[jit-spmd]'",
+      {.merge = true});
+  const std::string& text = r.out;
   INFO(text);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(r.code == 0);
   // Both ranks ran the case (it cannot pass by being skipped).
   CHECK(text.find("rank 0 checked 28 shards") != std::string::npos);  // gpt2-tiny's 28 parameters
   CHECK(text.find("rank 1 checked 28 shards") != std::string::npos);

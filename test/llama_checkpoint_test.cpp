@@ -6,9 +6,6 @@
 // missing, unexpected and misshapen tensors are named; generate samples.
 // And the FSDP promise under mpirun: llama-tiny trained sharded over N
 // processes gives one process's losses and weights to 1e-5 (SGD).
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -21,6 +18,8 @@
 
 #include "frontend/llama.h"
 #include "runtime/io/safetensors.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
@@ -28,11 +27,8 @@ using namespace fsdpc;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-llama-ck-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using fsdpc::testing::Run;
+using fsdpc::testing::scratch;
 
 fs::path corpus() {
   fs::path p = scratch("corpus.txt");
@@ -43,22 +39,9 @@ fs::path corpus() {
   return p;
 }
 
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  const fs::path out = scratch("out.txt");
-  const int status = std::system((command + " >'" + out.string() + "' 2>&1").c_str());
-  std::ifstream o(out);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-          std::string(std::istreambuf_iterator<char>(o), std::istreambuf_iterator<char>())};
-}
-
-Result train(int np, const std::string& flags) {
-  return run(std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) + " --oversubscribe --allow-run-as-root '" +
-             FSDPC_BIN + "' train " + flags);
+// `mpirun -n np fsdpc train <flags>`; its output and errors together.
+Run train(int np, const std::string& flags) {
+  return fsdpc::testing::run_fsdpc_mpi(np, "train " + flags, {.merge = true});
 }
 
 using Weights = std::map<std::string, std::pair<Shape, std::vector<float>>>;
@@ -181,9 +164,9 @@ TEST_CASE("a Hugging Face Llama folder (index, F32 and BF16 shards) loads sharde
     fs::remove_all(out);
     // SGD at lr 1e-30 moves no weight by a float32 ulp, so the export is the
     // input, gathered from 2 ranks' shards (rows split with remainders: 33, 47).
-    Result r = train(2, "--init '" + in.string() + "' --steps 1 --optimizer sgd --lr 1e-30 --weight-decay 0 --save '" + out.string() +
-                            "'" + kData + "'" + corpus().string() + "'");
-    INFO(r.output);
+    Run r = train(2, "--init '" + in.string() + "' --steps 1 --optimizer sgd --lr 1e-30 --weight-decay 0 --save '" +
+                         out.string() + "'" + kData + "'" + corpus().string() + "'");
+    INFO(r.out);
     REQUIRE(r.code == 0);
     CHECK(read_all(out / "model.safetensors") == w);
     const LlamaConfig saved = llama_config_from_file((out / "config.json").string());
@@ -218,23 +201,23 @@ TEST_CASE("a Llama checkpoint that does not fit the model names every problem", 
   Weights missing = w;
   missing.erase("model.layers.1.mlp.up_proj.weight");
   missing.erase("model.norm.weight");
-  Result r = attempt(missing);
+  Run r = attempt(missing);
   CHECK(r.code == 2);
-  CHECK_THAT(r.output, Contains("missing tensors: model.layers.1.mlp.up_proj.weight, model.norm.weight"));
+  CHECK_THAT(r.out, Contains("missing tensors: model.layers.1.mlp.up_proj.weight, model.norm.weight"));
 
   Weights extra = w;
   extra["model.layers.7.mlp.up_proj.weight"] = {{2}, {1, 2}};
   extra["model.layers.0.self_attn.rotary_emb.inv_freq"] = {{4}, {1, 2, 3, 4}};  // a buffer: ignored
   r = attempt(extra);
   CHECK(r.code == 2);
-  CHECK_THAT(r.output, Contains("unexpected tensors: model.layers.7.mlp.up_proj.weight"));
-  CHECK_THAT(r.output, !Contains("inv_freq"));
+  CHECK_THAT(r.out, Contains("unexpected tensors: model.layers.7.mlp.up_proj.weight"));
+  CHECK_THAT(r.out, !Contains("inv_freq"));
 
   Weights shaped = w;
   shaped["model.layers.0.self_attn.k_proj.weight"] = {{33, 33}, std::vector<float>(33 * 33)};
   r = attempt(shaped);
   CHECK(r.code == 2);
-  CHECK_THAT(r.output, Contains("model.layers.0.self_attn.k_proj.weight has shape [33, 33], the model expects [12, 33]"));
+  CHECK_THAT(r.out, Contains("model.layers.0.self_attn.k_proj.weight has shape [33, 33], the model expects [12, 33]"));
 
   // Tied: a stored lm_head equal to the embedding loads; a different one is named.
   Weights head = w;
@@ -243,23 +226,23 @@ TEST_CASE("a Llama checkpoint that does not fit the model names every problem", 
   head["lm_head.weight"].second[40] += 1.0f;
   r = attempt(head);
   CHECK(r.code == 2);
-  CHECK_THAT(r.output, Contains("lm_head.weight differs from the tied model.embed_tokens.weight at row 1"));
+  CHECK_THAT(r.out, Contains("lm_head.weight differs from the tied model.embed_tokens.weight at row 1"));
 }
 
 TEST_CASE("llama-tiny trains on text under mpirun, saves, and generate samples from it", "[mpi][llama][generate]") {
   const fs::path ck = scratch("trained");
   fs::remove_all(ck);
-  Result r = train(2, "--model llama-tiny --steps 40 --lr 3e-3 --save '" + ck.string() + "'" + kData + "'" +
-                          corpus().string() + "'");
+  Run r = train(2, "--model llama-tiny --steps 40 --lr 3e-3 --save '" + ck.string() + "'" + kData + "'" +
+                       corpus().string() + "'");
   REQUIRE(r.code == 0);
-  r = run(std::string("'") + FSDPC_BIN + "' generate --init '" + ck.string() +
-          "' --prompt 'shard gather ' --max-new-tokens 24 --temperature 0");
+  const std::string generate =
+      "generate --init '" + ck.string() + "' --prompt 'shard gather ' --max-new-tokens 24 --temperature 0";
+  r = fsdpc::testing::run_fsdpc(generate, {.merge = true});
   REQUIRE(r.code == 0);
-  CHECK(r.output.rfind("shard gather ", 0) == 0);
-  CHECK(r.output.size() >= std::string("shard gather ").size() + 24);
-  const Result again = run(std::string("'") + FSDPC_BIN + "' generate --init '" + ck.string() +
-                           "' --prompt 'shard gather ' --max-new-tokens 24 --temperature 0");
-  CHECK(again.output == r.output);  // greedy is deterministic
+  CHECK(r.out.rfind("shard gather ", 0) == 0);
+  CHECK(r.out.size() >= std::string("shard gather ").size() + 24);
+  const Run again = fsdpc::testing::run_fsdpc(generate, {.merge = true});
+  CHECK(again.out == r.out);  // greedy is deterministic
 }
 
 namespace {
@@ -271,10 +254,10 @@ struct Trained {
 
 Trained train_state(int np, const std::string& flags, const std::string& tag) {
   const fs::path log = scratch(tag + ".jsonl"), state = scratch(tag + ".json");
-  const Result r = train(np, "--model llama-tiny --seq 16 --batch 12 --steps 8 --clip 1.0 --seed 5 "
-                             "--optimizer sgd --lr 5e-2 --momentum 0.9 " + flags + " --log-json '" + log.string() +
-                             "' --save-state '" + state.string() + "' --data '" + corpus().string() + "'");
-  INFO(r.output);
+  const Run r = train(np, "--model llama-tiny --seq 16 --batch 12 --steps 8 --clip 1.0 --seed 5 "
+                          "--optimizer sgd --lr 5e-2 --momentum 0.9 " + flags + " --log-json '" + log.string() +
+                          "' --save-state '" + state.string() + "' --data '" + corpus().string() + "'");
+  INFO(r.out);
   REQUIRE(r.code == 0);
   Trained t;
   std::ifstream l(log);
@@ -317,8 +300,8 @@ TEST_CASE("llama-tiny trained over N processes matches one process to 1e-5", "[m
 TEST_CASE("save with --save-shard-size writes save_pretrained's shards and index, which load back", "[mpi][llama][checkpoint]") {
   const fs::path dir = scratch("sharded-save");
   fs::remove_all(dir);
-  Result r = train(2, "--model llama-tiny --steps 2 --save '" + dir.string() + "' --save-shard-size 40K" + kData + "'" +
-                          corpus().string() + "'");
+  Run r = train(2, "--model llama-tiny --steps 2 --save '" + dir.string() + "' --save-shard-size 40K" + kData + "'" +
+                       corpus().string() + "'");
   REQUIRE(r.code == 0);
   CHECK(!fs::exists(dir / "model.safetensors"));
   std::ifstream in(dir / "model.safetensors.index.json");

@@ -2,9 +2,6 @@
 // checks on their options, and through `fsdpc train`: the rate each step
 // used (the "lr" of --log-json) and that a resumed run continues the
 // schedule where the uninterrupted run was.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +10,8 @@
 
 #include "ir/error.h"
 #include "runtime/lr_schedule.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 using namespace fsdpc;
 using Catch::Contains;
@@ -33,11 +32,7 @@ double nanogpt_lr(int64_t it, double learning_rate, int64_t warmup_iters, int64_
   return min_lr + coeff * (learning_rate - min_lr);
 }
 
-fs::path scratch(const std::string& name) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-lr-schedule-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using fsdpc::testing::scratch;
 
 struct Records {
   int code = -1;
@@ -46,16 +41,13 @@ struct Records {
 };
 
 Records train(int np, const std::string& flags, const std::string& tag) {
-  const fs::path log = scratch(tag + ".jsonl"), out = scratch(tag + ".out");
+  const fs::path log = scratch(tag + ".jsonl");
   fs::remove(log);
-  const std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) +
-                          " --oversubscribe --allow-run-as-root '" + FSDPC_BIN + "' train --model gpt2-tiny --seq 16 " +
-                          flags + " --log-json '" + log.string() + "' >'" + out.string() + "' 2>&1";
-  const int status = std::system(cmd.c_str());
+  const fsdpc::testing::Run run = fsdpc::testing::run_fsdpc_mpi(
+      np, "train --model gpt2-tiny --seq 16 " + flags + " --log-json '" + log.string() + "'", {.merge = true});
   Records r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream o(out);
-  r.output.assign(std::istreambuf_iterator<char>(o), std::istreambuf_iterator<char>());
+  r.code = run.code;
+  r.output = run.out;
   std::ifstream l(log);
   for (std::string line; std::getline(l, line);) r.steps.push_back(nlohmann::json::parse(line));
   return r;

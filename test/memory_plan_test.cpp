@@ -6,9 +6,6 @@
 // mode; a --mem-cap below the plan's peak is refused before training, the
 // peak itself is a cap that trains, and a cap that --remat none exceeds
 // trains under --remat block.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <filesystem>
@@ -18,17 +15,15 @@
 #include "frontend/jit.h"
 #include "frontend/models.h"
 #include "runtime/planner/memory_plan.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
 
-const fs::path& scratch_dir() {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-memory-plan-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
+using fsdpc::testing::scratch;
 
 struct Run {
   int exit_code = -1;
@@ -38,16 +33,13 @@ struct Run {
 
 // `mpirun -np N fsdpc train FLAGS --log-json ...`, its output and records.
 Run train(int np, const std::string& flags) {
-  const fs::path log = scratch_dir() / "log.jsonl", out = scratch_dir() / "out.txt";
+  const fs::path log = scratch("log.jsonl");
   fs::remove(log);
-  const std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) +
-                          " --oversubscribe --allow-run-as-root '" + FSDPC_BIN + "' train " + flags + " --log-json '" +
-                          log.string() + "' >'" + out.string() + "' 2>&1";
+  const fsdpc::testing::Run run =
+      fsdpc::testing::run_fsdpc_mpi(np, "train " + flags + " --log-json '" + log.string() + "'", {.merge = true});
   Run r;
-  const int status = std::system(cmd.c_str());
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream o(out);
-  r.output.assign(std::istreambuf_iterator<char>(o), std::istreambuf_iterator<char>());
+  r.exit_code = run.code;
+  r.output = run.out;
   std::ifstream in(log);
   for (std::string line; std::getline(in, line);) r.records.push_back(Json::parse(line));
   return r;
@@ -55,11 +47,11 @@ Run train(int np, const std::string& flags) {
 
 // `fsdpc dump FLAGS --memory --format json`.
 Json dump_memory(const std::string& flags) {
-  const fs::path out = scratch_dir() / "plan.json";
-  const std::string cmd = std::string("'") + FSDPC_BIN + "' dump " + flags + " --memory --format json -o '" +
-                          out.string() + "' 2>&1";
-  INFO(cmd);
-  REQUIRE(std::system(cmd.c_str()) == 0);
+  const fs::path out = scratch("plan.json");
+  const fsdpc::testing::Run r =
+      fsdpc::testing::run_fsdpc("dump " + flags + " --memory --format json -o '" + out.string() + "'", {.merge = true});
+  INFO("fsdpc dump " << flags << " --memory --format json\n" << r.out);
+  REQUIRE(r.code == 0);
   std::ifstream in(out);
   return Json::parse(in);
 }
@@ -114,7 +106,7 @@ TEST_CASE("memory plan equals the measured peak: hybrid_zero2 on 1..4 ranks", "[
 
 TEST_CASE("memory plan: the other halves of each axis (gpt2 no_sync fused, mlp unfused, evaluation, bucketing)",
           "[mpi][memory_plan]") {
-  const fs::path val = scratch_dir() / "val.txt";  // read as bytes
+  const fs::path val = scratch("val.txt");  // read as bytes
   {
     std::ofstream f(val, std::ios::binary);
     for (int i = 0; i < 8192; ++i) f.put(static_cast<char>(i * 7 % 251));
@@ -142,7 +134,7 @@ TEST_CASE("memory plan equals the measured peak with --keep-gathered (zero3, zer
 }
 
 TEST_CASE("memory plan: after --resume every step is a steady one", "[mpi][memory_plan]") {
-  const fs::path save = scratch_dir() / "ckpt";
+  const fs::path save = scratch("ckpt");
   fs::remove_all(save);
   const Run first = train(2, "--model gpt2-tiny --seq 32 --steps 1 --save '" + save.string() + "'");
   INFO(first.output);

@@ -2,9 +2,6 @@
 // (parameters, gradients, optimizer state) scales as 1/N within padding;
 // when parameters dominate, zero3 < zero2 < no_shard at peak; and zero3's
 // measured peak stays within 10% of what the traces' lifetimes predict.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +10,8 @@
 #include "frontend/jit.h"
 #include "frontend/models.h"
 #include "passes/stats.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 using namespace fsdpc;
@@ -21,16 +20,11 @@ namespace {
 
 // The last step's log line of `mpirun -np N fsdpc train ...`.
 nlohmann::json last_step(int np, const std::string& flags) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-memory-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  fs::path log = dir / "log.jsonl";
-  std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) + " --oversubscribe --allow-run-as-root '" +
-                    FSDPC_BIN + "' train --model gpt2-tiny --steps 2 " + flags + " --log-json '" + log.string() +
-                    "' >/dev/null 2>&1";
-  int status = std::system(cmd.c_str());
-  INFO(cmd);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  fs::path log = fsdpc::testing::scratch("log.jsonl");
+  const std::string args = "train --model gpt2-tiny --steps 2 " + flags + " --log-json '" + log.string() + "'";
+  const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc_mpi(np, args, {.merge = true});
+  INFO("mpirun -n " << np << " fsdpc " << args << "\n" << r.out);
+  REQUIRE(r.code == 0);
   std::ifstream in(log);
   std::string line, last;
   while (std::getline(in, line)) last = line;
@@ -100,17 +94,11 @@ TEST_CASE("zero3's measured peak stays within 10% of the traces' prediction", "[
 }
 
 TEST_CASE("a cap too small fails on every rank with the allocator's message and exit code 2", "[mpi][memory]") {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-memory-cap-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const fs::path out = dir / "out.txt";
-  std::string cmd = std::string(FSDPC_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root '" + FSDPC_BIN +
-                    "' train --model gpt2-tiny --steps 2 --mem-cap 300K >'" + out.string() + "' 2>&1";
-  int status = std::system(cmd.c_str());
-  std::ifstream in(out);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const fsdpc::testing::Run r =
+      fsdpc::testing::run_fsdpc_mpi(2, "train --model gpt2-tiny --steps 2 --mem-cap 300K", {.merge = true});
+  const std::string& text = r.out;
   INFO(text);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(r.code == 2);
   CHECK_THAT(text, Catch::Contains("out of memory on cpu") && Catch::Contains("300.0 KiB cap") &&
                        Catch::Contains("live: parameters"));
 }

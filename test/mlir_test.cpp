@@ -14,6 +14,8 @@
 #include "passes/del.h"
 #include "passes/mlir.h"
 #include "passes/pipeline.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 using namespace fsdpc;
 namespace fs = std::filesystem;
@@ -40,23 +42,15 @@ int mlir_opt(const std::string& mlir, const std::string& tag, std::string& log) 
   if (bin.empty())
     FAIL("mlir-opt-15 not found on PATH nor at /usr/lib/llvm-15/bin/mlir-opt: run "
          "tools/install-deps.sh (mlir-15-tools is a declared dependency)");
-  const fs::path dir =
-      fs::temp_directory_path() / ("fsdpc_mlir_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path in = dir / (tag + ".mlir"), out = dir / (tag + ".log");
-  std::ofstream(in) << mlir;
-  const std::string cmd = "'" + bin + "' --allow-unregistered-dialect '" + in.string() + "' > '" +
-                          out.string() + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  {
-    std::ifstream f(out);
-    log.assign(std::istreambuf_iterator<char>(f), {});
-  }
-  if (status == 0)
-    fs::remove_all(dir);
+  const fs::path in = fsdpc::testing::write_scratch(tag + ".mlir", mlir);
+  const fsdpc::testing::Run r =
+      fsdpc::testing::run_shell("'" + bin + "' --allow-unregistered-dialect '" + in.string() + "'", {.merge = true});
+  log = r.out;
+  if (r.code == 0)
+    fs::remove(in);
   else
     log += "\n(input kept in " + in.string() + ")";
-  return status;
+  return r.code;
 }
 
 void check_parses(const std::string& mlir, const std::string& tag) {

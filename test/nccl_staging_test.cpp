@@ -10,8 +10,6 @@
 // test/gpu/gpu_nccl_dim_test.cpp.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -26,6 +24,7 @@
 #include "ir/mesh.h"
 #include "test/collective_samples.h"
 #include "test/nccl_staging_samples.h"
+#include "test/run_cli.h"
 
 using namespace fsdpc;
 using namespace fsdpc::test;
@@ -110,21 +109,6 @@ TEST_CASE("nccl staging: empty and single-row plans move nothing or everything",
   CHECK(one[2].height == 1);
 }
 
-namespace {
-
-std::string run_shell(const std::string& command, int& code) {
-  std::string out;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return out;
-}
-
-}  // namespace
-
 // Run by the next case under mpirun (hidden from the suite): each rank runs
 // every staged case through the MPI executor and prints its result.
 TEST_CASE("the MPI executor's gathers and reduce-scatters along every dim", "[.nccl_staging_helper]") {
@@ -153,13 +137,11 @@ TEST_CASE("the MPI executor's gathers and reduce-scatters along every dim", "[.n
 
 TEST_CASE("nccl staging: the same layouts as the MPI executor on 2 ranks", "[mpi][nccl]") {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  int code = 0;
-  const std::string out =
-      run_shell(std::string(FSDPC_MPIEXEC) + " -np 2 --oversubscribe --allow-run-as-root '" + self +
-                    "' '[.nccl_staging_helper]' --use-colour no",
-                code);
+  const fsdpc::testing::Run r = fsdpc::testing::run_shell(
+      fsdpc::testing::mpirun_command(2) + " '" + self + "' '[.nccl_staging_helper]' --use-colour no", {.merge = true});
+  const std::string& out = r.out;
   INFO(out);
-  REQUIRE(code == 0);
+  REQUIRE(r.code == 0);
   std::map<std::string, Floats> mpi;  // "case C rank R" -> result
   std::istringstream lines(out);
   for (std::string l; std::getline(lines, l);) {

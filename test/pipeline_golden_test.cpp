@@ -1,14 +1,10 @@
 // Golden traces of the compilation pipeline, produced by `fsdpc dump` exactly
 // as a user runs it. Each golden holds the trace after every requested stage;
 // each was read, and its communication pattern checked, before commit.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <filesystem>
 
 #include "test/golden.h"
+#include "test/run_cli.h"
 
 namespace {
 
@@ -107,18 +103,10 @@ const Golden kCudaGoldens[] = {
 #endif
 
 std::string run_dump(const std::string& args) {
-  std::string cmd = std::string("'") + FSDPC_BIN + "' dump " + args + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = pclose(p);
-  INFO(out.substr(0, 2000));
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  return out;
+  const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc("dump " + args, {.merge = true});
+  INFO(r.out.substr(0, 2000));
+  REQUIRE(r.code == 0);
+  return r.out;
 }
 
 // Each golden against what `fsdpc dump` prints now.

@@ -10,8 +10,6 @@
 #include <functional>
 #include <map>
 #include <random>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +26,8 @@
 #include "passes/stats.h"
 #include "runtime/pipeline_schedule.h"
 #include "test/parity_values.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 using namespace fsdpc;
 using reference::Value;
@@ -450,46 +450,42 @@ TEST_CASE("p2p: stages compiled with mixed precision send and receive the f32 ac
 
 namespace {
 
-// Runs `cmd` (stdout and stderr into `out`); returns its exit code.
-int run_command(const std::string& cmd, std::string& out) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  out.clear();
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+// `fsdpc <args>` (np > 0: under mpirun), stdout and stderr together into
+// `out`; its exit code.
+int run_cli(const std::string& args, std::string& out, int np = 0) {
+  const fsdpc::testing::RunOptions merged{.merge = true};
+  const fsdpc::testing::Run r =
+      np > 0 ? fsdpc::testing::run_fsdpc_mpi(np, args, merged) : fsdpc::testing::run_fsdpc(args, merged);
+  out = r.out;
+  return r.code;
 }
-
-std::string cli(const std::string& args) { return std::string("'") + FSDPC_BIN + "' " + args; }
 
 }  // namespace
 
 TEST_CASE("fsdpc dump --pp prints every stage; bad pipeline options exit 2 naming the option", "[pp]") {
   std::string out;
-  REQUIRE(run_command(cli("dump --model gpt2-tiny --world-size 4 --pp 2 --strategy zero3"), out) == 0);
+  REQUIRE(run_cli("dump --model gpt2-tiny --world-size 4 --pp 2 --strategy zero3", out) == 0);
   CHECK_THAT(out, Catch::Contains("def stage0_forward(") && Catch::Contains("def stage1_backward("));
   CHECK_THAT(out, Catch::Contains("send(t90, group=pp, size=2, peer=1)"));
   CHECK_THAT(out, Catch::Contains("recv(group=pp, size=2, peer=0, shape=[2, 64, 64]"));
   CHECK_THAT(out, Catch::Contains("all_gather(t_h_1_ln_1_weight, group=dp, size=2, dim=0)"));
-  CHECK(run_command(cli("dump --model gpt2-tiny --world-size 3 --pp 2"), out) == 2);
+  CHECK(run_cli("dump --model gpt2-tiny --world-size 3 --pp 2", out) == 2);
   CHECK_THAT(out, Catch::Contains("--pp 2 does not divide the world of 3 ranks"));
-  CHECK(run_command(cli("dump --model gpt2-tiny --world-size 2 --pp 2 --pp-balance 1,x"), out) == 2);
+  CHECK(run_cli("dump --model gpt2-tiny --world-size 2 --pp 2 --pp-balance 1,x", out) == 2);
   CHECK_THAT(out, Catch::Contains("--pp-balance '1,x': 'x' is not a whole number"));
-  CHECK(run_command(cli("dump --model gpt2-tiny --world-size 2 --pp-balance 1,1"), out) == 2);
+  CHECK(run_cli("dump --model gpt2-tiny --world-size 2 --pp-balance 1,1", out) == 2);
   CHECK_THAT(out, Catch::Contains("it needs --pp 2 or more"));
-  REQUIRE(run_command(cli("dump --model gpt2-tiny --world-size 2 --pp 2 --grad-accum 2 --memory"), out) == 0);
+  REQUIRE(run_cli("dump --model gpt2-tiny --world-size 2 --pp 2 --grad-accum 2 --memory", out) == 0);
   CHECK_THAT(out, Catch::Contains("# pipeline stage 0 (1f1b)") && Catch::Contains("# pipeline stage 1 (1f1b)"));
   CHECK_THAT(out, Catch::Contains("forward 2/2"));
-  CHECK(run_command(cli("train --model gpt2-tiny --steps 1 --pp 2"), out) == 2);  // one process
+  CHECK(run_cli("train --model gpt2-tiny --steps 1 --pp 2", out) == 2);  // one process
   CHECK_THAT(out, Catch::Contains("--pp 2 does not divide the world of 1 ranks (mpirun started 1)"));
 }
 
 TEST_CASE("fsdpc train --pp evaluates --val-data as the stages' data-parallel ranks would", "[pp][mpi]") {
   std::string out;
-  const std::string mpirun = std::string(FSDPC_MPIEXEC) + " -n ";
-  const std::string tag = std::to_string(getpid());
-  const std::string text = "/tmp/fsdpc-pp-val-" + tag + ".txt", log = "/tmp/fsdpc-pp-log-" + tag + ".jsonl";
+  const std::string text = fsdpc::testing::scratch("pp-val.txt").string();
+  const std::string log = fsdpc::testing::scratch("pp-log.jsonl").string();
   {
     std::FILE* f = std::fopen(text.c_str(), "w");
     REQUIRE(f);
@@ -497,11 +493,10 @@ TEST_CASE("fsdpc train --pp evaluates --val-data as the stages' data-parallel ra
     std::fclose(f);
   }
   auto val_losses = [&](int np, const std::string& flags) {
-    const std::string cmd = mpirun + std::to_string(np) + " --oversubscribe --allow-run-as-root " +
-                            cli("train --model gpt2-tiny --seq 16 --batch 12 --steps 3 --grad-accum 3 --eval-every 1 "
-                                "--strategy zero3 --val-data " + text + " --log-json " + log + " " + flags);
-    INFO(cmd);
-    REQUIRE(run_command(cmd, out) == 0);
+    const std::string args = "train --model gpt2-tiny --seq 16 --batch 12 --steps 3 --grad-accum 3 --eval-every 1 "
+                             "--strategy zero3 --val-data '" + text + "' --log-json '" + log + "' " + flags;
+    INFO("mpirun -n " << np << " fsdpc " << args);
+    REQUIRE(run_cli(args, out, np) == 0);
     std::vector<double> v;
     std::FILE* f = std::fopen(log.c_str(), "r");
     REQUIRE(f);

@@ -3,9 +3,6 @@
 // tracks (steps, kernels with FLOPs, collectives, waits, live memory), each
 // collective lies inside its rank's step, the ranks' clocks agree, the
 // breakdown is printed, and bad options exit 2 before anything runs.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -15,36 +12,22 @@
 
 #include "executors/comm/mpi_world.h"
 #include "runtime/profiler.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
 
-const fs::path& scratch_dir() {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-profile-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
+using fsdpc::testing::Run;
+using fsdpc::testing::scratch_dir;
 
-struct Run {
-  int exit_code = -1;
-  std::string output;
-};
-
-Run run(const std::string& cmd) {
-  const fs::path out = scratch_dir() / "out.txt";
-  Run r;
-  const int status = std::system((cmd + " >'" + out.string() + "' 2>&1").c_str());
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream o(out);
-  r.output.assign(std::istreambuf_iterator<char>(o), std::istreambuf_iterator<char>());
-  return r;
-}
+// `fsdpc <args>`, alone and under mpirun; its output and errors together.
+Run run(const std::string& args) { return fsdpc::testing::run_fsdpc(args, {.merge = true}); }
 
 Run train(int np, const std::string& flags) {
-  return run(std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) + " --oversubscribe --allow-run-as-root '" +
-             FSDPC_BIN + "' train " + flags);
+  return fsdpc::testing::run_fsdpc_mpi(np, "train " + flags, {.merge = true});
 }
 
 struct Span {
@@ -56,11 +39,11 @@ struct Span {
 TEST_CASE("train --profile writes one trace of both ranks with each collective inside its step", "[mpi][profile]") {
   const fs::path file = scratch_dir() / "trace.json";
   const Run r = train(2, "--model gpt2-tiny --steps 4 --profile '" + file.string() + "'");
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("step breakdown"));
-  CHECK_THAT(r.output, Catch::Contains("matmul"));
-  CHECK_THAT(r.output, Catch::Contains("hidden"));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("step breakdown"));
+  CHECK_THAT(r.out, Catch::Contains("matmul"));
+  CHECK_THAT(r.out, Catch::Contains("hidden"));
   // Written under a temporary name and renamed: nothing else is left behind.
   for (const fs::directory_entry& e : fs::directory_iterator(scratch_dir()))
     CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
@@ -135,29 +118,28 @@ TEST_CASE("train --profile writes one trace of both ranks with each collective i
 }
 
 TEST_CASE("train --profile-steps picks the steps and bad values exit 2 before training", "[profile]") {
-  const std::string bin = std::string("'") + FSDPC_BIN + "' train --model gpt2-tiny --steps 4";
+  const std::string base = "train --model gpt2-tiny --steps 4";
   const std::string file = (scratch_dir() / "bad.json").string();
   for (const char* bad : {"3:2", "x", "1:9", "2", "-1:2", "1:"}) {
-    const Run r = run(bin + " --profile '" + file + "' --profile-steps '" + bad + "'");
-    INFO(bad << ": " << r.output);
-    CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains("--profile-steps"));
+    const Run r = run(base + " --profile '" + file + "' --profile-steps '" + bad + "'");
+    INFO(bad << ": " << r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("--profile-steps"));
   }
-  Run r = run(bin + " --profile-steps 1:2");
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("without --profile"));
-  r = run(bin + " --profile '" + (scratch_dir() / "no-such-folder" / "t.json").string() + "'");
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("does not exist"));
+  Run r = run(base + " --profile-steps 1:2");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("without --profile"));
+  r = run(base + " --profile '" + (scratch_dir() / "no-such-folder" / "t.json").string() + "'");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("does not exist"));
   CHECK(!fs::exists(file));
 
   // One rank, step 0 only: a single step span, and the summary names it.
   const fs::path one = scratch_dir() / "one.json";
-  r = run(std::string("'") + FSDPC_BIN + "' train --model gpt2-tiny --steps 2 --profile '" + one.string() +
-          "' --profile-steps 0:1");
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("profile: step 0 of 1 rank written"));
+  r = run("train --model gpt2-tiny --steps 2 --profile '" + one.string() + "' --profile-steps 0:1");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("profile: step 0 of 1 rank written"));
   std::ifstream in(one);
   const Json trace = Json::parse(in);
   int step_spans = 0;

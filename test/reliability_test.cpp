@@ -3,7 +3,6 @@
 // every rank and one message naming the difference; SIGTERM saves a
 // checkpoint from which --resume continues bit for bit; a checkpoint file
 // changed after saving is refused by name. Also SHA-256 itself.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -21,42 +20,28 @@
 #include "runtime/io/integrity.h"
 #include "runtime/io/sha256.h"
 #include "runtime/reliability/watchdog.h"
+#include "test/golden.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-reliability-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct Result {
-  int code;
-  std::string output;
-};
+using fsdpc::testing::read_file;
+using fsdpc::testing::Run;
+using fsdpc::testing::scratch;
 
 // Runs a shell command line (output captured), under a time limit.
-Result shell(const std::string& cmd) {
-  const fs::path out = scratch("out.txt");
-  const std::string full = "timeout 25 " + cmd + " >'" + out.string() + "' 2>&1";
-  const int status = std::system(full.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out)};
-}
+Run shell(const std::string& cmd) { return fsdpc::testing::run_shell(cmd, {.merge = true, .timeout_s = 25}); }
 
-const std::string kMpirun = std::string(FSDPC_MPIEXEC) + " --oversubscribe --allow-run-as-root";
-const std::string kBase = std::string("'") + FSDPC_BIN + "' train --model gpt2-tiny --batch 4 --seed 3";
+const std::string kMpirun = fsdpc::testing::mpirun_command();
+const std::string kBase = fsdpc::testing::fsdpc_command("train --model gpt2-tiny --batch 4 --seed 3");
 const std::string kTrain = kBase + " --seq 16";
 
 // mpirun's MPMD form, one rank each; every rank prints its own exit code.
-Result two_ranks(const std::string& flags0, const std::string& flags1) {
+Run two_ranks(const std::string& flags0, const std::string& flags1) {
   auto rank = [](const std::string& flags) {
     return "-np 1 sh -c \"" + kBase + " --steps 3 " + flags + "; c=\\$?; echo rank exit \\$c; exit \\$c\"";
   };
@@ -70,14 +55,14 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 // Exit 2 on both ranks (no abort), and `message` printed once.
-void check_refused(const Result& r, const std::string& message) {
-  INFO(r.output);
+void check_refused(const Run& r, const std::string& message) {
+  INFO(r.out);
   CHECK(r.code == 2);
-  CHECK(count(r.output, "rank exit 2") == 2);
-  CHECK(count(r.output, "fsdpc: error: ") == 1);
-  CHECK_THAT(r.output, Contains("fsdpc: error: " + message));
-  CHECK_THAT(r.output, !Contains("MPI_ABORT"));
-  CHECK_THAT(r.output, !Contains("step    0"));
+  CHECK(count(r.out, "rank exit 2") == 2);
+  CHECK(count(r.out, "fsdpc: error: ") == 1);
+  CHECK_THAT(r.out, Contains("fsdpc: error: " + message));
+  CHECK_THAT(r.out, !Contains("MPI_ABORT"));
+  CHECK_THAT(r.out, !Contains("step    0"));
 }
 
 std::vector<double> losses(const fs::path& log) {
@@ -125,12 +110,12 @@ TEST_CASE("launch_disagreement on 3 ranks whose traces differ", "[.launch_helper
 }
 
 TEST_CASE("the first differing line of a trace is named, with the two ranks' statements", "[mpi][reliability]") {
-  Result r = shell(kMpirun + " -np 3 '" + fs::read_symlink("/proc/self/exe").string() + "' '[.launch_helper]'");
-  INFO(r.output);
+  Run r = shell(kMpirun + " -np 3 '" + fs::read_symlink("/proc/self/exe").string() + "' '[.launch_helper]'");
+  INFO(r.out);
   CHECK(r.code == 0);
   // The same message on every rank.
-  CHECK(count(r.output, ": ranks disagree on the forward trace at line 2: rank 0 has `t0 = exp(x)`, rank 1 has "
-                        "`t0 = tanh(x)` (2 ranks differ from rank 0)\n") == 3);
+  CHECK(count(r.out, ": ranks disagree on the forward trace at line 2: rank 0 has `t0 = exp(x)`, rank 1 has "
+                     "`t0 = tanh(x)` (2 ranks differ from rank 0)\n") == 3);
 }
 
 // Run by the next case under mpirun -np 2 (hidden from the suite): rank 1
@@ -170,14 +155,14 @@ TEST_CASE("the launch check, an all-rank exit and the checkpoint digests are bou
   auto stalled = [](const std::string& which) {
     const fs::path dir = scratch("stall-" + which);
     const auto start = std::chrono::steady_clock::now();
-    Result r = shell(kMpirun + " -np 2 -x FSDPC_TEST_STALL=" + which + " -x FSDPC_TEST_FLIGHT_DIR='" + dir.string() +
-                     "' '" + fs::read_symlink("/proc/self/exe").string() + "' '[.stall_helper]'");
-    INFO(r.output);
+    Run r = shell(kMpirun + " -np 2 -x FSDPC_TEST_STALL=" + which + " -x FSDPC_TEST_FLIGHT_DIR='" + dir.string() +
+                  "' '" + fs::read_symlink("/proc/self/exe").string() + "' '[.stall_helper]'");
+    INFO(r.out);
     CHECK(r.code == fsdpc::kCollectiveTimeoutExit);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
-    CHECK_THAT(r.output, !Contains("rank 0 returned"));
+    CHECK_THAT(r.out, !Contains("rank 0 returned"));
     CHECK(fs::exists(dir / "flight-rank0.json"));
-    return r.output;
+    return r.out;
   };
   CHECK_THAT(stalled("launch"), Contains("a collective timed out after ") && Contains("`launch check` (all_gather on group world"));
   CHECK_THAT(stalled("exit"), Contains("`all-rank exit` (barrier on group world"));
@@ -197,9 +182,9 @@ TEST_CASE("a failed internal check after a collective", "[.check_helper]") {
 
 TEST_CASE("a failed internal check writes the flight recorder before it aborts", "[mpi][reliability]") {
   const fs::path dir = scratch("check-failure");
-  Result r = shell(kMpirun + " -np 1 -x FSDPC_TEST_FLIGHT_DIR='" + dir.string() + "' '" +
-                   fs::read_symlink("/proc/self/exe").string() + "' '[.check_helper]'");
-  INFO(r.output);
+  Run r = shell(kMpirun + " -np 1 -x FSDPC_TEST_FLIGHT_DIR='" + dir.string() + "' '" +
+                fs::read_symlink("/proc/self/exe").string() + "' '[.check_helper]'");
+  INFO(r.out);
   CHECK(r.code != 0);
   // The file, not the printed lines: a rank that aborts can lose its last
   // lines of stderr in mpirun's forwarding on a busy machine.
@@ -237,12 +222,12 @@ TEST_CASE("ranks launched with different options stop with exit 2 and name the d
     for (const auto& [dir, steps] : {std::pair{one, 1}, std::pair{two, 2}})
       REQUIRE(shell(kMpirun + " -np 2 " + kTrain + " --steps " + std::to_string(steps) + " --save '" + dir.string() + "'")
                   .code == 0);
-    Result r = two_ranks("--seq 16 --init '" + one.string() + "'", "--seq 16 --init '" + two.string() + "'");
+    Run r = two_ranks("--seq 16 --init '" + one.string() + "'", "--seq 16 --init '" + two.string() + "'");
     check_refused(r, "ranks disagree on --init: rank 0 has ");
-    CHECK_THAT(r.output, Contains(", rank 1 has "));
+    CHECK_THAT(r.out, Contains(", rank 1 has "));
     r = two_ranks("--seq 16 --resume '" + one.string() + "'", "--seq 16 --resume '" + two.string() + "'");
     check_refused(r, "ranks disagree on --resume: rank 0 has step-1: ");
-    CHECK_THAT(r.output, Contains(", rank 1 has step-2: "));
+    CHECK_THAT(r.out, Contains(", rank 1 has step-2: "));
   }
   SECTION("an error on one rank only") {
     const fs::path empty = scratch("empty");
@@ -258,7 +243,7 @@ TEST_CASE("SIGTERM to one rank saves, and --resume continues bit for bit", "[mpi
   fs::create_directories(pids);
   // Each rank records its pid; rank 1 alone gets the signal, after step 3.
   const fs::path log1 = scratch("stopped.jsonl");
-  Result r;  // Catch's assertions stay on this thread
+  Run r;  // Catch's assertions stay on this thread
   std::thread run([&] {
     r = shell(kMpirun + " -np 2 sh -c \"echo \\$\\$ > '" + pids.string() + "'/\\$OMPI_COMM_WORLD_RANK; exec " + flags +
               " --steps 2000 --save '" + stopped.string() + "' --log-json '" + log1.string() + "'\"");
@@ -271,23 +256,23 @@ TEST_CASE("SIGTERM to one rank saves, and --resume continues bit for bit", "[mpi
   REQUIRE(lines() >= 3);
   kill(std::stoi(read_file(pids / "1")), SIGTERM);
   run.join();
-  INFO(r.output);
+  INFO(r.out);
   REQUIRE(r.code == 0);
   std::vector<double> got = losses(log1);
-  CHECK_THAT(r.output, Contains("stopped at step " + std::to_string(got.size()) + ", saved to " + stopped.string()));
+  CHECK_THAT(r.out, Contains("stopped at step " + std::to_string(got.size()) + ", saved to " + stopped.string()));
   const int64_t at = static_cast<int64_t>(got.size());
   REQUIRE(read_file(stopped / "state" / "latest") == "step-" + std::to_string(at) + "\n");
   REQUIRE(at < 2000);
 
   const std::string end = " --steps " + std::to_string(at + 3);
   const fs::path log2 = scratch("resumed.jsonl"), log3 = scratch("full.jsonl");
-  Result resumed = shell(kMpirun + " -np 2 " + flags + end + " --resume '" + stopped.string() + "' --save '" +
-                         stopped.string() + "' --log-json '" + log2.string() + "'");
-  INFO(resumed.output);
+  Run resumed = shell(kMpirun + " -np 2 " + flags + end + " --resume '" + stopped.string() + "' --save '" +
+                      stopped.string() + "' --log-json '" + log2.string() + "'");
+  INFO(resumed.out);
   REQUIRE(resumed.code == 0);
-  Result uninterrupted =
+  Run uninterrupted =
       shell(kMpirun + " -np 2 " + flags + end + " --save '" + full.string() + "' --log-json '" + log3.string() + "'");
-  INFO(uninterrupted.output);
+  INFO(uninterrupted.out);
   REQUIRE(uninterrupted.code == 0);
   for (double l : losses(log2)) got.push_back(l);
   CHECK(got == losses(log3));
@@ -300,7 +285,7 @@ TEST_CASE("SIGTERM to one rank saves, and --resume continues bit for bit", "[mpi
 
 TEST_CASE("a stop signal without --save exits 128+signal and says nothing was saved", "[mpi][reliability]") {
   const fs::path pid = scratch("pid"), log = scratch("nosave.jsonl");
-  Result r;
+  Run r;
   std::thread run([&] {
     r = shell(kMpirun + " -np 1 sh -c \"echo \\$\\$ > '" + pid.string() + "'; exec " + kTrain +
               " --steps 2000 --log-every 100 --log-json '" + log.string() + "'\"");
@@ -309,9 +294,9 @@ TEST_CASE("a stop signal without --save exits 128+signal and says nothing was sa
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   kill(std::stoi(read_file(pid)), SIGTERM);
   run.join();
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.code == 143);
-  CHECK_THAT(r.output, Contains("by SIGTERM; nothing was saved (no --save DIR)"));
+  CHECK_THAT(r.out, Contains("by SIGTERM; nothing was saved (no --save DIR)"));
 }
 
 TEST_CASE("a checkpoint file changed after saving is refused by name; one without digests loads", "[mpi][reliability]") {
@@ -320,21 +305,21 @@ TEST_CASE("a checkpoint file changed after saving is refused by name; one withou
   // sha256sum agrees with what --save recorded.
   CHECK(shell("sh -c \"cd '" + dir.string() + "' && sha256sum -c SHA256SUMS\"").code == 0);
   flip_byte(dir / "state" / "step-2" / "rank-1.safetensors", 5);
-  Result r = shell(kMpirun + " -np 2 " + kTrain + " --steps 4 --resume '" + dir.string() + "'");
-  INFO(r.output);
+  Run r = shell(kMpirun + " -np 2 " + kTrain + " --steps 4 --resume '" + dir.string() + "'");
+  INFO(r.out);
   CHECK(r.code == 2);
-  CHECK_THAT(r.output, Contains("fsdpc: error: " + (dir / "state" / "step-2" / "rank-1.safetensors").string() +
-                                ": corrupted: its SHA-256 differs"));
-  CHECK(count(r.output, "fsdpc: error: ") == 1);
+  CHECK_THAT(r.out, Contains("fsdpc: error: " + (dir / "state" / "step-2" / "rank-1.safetensors").string() +
+                             ": corrupted: its SHA-256 differs"));
+  CHECK(count(r.out, "fsdpc: error: ") == 1);
 
   flip_byte(dir / "model.safetensors", 5);
   r = shell(kMpirun + " -np 2 " + kTrain + " --steps 1 --init '" + dir.string() + "'");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.code == 2);
-  CHECK_THAT(r.output, Contains((dir / "model.safetensors").string() + ": corrupted"));
+  CHECK_THAT(r.out, Contains((dir / "model.safetensors").string() + ": corrupted"));
   flip_byte(dir / "model.safetensors", 5);  // restored, and no digests: loads as a download would
   fs::remove(dir / "SHA256SUMS");
   r = shell(kMpirun + " -np 2 " + kTrain + " --steps 1 --init '" + dir.string() + "'");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.code == 0);
 }

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <random>
 #include <set>
-#include <sys/wait.h>
 
 #include "executors/reference/reference.h"
 #include "frontend/gpt2.h"
@@ -25,6 +24,7 @@
 #include "passes/stats.h"
 #include "passes/tensor_parallel.h"
 #include "test/parity_values.h"
+#include "test/run_cli.h"
 
 using namespace fsdpc;
 using reference::Value;
@@ -593,14 +593,9 @@ TEST_CASE("tensor parallel: a T that does not divide the heads, kv heads or feat
 
 TEST_CASE("tensor parallel: fsdpc dump --tp", "[tp]") {
   auto run = [](const std::string& args, std::string& out) {
-    const std::string cmd = std::string("'") + FSDPC_BIN + "' dump " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p);
-    char buf[4096];
-    out.clear();
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    const int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc("dump " + args, {.merge = true});
+    out = r.out;
+    return r.code;
   };
   std::string out;
   REQUIRE(run("--model gpt2-tiny --world-size 4 --tp 2 --strategy zero3", out) == 0);

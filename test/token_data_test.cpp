@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,7 +18,7 @@
 
 #include "ir/error.h"
 #include "runtime/io/token_data.h"
-#include "test/golden.h"
+#include "test/run_cli.h"
 
 using namespace fsdpc;
 namespace fs = std::filesystem;
@@ -401,28 +400,10 @@ TEST_CASE("bad uint32 files and vocabularies the ids cannot hold are clear error
   CHECK_NOTHROW(TokenData(text, 256, 1, Sampling::sequential, 0, TokenDtype::uint8));
 }
 
-namespace {
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
-
-// `fsdpc <args>` through the shell (args are trusted test strings), its
-// output in `dir`.
-Run fsdpc_run(const TempDir& dir, const std::string& args) {
-  const std::string out = dir.file("stdout"), err = dir.file("stderr");
-  const std::string cmd = std::string("'") + FSDPC_BIN + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = fsdpc::testing::read_file(out);
-  r.err = fsdpc::testing::read_file(err);
-  return r;
-}
-}  // namespace
-
 TEST_CASE("cli: fsdpc train reads uint32 ids of a 70000-token vocabulary", "[token_data][cli]") {
   using Catch::Contains;
+  using fsdpc::testing::Run;
+  using fsdpc::testing::run_fsdpc;
   TempDir tmp;
   const std::string config = tmp.file("config.json");
   std::ofstream(config) << R"({"model_type": "llama", "vocab_size": 70000, "hidden_size": 16,
@@ -438,7 +419,7 @@ TEST_CASE("cli: fsdpc train reads uint32 ids of a 70000-token vocabulary", "[tok
 
   for (const std::string& data : {"--data '" + u32 + "' --val-data '" + u32 + "'",
                                   "--data '" + bin + "' --data-dtype uint32"}) {
-    const Run ok = fsdpc_run(tmp, common + data);
+    const Run ok = run_fsdpc(common + data);
     INFO(data << "\n" << ok.out << ok.err);
     REQUIRE(ok.code == 0);
     CHECK_THAT(ok.out, Contains("done: 1 step in"));
@@ -449,7 +430,7 @@ TEST_CASE("cli: fsdpc train reads uint32 ids of a 70000-token vocabulary", "[tok
   }
 
   // A .bin read as uint16 cannot serve the vocabulary: refused before a step.
-  Run r = fsdpc_run(tmp, common + "--data '" + bin + "'");
+  Run r = run_fsdpc(common + "--data '" + bin + "'");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains(bin) && Contains("does not fit uint16 ids") && Contains("--data-dtype uint32"));
 
@@ -457,7 +438,7 @@ TEST_CASE("cli: fsdpc train reads uint32 ids of a 70000-token vocabulary", "[tok
   ids[5] = 70000;
   const std::string bad = tmp.file("bad.u32");
   write_u32(bad, ids);
-  r = fsdpc_run(tmp, common + "--data '" + bad + "'");
+  r = run_fsdpc(common + "--data '" + bad + "'");
   INFO(r.out << r.err);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains(bad) && Contains("token 70000 at token offset 5") &&
@@ -465,16 +446,16 @@ TEST_CASE("cli: fsdpc train reads uint32 ids of a 70000-token vocabulary", "[tok
 
   const std::string odd = tmp.file("odd.u32");
   write_bytes(odd, std::string(4 * 100 + 2, '\0'));
-  r = fsdpc_run(tmp, common + "--data '" + odd + "'");
+  r = run_fsdpc(common + "--data '" + odd + "'");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains(odd) && Contains("402 bytes are not a multiple of 4"));
 
-  r = fsdpc_run(tmp, common + "--data '" + u32 + "' --data-dtype int32");
+  r = run_fsdpc(common + "--data '" + u32 + "' --data-dtype int32");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("--data-dtype") && Contains("int32"));
   CHECK(r.out.empty());
 
-  r = fsdpc_run(tmp, "train --model llama-tiny --steps 1 --data-dtype uint32");
+  r = run_fsdpc("train --model llama-tiny --steps 1 --data-dtype uint32");
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("--data-dtype uint32: there is no --data or --val-data FILE to read"));
 }

@@ -15,15 +15,14 @@
 // relative (||w_N - w_1|| / ||w_1||, the usual relative error of a vector;
 // measured: 1e-6 to 4e-6); 99.5% of single weights agree to 1e-5, and the
 // rest stay within the 2*lr*steps such a random walk can reach.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 
@@ -34,27 +33,17 @@ struct Run {
   nlohmann::json state;
 };
 
-fs::path scratch(const std::string& name) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-train-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using fsdpc::testing::scratch;
 
 Run train(int np, const std::string& flags, const std::string& tag, const std::string& optimizer,
           const std::string& model = "--model gpt2-tiny") {
-  fs::path log = scratch(tag + ".jsonl"), state = scratch(tag + ".json"), out = scratch(tag + ".out");
-  std::string cmd = std::string(FSDPC_MPIEXEC) + " -n " + std::to_string(np) +
-                    " --oversubscribe --allow-run-as-root '" + FSDPC_BIN +
-                    "' train " + model + " --seq 16 --batch 12 --steps 10 --clip 1.0 --weight-decay 0.01 --seed 5 " +
-                    optimizer + " " + flags + " --log-json '" + log.string() + "' --save-state '" + state.string() + "' >'" +
-                    out.string() + "' 2>&1";
-  int status = std::system(cmd.c_str());
-  std::ifstream o(out);
-  std::stringstream all;
-  all << o.rdbuf();
-  INFO(cmd << "\n" << all.str());
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  fs::path log = scratch(tag + ".jsonl"), state = scratch(tag + ".json");
+  const std::string args = "train " + model +
+                           " --seq 16 --batch 12 --steps 10 --clip 1.0 --weight-decay 0.01 --seed 5 " + optimizer +
+                           " " + flags + " --log-json '" + log.string() + "' --save-state '" + state.string() + "'";
+  const fsdpc::testing::Run cli = fsdpc::testing::run_fsdpc_mpi(np, args, {.merge = true});
+  INFO("mpirun -n " << np << " fsdpc " << args << "\n" << cli.out);
+  REQUIRE(cli.code == 0);
   Run r;
   std::ifstream l(log);
   for (std::string line; std::getline(l, line);) r.losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());

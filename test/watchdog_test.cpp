@@ -3,7 +3,6 @@
 // mpirun: a stopped rank ends the job at --timeout with the collective
 // named and the recorders written, which `fsdpc flight` reads back;
 // SIGUSR1 writes them without stopping the run.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -17,6 +16,9 @@
 #include <thread>
 
 #include "runtime/reliability/flight_recorder.h"
+#include "test/golden.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
@@ -24,33 +26,17 @@ using nlohmann::json;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  static const fs::path dir = fs::temp_directory_path() / ("fsdpc-watchdog-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct Result {
-  int code;
-  std::string output;
-};
+using fsdpc::testing::read_file;
+using fsdpc::testing::Run;
+using fsdpc::testing::scratch;
 
 // Runs a shell command line (output captured), under a time limit.
-Result shell(const std::string& cmd, int limit_s = 60) {
-  static int n = 0;
-  const fs::path out = scratch("out" + std::to_string(n++) + ".txt");
-  const std::string full = "timeout " + std::to_string(limit_s) + " " + cmd + " >'" + out.string() + "' 2>&1";
-  const int status = std::system(full.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out)};
+Run shell(const std::string& cmd, int limit_s = 60) {
+  return fsdpc::testing::run_shell(cmd, {.merge = true, .timeout_s = limit_s});
 }
 
-const std::string kMpirun = std::string(FSDPC_MPIEXEC) + " --oversubscribe --allow-run-as-root";
-const std::string kTrain = std::string("'") + FSDPC_BIN + "' train --model gpt2-tiny --batch 4 --seq 16 --seed 3";
+const std::string kMpirun = fsdpc::testing::mpirun_command();
+const std::string kTrain = fsdpc::testing::fsdpc_command("train --model gpt2-tiny --batch 4 --seq 16 --seed 3");
 
 // Two ranks that write their pids to `pids`/<rank> before they start.
 std::string two_ranks_with_pids(const fs::path& pids, const std::string& flags) {
@@ -105,7 +91,7 @@ void write_dump(const fs::path& dir, int rank, const std::vector<std::string>& o
   std::ofstream(dir / ("flight-rank" + std::to_string(rank) + ".json")) << j.dump(1);
 }
 
-Result flight(const fs::path& dir) { return shell("'" + std::string(FSDPC_BIN) + "' flight '" + dir.string() + "'"); }
+Run flight(const fs::path& dir) { return shell(fsdpc::testing::fsdpc_command("flight '" + dir.string() + "'")); }
 
 }  // namespace
 
@@ -152,10 +138,10 @@ TEST_CASE("fsdpc flight names the first collective the ranks part ways on", "[wa
     const fs::path d = scratch("agree");
     write_dump(d, 0, ops);
     write_dump(d, 1, ops);
-    Result r = flight(d);
-    INFO(r.output);
+    Run r = flight(d);
+    INFO(r.out);
     CHECK(r.code == 0);
-    CHECK_THAT(r.output, Contains("all 2 ranks agree"));
+    CHECK_THAT(r.out, Contains("all 2 ranks agree"));
   }
   SECTION("they disagree") {
     const fs::path d = scratch("disagree");
@@ -163,58 +149,58 @@ TEST_CASE("fsdpc flight names the first collective the ranks part ways on", "[wa
     other[2] = "ft3 = all_reduce(t_c)";
     write_dump(d, 0, ops, 2);
     write_dump(d, 1, other, 2);
-    Result r = flight(d);
-    INFO(r.output);
+    Run r = flight(d);
+    INFO(r.out);
     CHECK(r.code == 0);
-    CHECK_THAT(r.output, Contains("first problem: group dp (ranks 0,1), collective #2: ranks disagree: rank 0 issued "
-                                  "`ft3 = reduce_scatter(t_c)`"));
-    CHECK_THAT(r.output, Contains("rank 1 issued `ft3 = all_reduce(t_c)`"));
+    CHECK_THAT(r.out, Contains("first problem: group dp (ranks 0,1), collective #2: ranks disagree: rank 0 issued "
+                               "`ft3 = reduce_scatter(t_c)`"));
+    CHECK_THAT(r.out, Contains("rank 1 issued `ft3 = all_reduce(t_c)`"));
   }
   SECTION("one rank never issued it") {
     const fs::path d = scratch("never");
     write_dump(d, 0, ops, 3);
     write_dump(d, 1, {ops.begin(), ops.begin() + 3});
-    Result r = flight(d);
-    INFO(r.output);
+    Run r = flight(d);
+    INFO(r.out);
     CHECK(r.code == 0);
-    CHECK_THAT(r.output, Contains("collective #3: `ft4 = all_gather(t_d)` (all_gather, 16 x f32, 64 bytes) issued by "
-                                  "rank 0, never by rank 1 (its last there: #2 `ft3 = reduce_scatter(t_c)`); not "
-                                  "completed on rank 0"));
+    CHECK_THAT(r.out, Contains("collective #3: `ft4 = all_gather(t_d)` (all_gather, 16 x f32, 64 bytes) issued by "
+                               "rank 0, never by rank 1 (its last there: #2 `ft3 = reduce_scatter(t_c)`); not "
+                               "completed on rank 0"));
   }
   SECTION("a rank left no file") {
     const fs::path d = scratch("missing");
     write_dump(d, 0, ops, 1);
-    Result r = flight(d);
-    INFO(r.output);
+    Run r = flight(d);
+    INFO(r.out);
     CHECK(r.code == 0);
-    CHECK_THAT(r.output, Contains("collective #1: `ft2 = all_gather(t_b)`"));
-    CHECK_THAT(r.output, Contains("not completed on rank 0; rank 1 left no flight file"));
+    CHECK_THAT(r.out, Contains("collective #1: `ft2 = all_gather(t_b)`"));
+    CHECK_THAT(r.out, Contains("not completed on rank 0; rank 1 left no flight file"));
   }
   SECTION("malformed or missing files exit 2 with the file named") {
     const fs::path d = scratch("malformed");
     write_dump(d, 0, ops);
     std::ofstream(d / "flight-rank1.json") << "{\"fsdpc_flight\": 1, \"rank\": 1";
-    Result r = flight(d);
+    Run r = flight(d);
     CHECK(r.code == 2);
-    CHECK_THAT(r.output, Contains("fsdpc: error: " + (d / "flight-rank1.json").string() + ": not valid JSON"));
+    CHECK_THAT(r.out, Contains("fsdpc: error: " + (d / "flight-rank1.json").string() + ": not valid JSON"));
     std::ofstream(d / "flight-rank1.json") << "{\"fsdpc_flight\": 1, \"rank\": 1, \"world\": 2}";
     r = flight(d);
     CHECK(r.code == 2);
-    CHECK_THAT(r.output, Contains("flight-rank1.json: not a flight recorder dump: no \"groups\""));
+    CHECK_THAT(r.out, Contains("flight-rank1.json: not a flight recorder dump: no \"groups\""));
     r = flight(scratch("no-such-folder"));
     CHECK(r.code == 2);
-    CHECK_THAT(r.output, Contains("not a folder"));
+    CHECK_THAT(r.out, Contains("not a folder"));
     fs::create_directories(scratch("empty"));
     r = flight(scratch("empty"));
     CHECK(r.code == 2);
-    CHECK_THAT(r.output, Contains("no flight-rank{R}.json files"));
+    CHECK_THAT(r.out, Contains("no flight-rank{R}.json files"));
   }
 }
 
 TEST_CASE("a stopped rank ends the job at --timeout, naming the collective; fsdpc flight finds it",
           "[mpi][watchdog]") {
   const fs::path pids = scratch("stop-pids"), dir = scratch("stop-flight"), log = scratch("stop.jsonl");
-  Result r;
+  Run r;
   std::chrono::steady_clock::time_point stopped_at;
   std::thread run([&] {
     r = shell(two_ranks_with_pids(pids, "--steps 100000 --log-every 1000 --timeout 5 --flight-dir '" + dir.string() +
@@ -230,10 +216,10 @@ TEST_CASE("a stopped rank ends the job at --timeout, naming the collective; fsdp
   run.join();
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
   REQUIRE(started);
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.code == 4);
   CHECK(took < 20);
-  CHECK_THAT(r.output, Contains("fsdpc: error: rank 0: a collective timed out after 5"));
+  CHECK_THAT(r.out, Contains("fsdpc: error: rank 0: a collective timed out after 5"));
   REQUIRE(fs::exists(dir / "flight-rank0.json"));
   // The collectives some rank issued and never saw complete: the message
   // names one of rank 0's, and fsdpc flight the first of them. (Open MPI's
@@ -251,24 +237,24 @@ TEST_CASE("a stopped rank ends the job at --timeout, naming the collective; fsdp
   REQUIRE(!open0.empty());
   open.insert(open0.begin(), open0.end());
   bool named = false;
-  for (const std::string& s : open0) named = named || r.output.find("`" + s + "` (") != std::string::npos;
+  for (const std::string& s : open0) named = named || r.out.find("`" + s + "` (") != std::string::npos;
   CHECK(named);
-  Result f = flight(dir);
-  INFO(f.output);
+  Run f = flight(dir);
+  INFO(f.out);
   CHECK(f.code == 0);
   const std::string head = "first problem: group ";
-  REQUIRE(f.output.find(head) != std::string::npos);
-  const size_t from = f.output.find(": `", f.output.find(head)) + 3;
-  const std::string stalled = f.output.substr(from, f.output.find('`', from) - from);
+  REQUIRE(f.out.find(head) != std::string::npos);
+  const size_t from = f.out.find(": `", f.out.find(head)) + 3;
+  const std::string stalled = f.out.substr(from, f.out.find('`', from) - from);
   INFO("fsdpc flight names `" << stalled << "`");
   CHECK(open.count(stalled) == 1);
-  CHECK_THAT(f.output, Contains("not completed on rank"));
-  if (!fs::exists(dir / "flight-rank1.json")) CHECK_THAT(f.output, Contains("rank 1 left no flight file"));
+  CHECK_THAT(f.out, Contains("not completed on rank"));
+  if (!fs::exists(dir / "flight-rank1.json")) CHECK_THAT(f.out, Contains("rank 1 left no flight file"));
 }
 
 TEST_CASE("SIGUSR1 writes every rank's flight recorder and training goes on to the end", "[mpi][watchdog]") {
   const fs::path pids = scratch("usr1-pids"), dir = scratch("usr1-flight"), log = scratch("usr1.jsonl");
-  Result r;
+  Run r;
   std::thread run([&] {
     r = shell(two_ranks_with_pids(pids, "--steps 300 --log-every 100 --flight-dir '" + dir.string() + "' --log-json '" +
                                             log.string() + "'"));
@@ -278,10 +264,10 @@ TEST_CASE("SIGUSR1 writes every rank's flight recorder and training goes on to t
     for (const char* rank : {"0", "1"}) kill(std::stoi(read_file(pids / rank)), SIGUSR1);
   run.join();
   REQUIRE(started);
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.code == 0);
   CHECK(lines(log) == 300);
-  CHECK_THAT(r.output, Contains("done: 300 steps"));
+  CHECK_THAT(r.out, Contains("done: 300 steps"));
   for (int rank : {0, 1}) {
     const fs::path f = dir / ("flight-rank" + std::to_string(rank) + ".json");
     REQUIRE(fs::exists(f));
@@ -290,26 +276,26 @@ TEST_CASE("SIGUSR1 writes every rank's flight recorder and training goes on to t
     CHECK(j["rank"] == rank);
     CHECK(!j["collectives"].empty());
   }
-  CHECK_THAT(r.output, Contains("flight recorder written to " + (dir / "flight-rank1.json").string() + " (SIGUSR1)"));
-  Result f = flight(dir);  // a dump mid-run: the ranks may be a collective apart, never in disagreement
-  INFO(f.output);
+  CHECK_THAT(r.out, Contains("flight recorder written to " + (dir / "flight-rank1.json").string() + " (SIGUSR1)"));
+  Run f = flight(dir);  // a dump mid-run: the ranks may be a collective apart, never in disagreement
+  INFO(f.out);
   CHECK(f.code == 0);
-  CHECK_THAT(f.output, !Contains("disagree"));
+  CHECK_THAT(f.out, !Contains("disagree"));
 }
 
 TEST_CASE("the timeout and flight folder may differ across ranks; a bad timeout is refused", "[mpi][watchdog]") {
   auto rank = [](const std::string& flags) { return "-np 1 " + kTrain + " --steps 2 " + flags; };
-  Result r = shell(kMpirun + " " + rank("--timeout 30 --flight-dir '" + scratch("a").string() + "'") + " : " +
-                   rank("--timeout 60"));
-  INFO(r.output);
+  Run r = shell(kMpirun + " " + rank("--timeout 30 --flight-dir '" + scratch("a").string() + "'") + " : " +
+                rank("--timeout 60"));
+  INFO(r.out);
   CHECK(r.code == 0);
   for (const char* bad : {"0", "-1", "5s", "inf"}) {
-    Result b = shell(kTrain + " --steps 1 --timeout=" + bad);
-    INFO(b.output);
+    Run b = shell(kTrain + " --steps 1 --timeout=" + bad);
+    INFO(b.out);
     CHECK(b.code == 2);
-    CHECK_THAT(b.output, Contains(std::string("fsdpc: error: --timeout '") + bad + "': expected a positive number"));
+    CHECK_THAT(b.out, Contains(std::string("fsdpc: error: --timeout '") + bad + "': expected a positive number"));
   }
-  Result e = shell("env FSDPC_TIMEOUT_S=soon " + kTrain + " --steps 1");
+  Run e = shell("env FSDPC_TIMEOUT_S=soon " + kTrain + " --steps 1");
   CHECK(e.code == 2);
-  CHECK_THAT(e.output, Contains("FSDPC_TIMEOUT_S 'soon'"));
+  CHECK_THAT(e.out, Contains("FSDPC_TIMEOUT_S 'soon'"));
 }
