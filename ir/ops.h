@@ -24,10 +24,25 @@ enum class OpCategory : uint8_t {
 };
 
 enum class OpId : uint16_t {
-#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite) e,
+#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite, traits) e,
 #include "ir/ops.def"
 #undef FSDPC_OP
 };
+
+// What passes and the runtime ask of an op, one flag each: the traits column
+// of ir/ops.def, whose header says what each means. Ask with
+// op_info(op).has(OpTrait::issue).
+enum class OpTrait : uint8_t {
+  none = 0,
+  issue = 1 << 0,          // returns a future that a wait completes
+  p2p = 1 << 1,            // a message to or from one peer (send, recv)
+  cheap = 1 << 2,          // recomputed in the backward rather than saved (split)
+  takes_sharded = 1 << 3,  // takes fully_sharded inputs as they are (verifier)
+};
+
+constexpr OpTrait operator|(OpTrait a, OpTrait b) {
+  return static_cast<OpTrait>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b));
+}
 
 struct OpInfo {
   OpId id;
@@ -37,6 +52,13 @@ struct OpInfo {
   int max_inputs;  // -1: variadic
   int outputs;     // -1: decided by attributes
   bool composite;
+  OpTrait traits;
+
+  // Whether the op has every flag of `t`.
+  constexpr bool has(OpTrait t) const {
+    const auto want = static_cast<uint8_t>(t);
+    return want != 0 && (static_cast<uint8_t>(traits) & want) == want;
+  }
 };
 
 extern const int kNumOps;
