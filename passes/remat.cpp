@@ -335,7 +335,7 @@ NameSet auto_recomputable(const Forward& f, const NameSet& forced, const NameSet
     const bool from_params = !b.outputs.empty() && param_derived(f, b.outputs[0].name);
     // Gathers of parameters are re-done in the backward only under zero3;
     // any other collective, and an expensive op, is computed in the forward.
-    bool banned = is_expensive(b.op) && !(from_params && regather && (b.op == OpId::AllGather || b.op == OpId::Wait));
+    bool banned = is_expensive(b.op) && !(from_params && regather && is_regather(b.op));
     for (const Proxy& o : b.outputs) {
       size_t v = id.at(o.name);
       const bool ban = (banned && !forced.count(o.name)) || must_save.count(o.name);

@@ -41,10 +41,8 @@ CollectiveStats* account(TraceStats& s, const BoundSymbol& b, const TensorType& 
 void add_collective(TraceStats& s, const BoundSymbol& b,
                     const std::unordered_map<std::string, TensorType>& types) {
   if (b.op == OpId::Synchronize) ++s.synchronize_count;
-  if (op_info(b.op).category != OpCategory::collective || b.op == OpId::Synchronize ||
-      b.op == OpId::Wait)
-    return;
-  if (b.op == OpId::Send || b.op == OpId::Recv) {
+  if (!op_info(b.op).has(OpTrait::issue)) return;
+  if (op_info(b.op).has(OpTrait::p2p)) {
     CollectiveStats& p2p = b.op == OpId::Send ? s.send : s.recv;
     ++p2p.count;
     p2p.bytes += static_cast<double>(bytes_of(b.output().type));
