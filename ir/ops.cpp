@@ -3,6 +3,8 @@
 
 #include <array>
 
+#include "ir/error.h"
+
 namespace fsdpc {
 
 namespace {
@@ -46,6 +48,11 @@ const int kNumOps = kCount;
 const OpInfo& op_info(OpId op) { return kOps[static_cast<size_t>(op)]; }
 
 std::string_view op_name(OpId op) { return op_info(op).name; }
+
+void op_outside_table(OpId op) {
+  FSDPC_CHECK(false) << "op id " << static_cast<int>(op) << " outside ir/ops.def";
+  __builtin_unreachable();  // ~CheckFailure aborts
+}
 
 std::optional<OpId> find_op(std::string_view name) {
   for (const OpInfo& info : kOps)

@@ -67,6 +67,11 @@ const OpInfo& op_info(OpId op);
 std::string_view op_name(OpId op);
 std::optional<OpId> find_op(std::string_view name);
 
+// Aborts: `op` is no row of the table. Ends a function whose switch over
+// every OpId returns (the switches have no default:, so -Wswitch names a
+// missing op; this is where a value outside the enum would land).
+[[noreturn]] void op_outside_table(OpId op);
+
 // Executors known to the IR's text form; a bound symbol claimed by one
 // prints as "<executor>_<op>" (cpu_linear, mpi_all_gather).
 const std::vector<std::string_view>& executor_names();
