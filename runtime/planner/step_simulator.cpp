@@ -63,9 +63,20 @@ double matmul_flops(const BoundSymbol& b, const InputTypes& inputs) {
       }
       return flops;
     }
-    default:
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm: case OpId::CrossEntropy: case OpId::Silu:
+    case OpId::RmsNorm: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
+    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Del:
       return 0;
   }
+  op_outside_table(b.op);
 }
 
 namespace {
