@@ -187,7 +187,12 @@ Types dispatch(const MetaArgs& a) {
     case OpId::Fusion:
       // Only its statements know its outputs: verify() checks them there.
       a.fail("a region's output types come from its statements");
-    default: break;  // the elementwise ops, above
+    // the elementwise ops: dispatched above, by category
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+      break;
   }
   FSDPC_CHECK(false) << "op id " << static_cast<int>(a.op()) << " outside ops.def";
   return {};

@@ -3,18 +3,23 @@
 
 #include <array>
 
+#include "ir/error.h"
+
 namespace fsdpc {
 
 namespace {
-#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite) +1
+#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite, traits) +1
 constexpr int kCount = 0
 #include "ir/ops.def"
     ;
 #undef FSDPC_OP
 
+// The traits column names its flags bare: `issue | takes_sharded`.
+using enum OpTrait;
+
 constexpr std::array<OpInfo, kCount> kOps = {{
-#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite) \
-  {OpId::e, name, OpCategory::cat, min_in, max_in, outs, composite},
+#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite, traits) \
+  {OpId::e, name, OpCategory::cat, min_in, max_in, outs, composite, traits},
 #include "ir/ops.def"
 #undef FSDPC_OP
 }};
@@ -25,6 +30,17 @@ constexpr bool table_is_ordered() {
   return true;
 }
 static_assert(table_is_ordered(), "op table rows must follow the enum order");
+
+// The traits that imply others: a point-to-point message is issued and
+// waited like a collective, and only communication ops issue.
+constexpr bool traits_are_consistent() {
+  for (const OpInfo& op : kOps) {
+    if (op.has(p2p) && !op.has(issue)) return false;
+    if (op.has(issue) && op.category != OpCategory::collective) return false;
+  }
+  return true;
+}
+static_assert(traits_are_consistent(), "op table: p2p ops must also issue, and only collectives issue");
 }  // namespace
 
 const int kNumOps = kCount;
@@ -32,6 +48,11 @@ const int kNumOps = kCount;
 const OpInfo& op_info(OpId op) { return kOps[static_cast<size_t>(op)]; }
 
 std::string_view op_name(OpId op) { return op_info(op).name; }
+
+void op_outside_table(OpId op) {
+  FSDPC_CHECK(false) << "op id " << static_cast<int>(op) << " outside ir/ops.def";
+  __builtin_unreachable();  // ~CheckFailure aborts
+}
 
 std::optional<OpId> find_op(std::string_view name) {
   for (const OpInfo& info : kOps)

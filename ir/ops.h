@@ -24,10 +24,25 @@ enum class OpCategory : uint8_t {
 };
 
 enum class OpId : uint16_t {
-#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite) e,
+#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite, traits) e,
 #include "ir/ops.def"
 #undef FSDPC_OP
 };
+
+// What passes and the runtime ask of an op, one flag each: the traits column
+// of ir/ops.def, whose header says what each means. Ask with
+// op_info(op).has(OpTrait::issue).
+enum class OpTrait : uint8_t {
+  none = 0,
+  issue = 1 << 0,          // returns a future that a wait completes
+  p2p = 1 << 1,            // a message to or from one peer (send, recv)
+  cheap = 1 << 2,          // recomputed in the backward rather than saved (split)
+  takes_sharded = 1 << 3,  // takes fully_sharded inputs as they are (verifier)
+};
+
+constexpr OpTrait operator|(OpTrait a, OpTrait b) {
+  return static_cast<OpTrait>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b));
+}
 
 struct OpInfo {
   OpId id;
@@ -37,6 +52,13 @@ struct OpInfo {
   int max_inputs;  // -1: variadic
   int outputs;     // -1: decided by attributes
   bool composite;
+  OpTrait traits;
+
+  // Whether the op has every flag of `t`.
+  constexpr bool has(OpTrait t) const {
+    const auto want = static_cast<uint8_t>(t);
+    return want != 0 && (static_cast<uint8_t>(traits) & want) == want;
+  }
 };
 
 extern const int kNumOps;
@@ -44,6 +66,11 @@ extern const int kNumOps;
 const OpInfo& op_info(OpId op);
 std::string_view op_name(OpId op);
 std::optional<OpId> find_op(std::string_view name);
+
+// Aborts: `op` is no row of the table. Ends a function whose switch over
+// every OpId returns (the switches have no default:, so -Wswitch names a
+// missing op; this is where a value outside the enum would land).
+[[noreturn]] void op_outside_table(OpId op);
 
 // Executors known to the IR's text form; a bound symbol claimed by one
 // prints as "<executor>_<op>" (cpu_linear, mpi_all_gather).

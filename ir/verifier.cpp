@@ -27,20 +27,6 @@ std::string full_type(const TensorType& t) {
   return s;
 }
 
-// Ops that take a fully_sharded input as it is; every other op needs the
-// gathered value (docs/ir.md "Rules shared by all ops").
-bool accepts_sharded(OpId op) {
-  switch (op) {
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
-    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait:
-    case OpId::Pack: case OpId::Unpack: case OpId::Del:
-    case OpId::ConvertElementType:  // elementwise: a shard in, the shard out
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Meta errors start with the op name, which the statement label already says.
 std::string strip_op(const std::string& msg, std::string_view op) {
   const std::string prefix = std::string(op) + ": ";
@@ -167,7 +153,10 @@ std::vector<OperandType> Verifier::input_types(const BoundSymbol& b, const std::
     const TensorType& t = it->second.type;
     if (t.future && b.op != OpId::Wait)
       fail(label, ": input ", i, " (", in.name, ") is a future; only wait may consume it");
-    if (t.dist == DistType::fully_sharded && !accepts_sharded(b.op))
+    // Only ops with the takes_sharded trait (ir/ops.def) take a shard as it
+    // is; every other op needs the gathered value (docs/ir.md "Rules shared
+    // by all ops").
+    if (t.dist == DistType::fully_sharded && !op_info(b.op).has(OpTrait::takes_sharded))
       fail(label, ": ", op_name(b.op), " uses ", in.name,
            ", which is fully_sharded; synchronize or all_gather it first");
     types.push_back(OperandType::of(t));

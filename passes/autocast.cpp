@@ -23,9 +23,18 @@ Precision policy(OpId op) {
     case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
     case OpId::Broadcast: case OpId::Wait: case OpId::Del:
       return Precision::keep;
-    default:
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::Add: case OpId::Sub: case OpId::Mul:
+    case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq: case OpId::Ne: case OpId::Lt:
+    case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::IndexAdd:
+    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm: case OpId::CrossEntropy: case OpId::Silu:
+    case OpId::RmsNorm: case OpId::Send: case OpId::Recv:
+    case OpId::Fusion:
       return Precision::f32;
   }
+  op_outside_table(op);
 }
 
 class Autocast {

@@ -12,9 +12,9 @@ namespace fsdpc {
 
 namespace {
 
-bool group_collective(OpId op) {
-  return op == OpId::AllGather || op == OpId::ReduceScatter || op == OpId::AllReduce || op == OpId::Broadcast;
-}
+// Issued over a group (all_gather, reduce_scatter, all_reduce, broadcast), not
+// to one peer.
+bool group_collective(OpId op) { return op_info(op).has(OpTrait::issue) && !op_info(op).has(OpTrait::p2p); }
 
 // A collective over one rank: its result is its input (a sum, max or mean of
 // one value; a gather or scatter of one block; a broadcast from the only

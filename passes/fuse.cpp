@@ -121,9 +121,10 @@ class Fuser {
   }
 
  private:
-  static bool issues_collective(const BoundSymbol& b) {
-    return op_info(b.op).category == OpCategory::collective && b.op != OpId::Wait;
-  }
+  // An all_gather, reduce_scatter, all_reduce, broadcast, send or recv. (The
+  // other collectives: wait, which does not stop a region, and synchronize,
+  // which claiming refuses before fusion runs.)
+  static bool issues_collective(const BoundSymbol& b) { return op_info(b.op).has(OpTrait::issue); }
 
   // Grows `r` (begun at statement `first`) with the later statements that fit
   // it, also past statements that stay where they are (a column sum, a

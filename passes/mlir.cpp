@@ -147,16 +147,25 @@ std::optional<Builtin> float_builtin(OpId op) {
     case OpId::Le: return Builtin{"arith.cmpf", "ole"};
     case OpId::Gt: return Builtin{"arith.cmpf", "ogt"};
     case OpId::Ge: return Builtin{"arith.cmpf", "oge"};
-    default: return std::nullopt;
+    case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      return std::nullopt;
   }
+  op_outside_table(op);
 }
 
 std::optional<Builtin> int_builtin(OpId op, bool boolean) {
-  switch (op) {
-    case OpId::Eq: return Builtin{"arith.cmpi", "eq"};
-    case OpId::Ne: return Builtin{"arith.cmpi", "ne"};
-    default: break;
-  }
+  // Booleans only compare equal or not; every op is in the switch below.
+  if (op == OpId::Eq) return Builtin{"arith.cmpi", "eq"};
+  if (op == OpId::Ne) return Builtin{"arith.cmpi", "ne"};
   if (boolean) return std::nullopt;
   switch (op) {
     case OpId::Add: return Builtin{"arith.addi", ""};
@@ -168,8 +177,21 @@ std::optional<Builtin> int_builtin(OpId op, bool boolean) {
     case OpId::Le: return Builtin{"arith.cmpi", "sle"};
     case OpId::Gt: return Builtin{"arith.cmpi", "sgt"};
     case OpId::Ge: return Builtin{"arith.cmpi", "sge"};
-    default: return std::nullopt;
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Pow:
+    case OpId::Eq: case OpId::Ne: case OpId::Where: case OpId::Sum: case OpId::Amax:
+    case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim: case OpId::Slice: case OpId::Pad:
+    case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      return std::nullopt;
   }
+  op_outside_table(op);
 }
 
 bool is_compare(OpId op) {

@@ -50,13 +50,26 @@ using NameSet = std::unordered_set<std::string>;
 bool is_communication(OpId op) { return op_info(op).category == OpCategory::collective; }
 
 // Recomputing these costs FLOPs comparable to the layer itself.
+// So does communication (every collective), and packing its buffers.
 bool is_expensive(OpId op) {
   switch (op) {
     case OpId::Matmul: case OpId::Linear: case OpId::ScaledDotProductAttention: case OpId::IndexAdd:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack:
       return true;
-    default:
-      return is_communication(op) || op == OpId::Pack || op == OpId::Unpack;
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take:
+    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm: case OpId::CrossEntropy: case OpId::Silu:
+    case OpId::RmsNorm: case OpId::Fusion: case OpId::Del:
+      return false;
   }
+  op_outside_table(op);
 }
 
 int64_t bytes_of(const Proxy& p) { return numel(p.type.shape) * static_cast<int64_t>(dtype_size(p.type.dtype)); }
@@ -335,7 +348,7 @@ NameSet auto_recomputable(const Forward& f, const NameSet& forced, const NameSet
     const bool from_params = !b.outputs.empty() && param_derived(f, b.outputs[0].name);
     // Gathers of parameters are re-done in the backward only under zero3;
     // any other collective, and an expensive op, is computed in the forward.
-    bool banned = is_expensive(b.op) && !(from_params && regather && (b.op == OpId::AllGather || b.op == OpId::Wait));
+    bool banned = is_expensive(b.op) && !(from_params && regather && is_regather(b.op));
     for (const Proxy& o : b.outputs) {
       size_t v = id.at(o.name);
       const bool ban = (banned && !forced.count(o.name)) || must_save.count(o.name);

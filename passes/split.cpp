@@ -32,18 +32,9 @@ namespace {
 
 using NameSet = std::unordered_set<std::string>;
 
-bool is_cheap(OpId op, bool regather) {
-  switch (op) {
-    case OpId::BroadcastInDim: case OpId::Reshape: case OpId::Permute: case OpId::Slice:
-    case OpId::ConvertElementType: case OpId::Full: case OpId::Iota:
-    case OpId::AxisIndex:
-      return true;
-    case OpId::AllGather: case OpId::Wait:
-      return regather;
-    default:
-      return false;
-  }
-}
+// Worth recomputing in the backward rather than saving: the table's cheap
+// ops, and with regather_params the gathers of parameters (is_regather()).
+bool is_cheap(OpId op, bool regather) { return op_info(op).has(OpTrait::cheap) || (regather && is_regather(op)); }
 
 struct Joint {
   const Trace& trace;
@@ -87,6 +78,8 @@ std::vector<bool> forward_of(const Joint& j) {
 }
 
 }  // namespace
+
+bool is_regather(OpId op) { return op == OpId::AllGather || op == OpId::Wait; }
 
 std::vector<bool> forward_statements(const Trace& joint) { return forward_of(analyse(joint)); }
 

@@ -27,6 +27,12 @@ struct SplitResult {
 
 SplitResult split(const Trace& joint, const SplitOptions& options = {});
 
+// The ops regather_params recomputes in the backward besides the cheap ones
+// (OpTrait::cheap): a parameter's all_gather and its wait. Recomputing them
+// is this option's policy, not a property of the ops, so it is here rather
+// than a trait in ir/ops.def; remat follows the same policy.
+bool is_regather(OpId op);
+
 // Which statements of a joint trace the forward holds: those its outputs
 // (every return item but the last, the gradients) depend on.
 std::vector<bool> forward_statements(const Trace& joint);

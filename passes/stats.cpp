@@ -33,18 +33,29 @@ CollectiveStats* account(TraceStats& s, const BoundSymbol& b, const TensorType& 
     case OpId::Broadcast:
       bytes = static_cast<double>(bytes_of(input)) * share;
       return &s.broadcast;
-    default:
+    // no traffic formula: add_collective fails its check
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
       return nullptr;
   }
+  op_outside_table(b.op);
 }
 
 void add_collective(TraceStats& s, const BoundSymbol& b,
                     const std::unordered_map<std::string, TensorType>& types) {
   if (b.op == OpId::Synchronize) ++s.synchronize_count;
-  if (op_info(b.op).category != OpCategory::collective || b.op == OpId::Synchronize ||
-      b.op == OpId::Wait)
-    return;
-  if (b.op == OpId::Send || b.op == OpId::Recv) {
+  if (!op_info(b.op).has(OpTrait::issue)) return;
+  if (op_info(b.op).has(OpTrait::p2p)) {
     CollectiveStats& p2p = b.op == OpId::Send ? s.send : s.recv;
     ++p2p.count;
     p2p.bytes += static_cast<double>(bytes_of(b.output().type));

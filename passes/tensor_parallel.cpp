@@ -305,7 +305,19 @@ void TensorParallel::statement(const BoundSymbol& s) {
       a.set("shape", shape);
       return define(s, b_.emit1(s.op, {Operand::of(x.name)}, std::move(a)), Layout{at, x.layout.blocks});
     }
-    default: break;
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Pad: case OpId::Cat:
+    case OpId::IndexAdd: case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      break;
   }
   if (!follows_layout(s.op)) unsupported(s, "this op on a value split across tensor-parallel ranks is not supported");
   if (s.op == OpId::Cat && s.attrs.get_int("dim") == split->dim) unsupported(s, "cat along the split dim");

@@ -107,7 +107,18 @@ Cotangents vjp_distributed(const VjpCall& c) {
            "): point-to-point ops are inserted after autodiff (by the pipeline pass), never differentiated");
     case OpId::Pack: return pack_grad(c);
     case OpId::Unpack: return unpack_grad(c);
-    default: break;
+    // not collective or buffer ops: the check below
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Fusion: case OpId::Del:
+      break;
   }
   FSDPC_CHECK(false) << op_name(c.bsym.op) << " is not a collective or buffer op";
   return c.none();

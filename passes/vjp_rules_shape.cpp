@@ -157,7 +157,19 @@ Cotangents vjp_shape(const VjpCall& c) {
       return {take_grad(c), std::nullopt};
     case OpId::IndexAdd: return index_add_grad(c);
     case OpId::Matmul: return matmul_grad(c);
-    default: break;
+    // not shape, indexing or matmul ops: the check below
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      break;
   }
   FSDPC_CHECK(false) << op_name(c.bsym.op) << " has no shape-family VJP";
   return c.none();

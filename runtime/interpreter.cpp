@@ -83,8 +83,9 @@ std::vector<TensorValue> Interpreter::run(const Trace& trace, std::vector<Tensor
         profiler_->memory(allocator_.stats(), t0);  // its outputs were allocated before it ran
         profiler_->kernel(b, in, t0, t1);
       }
-      (b.op == OpId::Wait ? timing_.wait_s : op_info(b.op).category == OpCategory::collective ? timing_.issue_s
-                                                                                                : timing_.compute_s) += s;
+      // (synchronize, the one collective that issues nothing, has no kernel)
+      (b.op == OpId::Wait ? timing_.wait_s
+                          : op_info(b.op).has(OpTrait::issue) ? timing_.issue_s : timing_.compute_s) += s;
     }
     // A future is waited exactly once (the verifier checks it): its buffer
     // now lives under the wait's name only, so the wait's del frees it.

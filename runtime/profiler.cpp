@@ -27,8 +27,6 @@ void copy_name(std::array<char, N>& to, std::string_view from) {
   to[n] = '\0';
 }
 
-bool is_issue(OpId op) { return op != OpId::Wait && op_info(op).category == OpCategory::collective; }
-
 // JSON string contents: statement names and labels are plain, but a label
 // could carry a quote or a backslash.
 std::string escaped(std::string_view s) {
@@ -90,7 +88,7 @@ void Profiler::kernel(const BoundSymbol& b, const std::vector<TensorView>& in, C
     e.track = ProfileTrack::wait;
   } else {
     e.track = ProfileTrack::compute;
-    e.issue = is_issue(b.op);
+    e.issue = op_info(b.op).has(OpTrait::issue);  // (synchronize never runs: claim refuses it)
     input_types_.clear();
     for (const TensorView& v : in) input_types_.push_back(v.type);
     e.flops = matmul_flops(b, input_types_);

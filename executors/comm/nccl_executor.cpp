@@ -311,8 +311,21 @@ KernelFn kernel_or_null(OpId op) {
     case OpId::AxisIndex: return axis_index;
     case OpId::Send: return send_to_peer;
     case OpId::Recv: return recv_from_peer;
-    default: return nullptr;
+    // not this executor's
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::Pack: case OpId::Unpack:
+    case OpId::Fusion: case OpId::Del:
+      return nullptr;
   }
+  op_outside_table(op);
 }
 
 class NcclExecutor final : public Executor {

@@ -45,7 +45,20 @@ void unary_f32(const BoundSymbol& b, const float* x, float* y, int64_t n) {
     case OpId::Sin: return map(x, y, n, [](float v) { return std::sin(v); });
     case OpId::Cos: return map(x, y, n, [](float v) { return std::cos(v); });
     case OpId::Tanh: return dnnl_or(dnnl::algorithm::eltwise_tanh, [](float v) { return std::tanh(v); });
-    default: break;
+    // not unary: the check below
+    case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add: case OpId::Sub: case OpId::Mul:
+    case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq: case OpId::Ne: case OpId::Lt:
+    case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      break;
   }
   FSDPC_CHECK(false) << op_name(b.op) << " is not a unary op";
 }
@@ -89,7 +102,21 @@ void arithmetic(const BoundSymbol& b, const Views& in, T* o, int64_t n) {
     case OpId::Sub: return zip<T>(b, in, o, n, [](T x, T y) { return T(x - y); });
     case OpId::Mul: return zip<T>(b, in, o, n, [](T x, T y) { return T(x * y); });
     case OpId::Maximum: return zip<T>(b, in, o, n, [](T x, T y) { return nan_max(x, y); });
-    default: break;
+    // div, pow: below, floating point only; the others: not arithmetic
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Div:
+    case OpId::Pow: case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
+    case OpId::Where: case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute:
+    case OpId::BroadcastInDim: case OpId::Slice: case OpId::Pad: case OpId::Cat:
+    case OpId::Take: case OpId::IndexAdd: case OpId::Matmul:
+    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      break;
   }
   if constexpr (std::is_floating_point_v<T>) {
     if (b.op == OpId::Div) return zip<T>(b, in, o, n, [](T x, T y) { return x / y; });
@@ -113,7 +140,20 @@ void compare(const BoundSymbol& b, const Views& in, uint8_t* o, int64_t n) {
     case OpId::Le: return zip<T>(b, in, o, n, [&](T x, T y) { return as_bool(x <= y); });
     case OpId::Gt: return zip<T>(b, in, o, n, [&](T x, T y) { return as_bool(x > y); });
     case OpId::Ge: return zip<T>(b, in, o, n, [&](T x, T y) { return as_bool(x >= y); });
-    default: break;
+    // not comparisons: the check below
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      break;
   }
   FSDPC_CHECK(false) << op_name(b.op) << " is not a comparison";
 }

@@ -41,11 +41,17 @@ bool supports(OpId op, DType d) {
     case OpId::BroadcastInDim: case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take:
     case OpId::Full: case OpId::Pack: case OpId::Unpack:
       return is_cpu_dtype(d);
-    default:
-      // An elementwise op without a kernel of its own runs its scalar
-      // expression; synchronize, collectives, wait, del: the runtime and MPI.
+    case OpId::Sigmoid:  // an elementwise op without a kernel of its own: its scalar expression
       return runs_generated(op, d);
+    // Not run here: synchronize, the collectives, wait, axis_index, del (the runtime and MPI);
+    // a fusion region is formed after claiming. (runs_generated() is false for
+    // them too: only elementwise ops have a scalar expression.)
+    case OpId::AxisIndex: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
+    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Fusion: case OpId::Del:
+      return false;
   }
+  op_outside_table(op);
 }
 
 KernelFn kernel_of(OpId op) {
@@ -55,8 +61,15 @@ KernelFn kernel_of(OpId op) {
     return kernel;
 #include "executors/kernel_families.def"
 #undef FSDPC_KERNEL
-    default: return op_info(op).category == OpCategory::elementwise ? expr_kernel : nullptr;
+    case OpId::Sigmoid:  // no row: its scalar expression, interpreted (cpu_scalar_expr.cpp)
+      return expr_kernel;
+    // No compute kernel: not run here (see supports()).
+    case OpId::AxisIndex: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
+    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Fusion: case OpId::Del:
+      return nullptr;
   }
+  op_outside_table(op);
 }
 
 class CpuExecutor final : public Executor {

@@ -89,7 +89,20 @@ UnaryOp unary_op(OpId op) {
     case OpId::Rsqrt: return UnaryOp::rsqrt;
     case OpId::Sin: return UnaryOp::sin;
     case OpId::Cos: return UnaryOp::cos;
-    default: break;
+    // not unary: the check below
+    case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add: case OpId::Sub: case OpId::Mul:
+    case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq: case OpId::Ne: case OpId::Lt:
+    case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      break;
   }
   FSDPC_CHECK(false) << op_name(op) << " is not a unary op";
   return UnaryOp::neg;
@@ -103,7 +116,20 @@ BinaryOp binary_op(OpId op) {
     case OpId::Div: return BinaryOp::div;
     case OpId::Pow: return BinaryOp::pow;
     case OpId::Maximum: return BinaryOp::maximum;
-    default: break;
+    // not binary arithmetic: the check below
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      break;
   }
   FSDPC_CHECK(false) << op_name(op) << " is not a binary op";
   return BinaryOp::add;
@@ -117,7 +143,20 @@ CompareOp compare_op(OpId op) {
     case OpId::Le: return CompareOp::le;
     case OpId::Gt: return CompareOp::gt;
     case OpId::Ge: return CompareOp::ge;
-    default: break;
+    // not comparisons: the check below
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
+    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
+    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
+    case OpId::Del:
+      break;
   }
   FSDPC_CHECK(false) << op_name(op) << " is not a comparison";
   return CompareOp::eq;

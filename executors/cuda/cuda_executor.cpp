@@ -27,8 +27,15 @@ KernelFn kernel_of(OpId op) {
     return kernel;
 #include "executors/kernel_families.def"
 #undef FSDPC_KERNEL
-    default: return op_info(op).category == OpCategory::elementwise ? expr_kernel : nullptr;
+    case OpId::Sigmoid:  // no row: its scalar expression, compiled (cuda::expr_kernel)
+      return expr_kernel;
+    // No compute kernel: not run here (see supports()).
+    case OpId::AxisIndex: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
+    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Fusion: case OpId::Del:
+      return nullptr;
   }
+  op_outside_table(op);
 }
 
 }  // namespace
@@ -54,12 +61,17 @@ bool supports(OpId op, DType d) {
     case OpId::Full: case OpId::Pack: case OpId::Unpack:
       return is_one_of(d, {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64,
                            DType::boolean});
-    default:
-      // An elementwise op without a kernel of its own runs its scalar
-      // expression as generated code; synchronize, collectives, wait, del:
-      // NCCL and the runtime.
+    case OpId::Sigmoid:  // an elementwise op without a kernel of its own: its scalar expression
       return runs_generated(op, d);
+    // Not run here: synchronize, the collectives, wait, axis_index, del (NCCL and the runtime);
+    // a fusion region is formed after claiming. (runs_generated() is false for
+    // them too: only elementwise ops have a scalar expression.)
+    case OpId::AxisIndex: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
+    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Fusion: case OpId::Del:
+      return false;
   }
+  op_outside_table(op);
 }
 
 }  // namespace cuda

@@ -11,9 +11,7 @@ namespace fsdpc::cuda {
 
 namespace {
 
-bool is_async_collective(const BoundSymbol& b) {
-  return op_info(b.op).category == OpCategory::collective && b.op != OpId::Wait && b.op != OpId::Synchronize;
-}
+bool is_async_collective(const BoundSymbol& b) { return op_info(b.op).has(OpTrait::issue); }
 
 }  // namespace
 

@@ -56,7 +56,7 @@ void receive(const BoundSymbol& b, Mailbox& mailbox, int from, int to, std::vect
 
 }  // namespace
 
-bool is_point_to_point(OpId op) { return op == OpId::Send || op == OpId::Recv; }
+bool is_point_to_point(OpId op) { return op_info(op).has(OpTrait::p2p); }
 
 void run_point_to_point(const BoundSymbol& b, Mailbox* mailbox, std::vector<Env>& envs) {
   const auto [position, peer] = ends(b, mailbox);

@@ -16,9 +16,13 @@ namespace {
 
 double bytes_of(const TensorType& t) { return static_cast<double>(numel(t.shape) * dtype_size(t.dtype)); }
 
-bool is_issue(OpId op) {
-  return op == OpId::AllGather || op == OpId::ReduceScatter || op == OpId::AllReduce || op == OpId::Broadcast;
-}
+// A group collective's issue (OpTrait::issue, not p2p): simulate_step prices
+// it on its group's stream, and it costs no compute-stream time or memory
+// traffic. send and recv issue too, but simulate_step takes a stage's
+// transfer as done (pipeline_timing.h prices it between stages), so it never
+// asks memory_bytes() or launch_seconds() about them; those price them as
+// compute statements, and the profiler reports that as their bytes.
+bool is_group_issue(OpId op) { return op_info(op).has(OpTrait::issue) && !op_info(op).has(OpTrait::p2p); }
 
 // The matmul rate of a statement's operands: low precision runs on the
 // bf16 tensor cores, everything else at the f32 rate.
@@ -59,9 +63,20 @@ double matmul_flops(const BoundSymbol& b, const InputTypes& inputs) {
       }
       return flops;
     }
-    default:
+    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
+    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
+    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
+    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
+    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
+    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
+    case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm: case OpId::CrossEntropy: case OpId::Silu:
+    case OpId::RmsNorm: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
+    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
+    case OpId::Pack: case OpId::Unpack: case OpId::Del:
       return 0;
   }
+  op_outside_table(b.op);
 }
 
 namespace {
@@ -123,7 +138,7 @@ void for_each_statement(const Trace& t, const std::function<void(const BoundSymb
 }
 
 double memory_bytes(const BoundSymbol& b, const InputTypes& inputs) {
-  if (b.op == OpId::Reshape || b.op == OpId::Wait || b.op == OpId::Del || is_issue(b.op)) return 0;
+  if (b.op == OpId::Reshape || b.op == OpId::Wait || b.op == OpId::Del || is_group_issue(b.op)) return 0;
   double bytes = 0;
   for (const TensorType* t : inputs)
     if (t) bytes += bytes_of(*t);
@@ -132,7 +147,7 @@ double memory_bytes(const BoundSymbol& b, const InputTypes& inputs) {
 }
 
 double launch_seconds(const BoundSymbol& b, double flops, const HardwareProfile& hw) {
-  if (b.op == OpId::Reshape || b.op == OpId::Del || b.op == OpId::Wait || is_issue(b.op)) return 0;
+  if (b.op == OpId::Reshape || b.op == OpId::Del || b.op == OpId::Wait || is_group_issue(b.op)) return 0;
   // A region holding a matmul (its transposes folded in) launches as one.
   if (flops > 0 && hw.matmul_overhead.value > 0) return hw.matmul_overhead.value;
   if (flops <= 0 && b.op == OpId::Fusion && hw.region_overhead.value > 0) return hw.region_overhead.value;
@@ -210,11 +225,11 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
     std::unordered_map<std::string, double> done;  // future -> when its collective ends
     for_each_statement(*t, [&](const BoundSymbol& b, const InputTypes& inputs) {
       if (b.op == OpId::Del) return;
-      if (b.op == OpId::Send || b.op == OpId::Recv) {
+      if (op_info(b.op).has(OpTrait::p2p)) {
         // A pipeline stage's transfer: its time is between two stages, which
         // runtime/planner/pipeline_timing.h prices; within the stage it is done.
         done[b.outputs.at(0).name] = now;
-      } else if (is_issue(b.op)) {
+      } else if (op_info(b.op).has(OpTrait::issue)) {
         const std::string& group = b.attrs.get_str("group");
         auto [it, fresh] = stream_of.try_emplace(group, sim.streams.size());
         if (fresh) {
