@@ -146,6 +146,9 @@ Compiled& Trainer::compiled() {
 }
 
 TrainResult Trainer::run() {
+  // The schedule decays over the run unless told otherwise.
+  if (options_.engine.lr_schedule.decay_steps <= 0) options_.engine.lr_schedule.decay_steps = options_.steps;
+  check_train_options(options_, model_ != nullptr);  // outside the try: a refused option writes no flight recorder
   try {
     setup();
     return loop();
@@ -162,10 +165,7 @@ TrainResult Trainer::run() {
 }
 
 void Trainer::setup() {
-  // The schedule decays over the run unless told otherwise.
-  if (options_.engine.lr_schedule.decay_steps <= 0) options_.engine.lr_schedule.decay_steps = options_.steps;
   const TrainOptions& o = options_;
-  check_train_options(o, model_ != nullptr);
   mpi_init();
   install_stop_handlers();
   state_ = std::make_unique<State>();
@@ -223,7 +223,7 @@ void Trainer::setup() {
       if (const std::string d = launch_disagreement(refused); !d.empty()) exit_all_ranks(2, d);
     };
     s.compiled = jit(*model_, s.jit);
-    s.jit.engine.before_collectives = nullptr;  // it refers to this frame
+    s.jit.engine.before_collectives = nullptr;  // it refers to this frame; the engine ran it once, when built
   } catch (const std::exception& e) {
     if (checked) throw;
     LaunchFingerprint failed;
