@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "runtime/io/files.h"
 
 namespace fsdpc {
 
@@ -86,7 +87,7 @@ void read_dump(const std::filesystem::path& path, int rank, Dumps& d) {
   const std::string where = path.string();
   json j;
   try {
-    j = json::parse(read_input(where));
+    j = json::parse(read_file(where));
   } catch (const json::exception& e) {
     fail(where, ": not valid JSON (", e.what(), ")");
   }
