@@ -1,7 +1,6 @@
 // fsdpc train: the flags of the library's Trainer (frontend/trainer/
 // trainer.h), on every rank of `mpirun -np N fsdpc train` (a world of one
 // without mpirun).
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -11,6 +10,7 @@
 #include "ir/error.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/pipeline_schedule.h"
+#include "runtime/reliability/preemption.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 
@@ -52,15 +52,13 @@ TrainOptions train_options(const TrainFlags& f) {
   return o;
 }
 
-const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal"; }
-
 void run_train(const TrainFlags& f) {
   Trainer trainer(train_options(f));
   const TrainResult r = trainer.run();
   if (r.stop_signal && !r.saved) {  // the steps are lost: a failure, as the signal's default action would report it
     if (mpi_world_rank() == 0)
       std::fprintf(stderr, "fsdpc: stopped at step %lld by %s; nothing was saved (no --save DIR)\n",
-                   static_cast<long long>(r.end_step), signal_name(r.stop_signal));
+                   static_cast<long long>(r.end_step), stop_signal_name(r.stop_signal));
     std::fflush(stderr);
     std::exit(128 + r.stop_signal);  // MPI_Finalize runs at exit, on every rank
   }

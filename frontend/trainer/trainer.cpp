@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -104,15 +103,6 @@ double validation_loss(Compiled& compiled, const TokenData& val, int batches, in
     sum += compiled.forward({HostTensor::ints(s, std::move(idx)), HostTensor::ints(s, std::move(targets))})[0].f32[0];
   }
   return compiled.engine().mean_over_ranks(sum / batches);
-}
-
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGUSR1: return "SIGUSR1";
-    default: return "a signal";
-  }
 }
 
 // ", 12 fusion regions compiled in 0.15 s (0 from FSDPC_JIT_CACHE)": a cuda
@@ -356,7 +346,7 @@ TrainResult Trainer::loop() {
     result.saved = true;
     if (s.rank == 0 && o.print) {
       std::printf("stopped at step %lld, saved to %s (%s; --resume %s continues)\n",
-                  static_cast<long long>(result.end_step), o.save.c_str(), signal_name(result.stop_signal),
+                  static_cast<long long>(result.end_step), o.save.c_str(), stop_signal_name(result.stop_signal),
                   o.save.c_str());
       std::fflush(stdout);
     }

@@ -43,6 +43,15 @@ void install_stop_handlers() {
 
 int stop_signal() { return g_signal.load(); }
 
+const char* stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "a signal";
+  }
+}
+
 bool take_flight_dump_request() { return g_dump_requests.exchange(0) > 0; }
 
 int agree_on_stop() {

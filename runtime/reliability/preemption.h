@@ -14,6 +14,9 @@ namespace fsdpc {
 void install_stop_handlers();
 // The first stop signal this process received, or 0.
 int stop_signal();
+// "SIGTERM", "SIGINT", "SIGUSR1", else "a signal": for the messages that
+// say what stopped a run.
+const char* stop_signal_name(int sig);
 // Whether SIGUSR1 arrived since the last call (then true once): the
 // watchdog's safe points write the flight recorder.
 bool take_flight_dump_request();
