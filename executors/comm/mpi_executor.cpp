@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "executors/comm/collective_executor.h"
 #include "executors/comm/mpi_check.h"
 #include "ir/error.h"
 
@@ -513,59 +514,22 @@ void wait_collective(KernelContext& kctx, const BoundSymbol& b, const std::vecto
 
 // ---- The executor ----------------------------------------------------------
 
-class MpiExecutor final : public Executor {
- public:
-  std::string_view name() const override { return "mpi"; }
-
-  bool claims(const BoundSymbol& b) const override {
-    if (kernel_or_null(b.op) == nullptr || b.outputs.size() != 1) return false;
-    if (b.output().type.device.kind != DeviceKind::cpu) return false;
-    if (b.op == OpId::AllReduce || b.op == OpId::ReduceScatter)
-      return b.attrs.has("op") &&
-             (b.attrs.get_str("op") == "sum" || (b.op == OpId::AllReduce && b.attrs.get_str("op") == "max")) &&
-             reducible(b.output().type.dtype);
-    return true;
-  }
-
-  KernelFn kernel(OpId op) const override {
-    KernelFn k = kernel_or_null(op);
-    FSDPC_CHECK(k != nullptr) << "the mpi executor has no kernel for " << op_name(op);
-    return k;
-  }
-
- private:
-  static KernelFn kernel_or_null(OpId op) {
-    switch (op) {
-      case OpId::AllGather: return all_gather;
-      case OpId::ReduceScatter: return reduce_scatter;
-      case OpId::AllReduce: return all_reduce;
-      case OpId::Broadcast: return broadcast;
-      case OpId::Wait: return wait_collective;
-      case OpId::AxisIndex: return axis_index;
-      case OpId::Send: return send_to_peer;
-      case OpId::Recv: return recv_from_peer;
-      // not this executor's
-      case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-      case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-      case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-      case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-      case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-      case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-      case OpId::Matmul: case OpId::Full: case OpId::Iota:
-      case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-      case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
-      case OpId::Synchronize: case OpId::Pack: case OpId::Unpack:
-      case OpId::Fusion: case OpId::Del:
-        return nullptr;
-    }
-    op_outside_table(op);
-  }
-};
+bool moves_any(DType) { return true; }
 
 }  // namespace
 
 const Executor& mpi_executor() {
-  static const MpiExecutor executor;
+  static const CollectiveExecutor executor(CollectiveBackend{
+      "mpi", DeviceKind::cpu,
+      {{OpId::AllGather, all_gather},
+       {OpId::ReduceScatter, reduce_scatter},
+       {OpId::AllReduce, all_reduce},
+       {OpId::Broadcast, broadcast},
+       {OpId::Wait, wait_collective},
+       {OpId::AxisIndex, axis_index},
+       {OpId::Send, send_to_peer},
+       {OpId::Recv, recv_from_peer}},
+      moves_any, reducible});
   return executor;
 }
 
