@@ -165,22 +165,8 @@ Types dispatch(const MetaArgs& a) {
     case OpId::Full: return {meta_full(a)};
     case OpId::Iota: return {meta_iota(a)};
     case OpId::AxisIndex: return {meta_axis_index(a)};
-    case OpId::Linear: return {meta_linear(a)};
-    case OpId::Gelu: return {meta_gelu(a)};
-    case OpId::Softmax: return {meta_softmax(a)};
-    case OpId::LayerNorm: return {meta_layer_norm(a)};
-    case OpId::ScaledDotProductAttention: return {meta_sdpa(a)};
-    case OpId::CrossEntropy: return {meta_cross_entropy(a)};
-    case OpId::Silu: return {meta_silu(a)};
-    case OpId::RmsNorm: return {meta_rms_norm(a)};
-    case OpId::Synchronize: return {meta_synchronize(a)};
-    case OpId::AllGather: return {meta_all_gather(a)};
-    case OpId::ReduceScatter: return {meta_reduce_scatter(a)};
-    case OpId::AllReduce: return {meta_all_reduce(a)};
-    case OpId::Broadcast: return {meta_broadcast(a)};
-    case OpId::Wait: return {meta_wait(a)};
-    case OpId::Send: return {meta_send(a)};
-    case OpId::Recv: return {meta_recv(a)};
+    FSDPC_COMPOSITE_CASES return {meta_composite(a)};
+    FSDPC_COLLECTIVE_CASES return {meta_collective(a)};
     case OpId::Pack: return {meta_pack(a)};
     case OpId::Unpack: return meta_unpack(a);
     case OpId::Del: return {};  // frees its inputs; defines nothing
@@ -188,10 +174,7 @@ Types dispatch(const MetaArgs& a) {
       // Only its statements know its outputs: verify() checks them there.
       a.fail("a region's output types come from its statements");
     // the elementwise ops: dispatched above, by category
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
+    FSDPC_ELEMENTWISE_CASES
       break;
   }
   FSDPC_CHECK(false) << "op id " << static_cast<int>(a.op()) << " outside ops.def";

@@ -225,4 +225,31 @@ Types meta_unpack(const MetaArgs& a) {
   return out;
 }
 
+TensorType meta_collective(const MetaArgs& a) {
+  switch (a.op()) {
+    case OpId::Synchronize: return meta_synchronize(a);
+    case OpId::AllGather: return meta_all_gather(a);
+    case OpId::ReduceScatter: return meta_reduce_scatter(a);
+    case OpId::AllReduce: return meta_all_reduce(a);
+    case OpId::Broadcast: return meta_broadcast(a);
+    case OpId::Wait: return meta_wait(a);
+    case OpId::Send: return meta_send(a);
+    case OpId::Recv: return meta_recv(a);
+    // not collectives: the check below
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_INDEXING_CASES
+    FSDPC_MATMUL_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_COMPOSITE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
+      break;
+  }
+  FSDPC_CHECK(false) << a.name() << " is not a collective";
+  return {};
+}
+
 }  // namespace fsdpc::meta

@@ -173,4 +173,31 @@ TensorType meta_cross_entropy(const MetaArgs& a) {
   return compute_out(logits, {}, logits.dtype);
 }
 
+TensorType meta_composite(const MetaArgs& a) {
+  switch (a.op()) {
+    case OpId::Linear: return meta_linear(a);
+    case OpId::Gelu: return meta_gelu(a);
+    case OpId::Softmax: return meta_softmax(a);
+    case OpId::LayerNorm: return meta_layer_norm(a);
+    case OpId::ScaledDotProductAttention: return meta_sdpa(a);
+    case OpId::CrossEntropy: return meta_cross_entropy(a);
+    case OpId::Silu: return meta_silu(a);
+    case OpId::RmsNorm: return meta_rms_norm(a);
+    // not composites: the check below
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_INDEXING_CASES
+    FSDPC_MATMUL_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_COLLECTIVE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
+      break;
+  }
+  FSDPC_CHECK(false) << a.name() << " is not a composite";
+  return {};
+}
+
 }  // namespace fsdpc::meta

@@ -94,24 +94,14 @@ TensorType meta_matmul(const MetaArgs& a);
 TensorType meta_full(const MetaArgs& a);
 TensorType meta_iota(const MetaArgs& a);
 TensorType meta_axis_index(const MetaArgs& a);
-TensorType meta_linear(const MetaArgs& a);
-TensorType meta_gelu(const MetaArgs& a);
-TensorType meta_softmax(const MetaArgs& a);
-TensorType meta_layer_norm(const MetaArgs& a);
-TensorType meta_sdpa(const MetaArgs& a);
-TensorType meta_cross_entropy(const MetaArgs& a);
-TensorType meta_silu(const MetaArgs& a);
-TensorType meta_rms_norm(const MetaArgs& a);
+// The composites, each by its own rule: one switch in meta_nn.cpp, so a new
+// composite's rule and its case sit together there.
+TensorType meta_composite(const MetaArgs& a);
 
 // Distributed and buffers (meta_distributed.cpp).
-TensorType meta_synchronize(const MetaArgs& a);
-TensorType meta_all_gather(const MetaArgs& a);
-TensorType meta_reduce_scatter(const MetaArgs& a);
-TensorType meta_all_reduce(const MetaArgs& a);
-TensorType meta_broadcast(const MetaArgs& a);
-TensorType meta_wait(const MetaArgs& a);
-TensorType meta_send(const MetaArgs& a);
-TensorType meta_recv(const MetaArgs& a);
+// The collectives, send and recv, wait: one switch in meta_distributed.cpp,
+// as the composites'.
+TensorType meta_collective(const MetaArgs& a);
 TensorType meta_pack(const MetaArgs& a);
 Types meta_unpack(const MetaArgs& a);
 

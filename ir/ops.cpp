@@ -1,4 +1,4 @@
-// Expands ir/ops.def into the metadata table and the name lookup.
+// Expands ir/ops.def's FSDPC_OPS into the metadata table and the name lookup.
 #include "ir/ops.h"
 
 #include <array>
@@ -8,20 +8,18 @@
 namespace fsdpc {
 
 namespace {
-#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite, traits) +1
-constexpr int kCount = 0
-#include "ir/ops.def"
-    ;
-#undef FSDPC_OP
+#define FSDPC_OP_COUNT(...) +1
+constexpr int kCount = 0 FSDPC_OPS(FSDPC_OP_COUNT);
+#undef FSDPC_OP_COUNT
 
 // The traits column names its flags bare: `issue | takes_sharded`.
 using enum OpTrait;
 
 constexpr std::array<OpInfo, kCount> kOps = {{
-#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite, traits) \
+#define FSDPC_OP_INFO(e, name, cat, min_in, max_in, outs, composite, traits) \
   {OpId::e, name, OpCategory::cat, min_in, max_in, outs, composite, traits},
-#include "ir/ops.def"
-#undef FSDPC_OP
+    FSDPC_OPS(FSDPC_OP_INFO)
+#undef FSDPC_OP_INFO
 }};
 
 constexpr bool table_is_ordered() {

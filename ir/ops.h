@@ -23,11 +23,28 @@ enum class OpCategory : uint8_t {
   memory
 };
 
-enum class OpId : uint16_t {
-#define FSDPC_OP(e, name, cat, min_in, max_in, outs, composite, traits) e,
 #include "ir/ops.def"
-#undef FSDPC_OP
-};
+
+#define FSDPC_OP_ENUMERATOR(e, ...) e,
+enum class OpId : uint16_t { FSDPC_OPS(FSDPC_OP_ENUMERATOR) };
+#undef FSDPC_OP_ENUMERATOR
+
+// Case labels for every op of one section of the table, for a switch over
+// OpId that treats the section alike: `FSDPC_SHAPE_CASES return 0;`. The
+// switches have no default:, so -Wswitch still names an op no case covers,
+// and a row added to a section reaches every such switch without an edit.
+#define FSDPC_OP_CASE(e, ...) case OpId::e:
+#define FSDPC_ELEMENTWISE_CASES FSDPC_ELEMENTWISE_OPS(FSDPC_OP_CASE)
+#define FSDPC_REDUCTION_CASES FSDPC_REDUCTION_OPS(FSDPC_OP_CASE)
+#define FSDPC_SHAPE_CASES FSDPC_SHAPE_OPS(FSDPC_OP_CASE)
+#define FSDPC_INDEXING_CASES FSDPC_INDEXING_OPS(FSDPC_OP_CASE)
+#define FSDPC_MATMUL_CASES FSDPC_MATMUL_OPS(FSDPC_OP_CASE)
+#define FSDPC_CREATION_CASES FSDPC_CREATION_OPS(FSDPC_OP_CASE)
+#define FSDPC_COMPOSITE_CASES FSDPC_COMPOSITE_OPS(FSDPC_OP_CASE)
+#define FSDPC_COLLECTIVE_CASES FSDPC_COLLECTIVE_OPS(FSDPC_OP_CASE)
+#define FSDPC_BUFFER_CASES FSDPC_BUFFER_OPS(FSDPC_OP_CASE)
+#define FSDPC_FUSION_CASES FSDPC_FUSION_OPS(FSDPC_OP_CASE)
+#define FSDPC_MEMORY_CASES FSDPC_MEMORY_OPS(FSDPC_OP_CASE)
 
 // What passes and the runtime ask of an op, one flag each: the traits column
 // of ir/ops.def, whose header says what each means. Ask with

@@ -15,23 +15,23 @@ enum class Precision { low, f32, keep };
 // torch.autocast's split: matmuls in the low precision, ops that accumulate
 // or exponentiate in f32; data movement as its input.
 Precision policy(OpId op) {
+  if (op == OpId::Linear || op == OpId::ScaledDotProductAttention) return Precision::low;  // the matmul composites
   switch (op) {
-    case OpId::Matmul: case OpId::Linear: case OpId::ScaledDotProductAttention:
+    FSDPC_MATMUL_CASES
       return Precision::low;
-    case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim: case OpId::Slice: case OpId::Pad:
-    case OpId::Cat: case OpId::Take: case OpId::Pack: case OpId::Unpack: case OpId::ConvertElementType:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Del:
+    FSDPC_ELEMENTWISE_CASES  // a cast moves data; every other elementwise op computes in f32
+      return op == OpId::ConvertElementType ? Precision::keep : Precision::f32;
+    FSDPC_SHAPE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_MEMORY_CASES
+    FSDPC_COLLECTIVE_CASES  // they move what they are given
+    case OpId::Take:
       return Precision::keep;
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::Add: case OpId::Sub: case OpId::Mul:
-    case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq: case OpId::Ne: case OpId::Lt:
-    case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::IndexAdd:
-    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm: case OpId::CrossEntropy: case OpId::Silu:
-    case OpId::RmsNorm: case OpId::Send: case OpId::Recv:
-    case OpId::Fusion:
+    FSDPC_REDUCTION_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_COMPOSITE_CASES  // but linear and attention, above: normalisations, activations, losses
+    case OpId::IndexAdd:
       return Precision::f32;
   }
   op_outside_table(op);

@@ -52,21 +52,21 @@ bool is_communication(OpId op) { return op_info(op).category == OpCategory::coll
 // Recomputing these costs FLOPs comparable to the layer itself.
 // So does communication (every collective), and packing its buffers.
 bool is_expensive(OpId op) {
+  if (op == OpId::Linear || op == OpId::ScaledDotProductAttention) return true;  // the matmul composites
   switch (op) {
-    case OpId::Matmul: case OpId::Linear: case OpId::ScaledDotProductAttention: case OpId::IndexAdd:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack:
+    FSDPC_MATMUL_CASES
+    FSDPC_COLLECTIVE_CASES
+    FSDPC_BUFFER_CASES
+    case OpId::IndexAdd:
       return true;
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take:
-    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm: case OpId::CrossEntropy: case OpId::Silu:
-    case OpId::RmsNorm: case OpId::Fusion: case OpId::Del:
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
+    FSDPC_COMPOSITE_CASES  // but linear and attention, above: normalisations, activations, losses
+    case OpId::Take:
       return false;
   }
   op_outside_table(op);

@@ -34,18 +34,17 @@ CollectiveStats* account(TraceStats& s, const BoundSymbol& b, const TensorType& 
       bytes = static_cast<double>(bytes_of(input)) * share;
       return &s.broadcast;
     // no traffic formula: add_collective fails its check
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_INDEXING_CASES
+    FSDPC_MATMUL_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_COMPOSITE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
     case OpId::Synchronize: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
-    case OpId::Del:
       return nullptr;
   }
   op_outside_table(b.op);

@@ -284,11 +284,11 @@ void TensorParallel::statement(const BoundSymbol& s) {
   }
   if (x.layout.vocab && (s.op == OpId::Reshape || s.op == OpId::Slice || s.op == OpId::BroadcastInDim))
     unsupported(s, "this op on a padded vocabulary (split with padding, as T does not divide it) is not supported");
+  if (s.op == OpId::CrossEntropy) return cross_entropy(s, x);
   switch (s.op) {
     case OpId::Reshape: return reshape(s, x);
     case OpId::Slice: return slice(s, x);
     case OpId::Take: return take(s, x);
-    case OpId::CrossEntropy: return cross_entropy(s, x);
     case OpId::Permute: {
       const IntList& dims = s.attrs.get_ints("dims");
       int64_t at = 0;
@@ -305,18 +305,16 @@ void TensorParallel::statement(const BoundSymbol& s) {
       a.set("shape", shape);
       return define(s, b_.emit1(s.op, {Operand::of(x.name)}, std::move(a)), Layout{at, x.layout.blocks});
     }
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Pad: case OpId::Cat:
-    case OpId::IndexAdd: case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::Silu: case OpId::RmsNorm:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
-    case OpId::Del:
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_MATMUL_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_COLLECTIVE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
+    FSDPC_COMPOSITE_CASES  // cross_entropy: above; the others follow the layout or are refused, below
+    case OpId::Pad: case OpId::Cat: case OpId::IndexAdd:
       break;
   }
   if (!follows_layout(s.op)) unsupported(s, "this op on a value split across tensor-parallel ranks is not supported");

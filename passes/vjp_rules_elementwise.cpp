@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "ir/error.h"
-#include "ir/scalar_expr.h"
 #include "passes/vjp_rules_util.h"
 
 namespace fsdpc::vjp_detail {
@@ -16,47 +15,9 @@ Operand operand(const VjpCall& c, size_t i) { return c.bsym.inputs[i]; }
 Proxy emit(const VjpCall& c, OpId id, Operand x, Operand y) { return c.b.emit1(id, {x, y}); }
 
 // Each formula uses the forward output y where that is cheaper than x.
-Cotangents unary_rule(const VjpCall& c) {
+Cotangents unary_rule(const VjpCall& c, Proxy (*dx)(TraceBuilder& b, const Proxy& g, const Proxy& x, const Proxy& y)) {
   if (!c.need(0)) return c.none();
-  TraceBuilder& b = c.b;
-  const Proxy& g = c.g();
-  const Proxy x = c.in(0);
-  const Proxy& y = c.out();
-  switch (c.bsym.op) {
-    case OpId::Neg: return {unary(b, OpId::Neg, g)};
-    case OpId::Exp: return {binary(b, OpId::Mul, g, y)};
-    case OpId::Log: return {binary(b, OpId::Div, g, x)};
-    case OpId::Tanh:  // 1 - tanh^2
-      return {binary(b, OpId::Mul, g, binary(b, OpId::Sub, 1.0, binary(b, OpId::Mul, y, y)))};
-    case OpId::Sqrt:  // 1 / (2 sqrt(x))
-      return {binary(b, OpId::Div, g, binary(b, OpId::Mul, y, 2.0))};
-    case OpId::Rsqrt: {  // -x^(-3/2) / 2 = -y^3 / 2
-      Proxy y3 = binary(b, OpId::Mul, binary(b, OpId::Mul, y, y), y);
-      return {binary(b, OpId::Mul, g, binary(b, OpId::Mul, y3, -0.5))};
-    }
-    case OpId::Sin: return {binary(b, OpId::Mul, g, unary(b, OpId::Cos, x))};
-    case OpId::Cos: return {binary(b, OpId::Mul, g, unary(b, OpId::Neg, unary(b, OpId::Sin, x)))};
-    case OpId::Sigmoid:  // y (1 - y)
-      return {binary(b, OpId::Mul, g, binary(b, OpId::Mul, y, binary(b, OpId::Sub, 1.0, y)))};
-    case OpId::ConvertElementType:
-      if (!is_float(x.type.dtype)) return c.none();
-      return {convert(b, g, x.type.dtype)};
-    // not unary: the check below
-    case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum:
-    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
-    case OpId::Del:
-      break;
-  }
-  FSDPC_CHECK(false) << op_name(c.bsym.op) << " is not a unary elementwise op";
-  return c.none();
+  return {dx(c.b, c.g(), c.in(0), c.out())};
 }
 
 // d(a^p)/da = p * a^(p-1), spelled out for the common constant exponents;
@@ -98,11 +59,52 @@ Cotangents maximum_rule(const VjpCall& c) {
   return r;
 }
 
-Cotangents binary_rule(const VjpCall& c) {
+Cotangents where_rule(const VjpCall& c) {
+  Cotangents r = c.none();
+  const Proxy cond = c.in(0);
+  const Operand g = op(c.g()), zero = Operand::lit(0.0);
+  if (c.need(1)) r[1] = where(c.b, cond, g, zero);
+  if (c.need(2)) r[2] = where(c.b, cond, zero, g);
+  return r;
+}
+
+}  // namespace
+
+// One case per elementwise op: its rule. The other sections of the op table
+// never reach here (vjp() dispatches by category).
+Cotangents vjp_elementwise(const VjpCall& c) {
   TraceBuilder& b = c.b;
   const Proxy& g = c.g();
   Cotangents r = c.none();
+  using P = const Proxy&;
   switch (c.bsym.op) {
+    case OpId::Neg: return unary_rule(c, [](TraceBuilder& b, P g, P, P) { return unary(b, OpId::Neg, g); });
+    case OpId::Exp: return unary_rule(c, [](TraceBuilder& b, P g, P, P y) { return binary(b, OpId::Mul, g, y); });
+    case OpId::Log: return unary_rule(c, [](TraceBuilder& b, P g, P x, P) { return binary(b, OpId::Div, g, x); });
+    case OpId::Tanh:  // 1 - tanh^2
+      return unary_rule(c, [](TraceBuilder& b, P g, P, P y) {
+        return binary(b, OpId::Mul, g, binary(b, OpId::Sub, 1.0, binary(b, OpId::Mul, y, y)));
+      });
+    case OpId::Sqrt:  // 1 / (2 sqrt(x))
+      return unary_rule(c, [](TraceBuilder& b, P g, P, P y) { return binary(b, OpId::Div, g, binary(b, OpId::Mul, y, 2.0)); });
+    case OpId::Rsqrt:  // -x^(-3/2) / 2 = -y^3 / 2
+      return unary_rule(c, [](TraceBuilder& b, P g, P, P y) {
+        Proxy y3 = binary(b, OpId::Mul, binary(b, OpId::Mul, y, y), y);
+        return binary(b, OpId::Mul, g, binary(b, OpId::Mul, y3, -0.5));
+      });
+    case OpId::Sin:
+      return unary_rule(c, [](TraceBuilder& b, P g, P x, P) { return binary(b, OpId::Mul, g, unary(b, OpId::Cos, x)); });
+    case OpId::Cos:
+      return unary_rule(c, [](TraceBuilder& b, P g, P x, P) {
+        return binary(b, OpId::Mul, g, unary(b, OpId::Neg, unary(b, OpId::Sin, x)));
+      });
+    case OpId::Sigmoid:  // y (1 - y)
+      return unary_rule(c, [](TraceBuilder& b, P g, P, P y) {
+        return binary(b, OpId::Mul, g, binary(b, OpId::Mul, y, binary(b, OpId::Sub, 1.0, y)));
+      });
+    case OpId::ConvertElementType:
+      if (!c.need(0) || !is_float(c.in(0).type.dtype)) return c.none();
+      return {convert(b, g, c.in(0).type.dtype)};
     case OpId::Add:
       if (c.need(0)) r[0] = g;
       if (c.need(1)) r[1] = g;
@@ -125,49 +127,23 @@ Cotangents binary_rule(const VjpCall& c) {
       if (c.need(1)) r[1] = pow_exponent_grad(c);
       return r;
     case OpId::Maximum: return maximum_rule(c);
-    // not binary arithmetic: the check below
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
-    case OpId::Del:
+    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
+      return r;  // bool outputs carry no cotangent
+    case OpId::Where: return where_rule(c);
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_INDEXING_CASES
+    FSDPC_MATMUL_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_COMPOSITE_CASES
+    FSDPC_COLLECTIVE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
       break;
   }
-  FSDPC_CHECK(false) << op_name(c.bsym.op) << " is not a binary arithmetic op";
-  return r;
-}
-
-Cotangents where_rule(const VjpCall& c) {
-  Cotangents r = c.none();
-  const Proxy cond = c.in(0);
-  const Operand g = op(c.g()), zero = Operand::lit(0.0);
-  if (c.need(1)) r[1] = where(c.b, cond, g, zero);
-  if (c.need(2)) r[2] = where(c.b, cond, zero, g);
-  return r;
-}
-
-}  // namespace
-
-// Dispatched by the kind of the op's scalar definition, so a new op needs
-// only its rule in unary_rule or binary_rule.
-Cotangents vjp_elementwise(const VjpCall& c) {
-  switch (elementwise_kind(c.bsym.op)) {
-    case ElementwiseKind::unary:
-    case ElementwiseKind::cast: return unary_rule(c);
-    case ElementwiseKind::binary: return binary_rule(c);
-    case ElementwiseKind::compare: return c.none();  // bool outputs carry no cotangent
-    case ElementwiseKind::select: return where_rule(c);
-    case ElementwiseKind::none: break;
-  }
   FSDPC_CHECK(false) << op_name(c.bsym.op) << " is not elementwise";
-  return c.none();
+  return r;
 }
 
 }  // namespace fsdpc::vjp_detail

@@ -23,6 +23,7 @@
 #include "passes/fuse.h"
 #include "runtime/interpreter.h"
 #include "test/fusion_check.h"
+#include "test/op_samples.h"
 #include "test/scratch.h"
 
 using namespace fsdpc;
@@ -31,10 +32,9 @@ using namespace fsdpc::test;
 TEST_CASE("fusion: every fusible f32 op through a compiled region is within 1e-6 of the reference",
           "[fusion]") {
   std::mt19937 rng(11);
-  const std::vector<OpId> unary = {OpId::Neg,  OpId::Exp, OpId::Log, OpId::Tanh,   OpId::Sqrt,
-                                  OpId::Rsqrt, OpId::Sin, OpId::Cos, OpId::Sigmoid};
-  const std::vector<OpId> binary = {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Pow, OpId::Maximum};
-  const std::vector<OpId> compare = {OpId::Eq, OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge};
+  const std::vector<OpId> unary = elementwise_ops(ElementwiseKind::unary);
+  const std::vector<OpId> binary = elementwise_ops(ElementwiseKind::binary);
+  const std::vector<OpId> compare = elementwise_ops(ElementwiseKind::compare);
   for (const Shape& shape : {Shape{37, 129}, Shape{300, 257}, Shape{1}, Shape{}, Shape{4, 0, 3}}) {
     auto check = [&](OpId op, int arity, bool literal) {
       Trace t;

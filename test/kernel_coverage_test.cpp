@@ -18,6 +18,7 @@
 
 #include "gpu/kernel_coverage.h"
 #include "ir/ops.h"
+#include "test/op_samples.h"
 
 using namespace fsdpc;
 
@@ -38,9 +39,9 @@ const std::map<OpId, std::string> kFamilies = [] {
 
 // op -> its enum spelling, as the GPU tests' sources write it (OpId::Neg).
 const std::map<OpId, std::string> kEnumNames = {
-#define FSDPC_OP(op, ...) {OpId::op, "OpId::" #op},
-#include "ir/ops.def"
-#undef FSDPC_OP
+#define FSDPC_ENUM_NAME(op, ...) {OpId::op, "OpId::" #op},
+    FSDPC_OPS(FSDPC_ENUM_NAME)
+#undef FSDPC_ENUM_NAME
 };
 
 std::string source(const std::string& file) {
@@ -60,18 +61,25 @@ bool names(const std::string& text, const std::string& word) {
   return false;
 }
 
-// Each test file with the ops it declares.
+// Each test file with the ops it declares by name; gpu_kernels_test.cpp also
+// declares every elementwise op, drawn by kind from the op-sample table.
 const std::vector<std::pair<std::string, std::vector<OpId>>> kDeclared = {
     {"gpu_kernels_test.cpp", {std::begin(gpu_test::kComparedByKernelsTest), std::end(gpu_test::kComparedByKernelsTest)}},
     {"gpu_nn_kernels_test.cpp",
      {std::begin(gpu_test::kComparedByNnKernelsTest), std::end(gpu_test::kComparedByNnKernelsTest)}}};
+
+std::vector<std::pair<std::string, std::vector<OpId>>> declared_with_elementwise() {
+  auto all = kDeclared;
+  for (OpId op : test::elementwise_ops()) all[0].second.push_back(op);
+  return all;
+}
 
 }  // namespace
 
 TEST_CASE("every op of kernel_families.def is declared by exactly one GPU kernel test", "[coverage]") {
   REQUIRE_FALSE(kFamilies.empty());
   std::map<OpId, std::string> declared_by;
-  for (const auto& [file, ops] : kDeclared)
+  for (const auto& [file, ops] : declared_with_elementwise())
     for (OpId op : ops) {
       INFO(file << " declares " << op_name(op));
       CHECK(kFamilies.count(op) == 1);  // not an op without a compute kernel, nor a stale entry

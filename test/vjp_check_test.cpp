@@ -9,6 +9,7 @@
 #include "frontend/gpt2.h"
 #include "ir/error.h"
 #include "test/vjp_check.h"
+#include "test/op_samples.h"
 
 using namespace fsdpc;
 using namespace fsdpc::testing;
@@ -36,11 +37,10 @@ Attrs slice_attrs(IntList starts, IntList ends, IntList strides) {
 }  // namespace
 
 TEST_CASE("vjp: unary elementwise ops and convert_element_type", "[vjp]") {
-  for (OpId id : {OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos,
-                  OpId::Sigmoid})
+  for (OpId id : test::elementwise_ops(ElementwiseKind::unary))
     for (uint64_t seed : kSeeds) {
       GradCheck c(seed);
-      const bool positive = id == OpId::Log || id == OpId::Sqrt || id == OpId::Rsqrt;
+      const bool positive = test::op_sample(id).domain(0) == test::Domain::positive;
       Proxy x = c.param(c.shape(c.integer(0, 3)), positive ? 0.5 : -1.5, 2.0);
       c.finish(c.emit(id, {in(x)}));
       c.check(label(id, seed));
@@ -55,12 +55,13 @@ TEST_CASE("vjp: unary elementwise ops and convert_element_type", "[vjp]") {
 }
 
 TEST_CASE("vjp: binary elementwise ops with tensor and scalar operands", "[vjp]") {
-  for (OpId id : {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Pow, OpId::Maximum})
+  for (OpId id : test::elementwise_ops(ElementwiseKind::binary))
     for (uint64_t seed : kSeeds)
       for (int form = 0; form < 3; ++form) {  // tensor-tensor, tensor-scalar, scalar-tensor
         GradCheck c(seed * 10 + form);
         const Shape s = c.shape(c.integer(0, 3));
-        const bool pos_a = id == OpId::Pow, pos_b = id == OpId::Div;
+        const bool pos_a = test::op_sample(id).domain(0) == test::Domain::positive;
+        const bool pos_b = test::op_sample(id).domain(1) == test::Domain::positive;
         const double lit = id == OpId::Pow && form == 1 ? std::vector<double>{0.0, 1.0, 2.0, 3.0, 0.5, -1.5}[seed + form]
                                                         : 1.3;
         Operand a = form == 2 ? Operand::lit(lit) : in(c.param(s, pos_a ? 0.5 : -1.0, 2.0));

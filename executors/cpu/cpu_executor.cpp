@@ -21,53 +21,53 @@ bool is_one_of(DType d, std::initializer_list<DType> set) {
   return false;
 }
 
+// The op's kernel: its row of executors/kernel_families.def; without one, an
+// elementwise op's scalar expression, interpreted (cpu_scalar_expr.cpp), and
+// for any other op nullptr: not run here (see supports()). A lookup of the
+// rows rather than a switch, so that an elementwise op needs no row.
+KernelFn kernel_of(OpId op) {
+#define FSDPC_KERNEL(id, kernel) \
+  if (op == OpId::id) return kernel;
+#include "executors/kernel_families.def"
+#undef FSDPC_KERNEL
+  return op_info(op).category == OpCategory::elementwise ? expr_kernel : nullptr;
+}
+
+// The dtypes of the hand-written elementwise kernels (cpu_elementwise.cpp).
+bool hand_written_supports(OpId op, DType d) {
+  for (OpId id : {OpId::Neg, OpId::Add, OpId::Sub, OpId::Mul, OpId::Maximum})
+    if (op == id) return is_one_of(d, {DType::f32, DType::i32, DType::i64});
+  for (OpId id : {OpId::Eq, OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge})
+    if (op == id) return d == DType::boolean;  // operands: any CPU dtype, checked by the kernel
+  if (op == OpId::ConvertElementType || op == OpId::Where) return is_cpu_dtype(d);
+  return d == DType::f32;  // the math functions, div and pow
+}
+
 // Whether the op runs here for outputs of dtype d.
 bool supports(OpId op, DType d) {
   switch (op) {
-    case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos:
-    case OpId::Div: case OpId::Pow: case OpId::Sum: case OpId::Amax: case OpId::Matmul:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
+    FSDPC_ELEMENTWISE_CASES
+      return kernel_of(op) == expr_kernel ? runs_generated(op, d) : hand_written_supports(op, d);
+    FSDPC_REDUCTION_CASES
+    FSDPC_MATMUL_CASES
+    FSDPC_COMPOSITE_CASES
       return d == DType::f32;
-    case OpId::Neg: case OpId::Add: case OpId::Sub: case OpId::Mul: case OpId::Maximum:
     case OpId::IndexAdd:
       return is_one_of(d, {DType::f32, DType::i32, DType::i64});
     case OpId::Iota:
       return is_one_of(d, {DType::f32, DType::f64, DType::i32, DType::i64});
-    case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
-      return d == DType::boolean;  // operands: any CPU dtype, checked by the kernel
-    case OpId::ConvertElementType: case OpId::Where: case OpId::Reshape: case OpId::Permute:
-    case OpId::BroadcastInDim: case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take:
-    case OpId::Full: case OpId::Pack: case OpId::Unpack:
+    FSDPC_SHAPE_CASES
+    FSDPC_BUFFER_CASES
+    case OpId::Take: case OpId::Full:
       return is_cpu_dtype(d);
-    case OpId::Sigmoid:  // an elementwise op without a kernel of its own: its scalar expression
-      return runs_generated(op, d);
     // Not run here: synchronize, the collectives, wait, axis_index, del (the runtime and MPI);
     // a fusion region is formed after claiming. (runs_generated() is false for
     // them too: only elementwise ops have a scalar expression.)
-    case OpId::AxisIndex: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
-    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Fusion: case OpId::Del:
+    FSDPC_COLLECTIVE_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
+    case OpId::AxisIndex:
       return false;
-  }
-  op_outside_table(op);
-}
-
-KernelFn kernel_of(OpId op) {
-  switch (op) {
-#define FSDPC_KERNEL(op, kernel) \
-  case OpId::op:                 \
-    return kernel;
-#include "executors/kernel_families.def"
-#undef FSDPC_KERNEL
-    case OpId::Sigmoid:  // no row: its scalar expression, interpreted (cpu_scalar_expr.cpp)
-      return expr_kernel;
-    // No compute kernel: not run here (see supports()).
-    case OpId::AxisIndex: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
-    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Fusion: case OpId::Del:
-      return nullptr;
   }
   op_outside_table(op);
 }

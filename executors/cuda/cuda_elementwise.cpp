@@ -4,6 +4,9 @@
 // op's name, and launches kernels/elementwise.cu on the compute stream.
 // IR elementwise ops never broadcast (docs/ir.md): operands have the
 // output's element count, or are scalar literals.
+// Each serves the ops its executors/kernel_families.def rows name, and maps
+// them by name rather than switching over every OpId: an elementwise op without
+// a row runs its generated scalar expression (cuda::expr_kernel) instead.
 #include <string>
 
 #include "executors/cuda/cuda_context.h"
@@ -80,84 +83,36 @@ const TensorView& tensor_input(const BoundSymbol& b, const Views& in, size_t fir
 int64_t count_of(const TensorView& v) { return numel(v.type->shape); }
 
 UnaryOp unary_op(OpId op) {
-  switch (op) {
-    case OpId::Neg: return UnaryOp::neg;
-    case OpId::Exp: return UnaryOp::exp;
-    case OpId::Log: return UnaryOp::log;
-    case OpId::Tanh: return UnaryOp::tanh;
-    case OpId::Sqrt: return UnaryOp::sqrt;
-    case OpId::Rsqrt: return UnaryOp::rsqrt;
-    case OpId::Sin: return UnaryOp::sin;
-    case OpId::Cos: return UnaryOp::cos;
-    // not unary: the check below
-    case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add: case OpId::Sub: case OpId::Mul:
-    case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq: case OpId::Ne: case OpId::Lt:
-    case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
-    case OpId::Del:
-      break;
-  }
+  if (op == OpId::Neg) return UnaryOp::neg;
+  if (op == OpId::Exp) return UnaryOp::exp;
+  if (op == OpId::Log) return UnaryOp::log;
+  if (op == OpId::Tanh) return UnaryOp::tanh;
+  if (op == OpId::Sqrt) return UnaryOp::sqrt;
+  if (op == OpId::Rsqrt) return UnaryOp::rsqrt;
+  if (op == OpId::Sin) return UnaryOp::sin;
+  if (op == OpId::Cos) return UnaryOp::cos;
   FSDPC_CHECK(false) << op_name(op) << " is not a unary op";
   return UnaryOp::neg;
 }
 
 BinaryOp binary_op(OpId op) {
-  switch (op) {
-    case OpId::Add: return BinaryOp::add;
-    case OpId::Sub: return BinaryOp::sub;
-    case OpId::Mul: return BinaryOp::mul;
-    case OpId::Div: return BinaryOp::div;
-    case OpId::Pow: return BinaryOp::pow;
-    case OpId::Maximum: return BinaryOp::maximum;
-    // not binary arithmetic: the check below
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
-    case OpId::Del:
-      break;
-  }
+  if (op == OpId::Add) return BinaryOp::add;
+  if (op == OpId::Sub) return BinaryOp::sub;
+  if (op == OpId::Mul) return BinaryOp::mul;
+  if (op == OpId::Div) return BinaryOp::div;
+  if (op == OpId::Pow) return BinaryOp::pow;
+  if (op == OpId::Maximum) return BinaryOp::maximum;
   FSDPC_CHECK(false) << op_name(op) << " is not a binary op";
   return BinaryOp::add;
 }
 
 CompareOp compare_op(OpId op) {
-  switch (op) {
-    case OpId::Eq: return CompareOp::eq;
-    case OpId::Ne: return CompareOp::ne;
-    case OpId::Lt: return CompareOp::lt;
-    case OpId::Le: return CompareOp::le;
-    case OpId::Gt: return CompareOp::gt;
-    case OpId::Ge: return CompareOp::ge;
-    // not comparisons: the check below
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
-    case OpId::Del:
-      break;
-  }
+  if (op == OpId::Eq) return CompareOp::eq;
+  if (op == OpId::Ne) return CompareOp::ne;
+  if (op == OpId::Lt) return CompareOp::lt;
+  if (op == OpId::Le) return CompareOp::le;
+  if (op == OpId::Gt) return CompareOp::gt;
+  if (op == OpId::Ge) return CompareOp::ge;
   FSDPC_CHECK(false) << op_name(op) << " is not a comparison";
   return CompareOp::eq;
 }

@@ -93,17 +93,17 @@ Data combine(const BoundSymbol& b, const Group& g, const TensorType& out) {
     case OpId::Broadcast: return g.inputs[b.attrs.get_int("root")]->data;
     case OpId::Synchronize: return synchronize(g, out);
     // not simulated collectives: the check below
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
-    case OpId::Wait: case OpId::Send: case OpId::Recv: case OpId::Pack: case OpId::Unpack:
-    case OpId::Fusion: case OpId::Del:
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_INDEXING_CASES
+    FSDPC_MATMUL_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_COMPOSITE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
+    case OpId::Wait: case OpId::Send: case OpId::Recv:
       break;
   }
   FSDPC_CHECK(false) << op_name(b.op) << " is not a simulated collective";

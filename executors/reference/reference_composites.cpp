@@ -177,17 +177,16 @@ Data run_composite(const BoundSymbol& b, const std::vector<Input>& in, const Ten
     case OpId::Silu: return silu(*in[0].value);
     case OpId::RmsNorm: return rms_norm(b, in);
     // not composites it runs: the check below
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Matmul: case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Fusion:
-    case OpId::Del:
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_INDEXING_CASES
+    FSDPC_MATMUL_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_COLLECTIVE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
       break;
   }
   FSDPC_CHECK(false) << op_name(b.op) << " is not a composite the reference executor knows";

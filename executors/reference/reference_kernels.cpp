@@ -109,17 +109,15 @@ Data run_prim(const BoundSymbol& b, const std::vector<Input>& in, const TensorTy
     case OpId::Pack: return pack(in);
     // elementwise, reduction, shape and indexing ops: run above, by category;
     // the others are not rank-local prims: the check below
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::AxisIndex: case OpId::Linear: case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm:
-    case OpId::ScaledDotProductAttention: case OpId::CrossEntropy: case OpId::Silu: case OpId::RmsNorm:
-    case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter: case OpId::AllReduce:
-    case OpId::Broadcast: case OpId::Send: case OpId::Recv:
-    case OpId::Unpack: case OpId::Fusion: case OpId::Del:
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_INDEXING_CASES
+    FSDPC_COMPOSITE_CASES
+    FSDPC_FUSION_CASES
+    FSDPC_MEMORY_CASES
+    case OpId::AxisIndex: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
+    case OpId::AllReduce: case OpId::Broadcast: case OpId::Send: case OpId::Recv: case OpId::Unpack:
       break;
   }
   FSDPC_CHECK(false) << op_name(b.op) << " is not a rank-local prim";

@@ -36,18 +36,20 @@ double matmul_rate(const InputTypes& inputs, const HardwareProfile& hw) {
 double matmul_flops(const BoundSymbol& b, const InputTypes& inputs) {
   if (b.outputs.empty() || inputs.empty() || !inputs[0]) return 0;
   const double out = static_cast<double>(numel(b.outputs[0].type.shape));
+  if (b.op == OpId::Matmul || b.op == OpId::Linear)  // x [..., K]: every output element is a K-long dot product
+    return inputs[0]->shape.empty() ? 0 : 2.0 * out * static_cast<double>(inputs[0]->shape.back());
+  if (b.op == OpId::ScaledDotProductAttention) {  // q [.., T, D], k [.., S, D], v [.., S, Dv]
+    if (inputs.size() < 3 || !inputs[1] || !inputs[2] || inputs[0]->shape.size() < 2) return 0;
+    const Shape& q = inputs[0]->shape;
+    const double rows = static_cast<double>(numel(q)) / static_cast<double>(q.back());  // B*H*T
+    const double s = static_cast<double>(inputs[1]->shape.end()[-2]);
+    return 2.0 * rows * s * static_cast<double>(q.back() + inputs[2]->shape.back());  // QK^T, then PV
+  }
   switch (b.op) {
-    case OpId::Matmul:
-    case OpId::Linear:  // x [..., K]: every output element is a K-long dot product
-      return inputs[0]->shape.empty() ? 0 : 2.0 * out * static_cast<double>(inputs[0]->shape.back());
-    case OpId::ScaledDotProductAttention: {  // q [.., T, D], k [.., S, D], v [.., S, Dv]
-      if (inputs.size() < 3 || !inputs[1] || !inputs[2] || inputs[0]->shape.size() < 2) return 0;
-      const Shape& q = inputs[0]->shape;
-      const double rows = static_cast<double>(numel(q)) / static_cast<double>(q.back());  // B*H*T
-      const double s = static_cast<double>(inputs[1]->shape.end()[-2]);
-      return 2.0 * rows * s * static_cast<double>(q.back() + inputs[2]->shape.back());  // QK^T, then PV
-    }
-    case OpId::Fusion: {  // a region's matmuls (transposes folded into a matmul make one)
+    // A region's matmuls (transposes folded into a matmul make one), or a
+    // composite's, through its decomposition (linear and attention: above).
+    FSDPC_FUSION_CASES
+    FSDPC_COMPOSITE_CASES {
       std::unordered_map<std::string, const TensorType*> types;
       for (size_t i = 0; i < b.inputs.size() && i < inputs.size(); ++i)
         if (!b.inputs[i].is_scalar()) types[b.inputs[i].name] = inputs[i];
@@ -63,17 +65,15 @@ double matmul_flops(const BoundSymbol& b, const InputTypes& inputs) {
       }
       return flops;
     }
-    case OpId::Neg: case OpId::Exp: case OpId::Log: case OpId::Tanh: case OpId::Sqrt: case OpId::Rsqrt:
-    case OpId::Sin: case OpId::Cos: case OpId::Sigmoid: case OpId::ConvertElementType: case OpId::Add:
-    case OpId::Sub: case OpId::Mul: case OpId::Div: case OpId::Pow: case OpId::Maximum: case OpId::Eq:
-    case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge: case OpId::Where:
-    case OpId::Sum: case OpId::Amax: case OpId::Reshape: case OpId::Permute: case OpId::BroadcastInDim:
-    case OpId::Slice: case OpId::Pad: case OpId::Cat: case OpId::Take: case OpId::IndexAdd:
-    case OpId::Full: case OpId::Iota: case OpId::AxisIndex:
-    case OpId::Gelu: case OpId::Softmax: case OpId::LayerNorm: case OpId::CrossEntropy: case OpId::Silu:
-    case OpId::RmsNorm: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
-    case OpId::AllReduce: case OpId::Broadcast: case OpId::Wait: case OpId::Send: case OpId::Recv:
-    case OpId::Pack: case OpId::Unpack: case OpId::Del:
+    FSDPC_MATMUL_CASES  // matmul: above
+    FSDPC_ELEMENTWISE_CASES
+    FSDPC_REDUCTION_CASES
+    FSDPC_SHAPE_CASES
+    FSDPC_INDEXING_CASES
+    FSDPC_CREATION_CASES
+    FSDPC_COLLECTIVE_CASES
+    FSDPC_BUFFER_CASES
+    FSDPC_MEMORY_CASES
       return 0;
   }
   op_outside_table(b.op);

@@ -4,7 +4,8 @@
 // 1e-5 relative, integers and bools exactly; bf16 (device storage, f32
 // arithmetic) to 1e-2 against the CPU's f32 run on the same bf16 values.
 // Here the elementwise, reduction, shape, indexing, creation and buffer
-// kernels (kernel_coverage.h lists them; a run that skips one fails);
+// kernels (every elementwise op by its kind from the op-sample table, and
+// the others kernel_coverage.h lists; a run that skips one fails);
 // matmul and the nn kernels are in gpu_nn_kernels_test.cpp, the harness
 // both use in kernel_harness.h.
 #include <catch2/catch.hpp>
@@ -18,30 +19,36 @@
 #include <utility>
 #include <vector>
 
+#include "executors/cuda/cuda_executor.h"
 #include "kernel_coverage.h"
 #include "kernel_harness.h"
+#include "test/op_samples.h"
 
 using namespace fsdpc;
 using namespace fsdpc::gpu_test;
 
 namespace {
 const ComparesOps kCoverage(kComparedByKernelsTest);
+const ComparesOps kElementwiseCoverage(test::elementwise_ops());
+
+// An elementwise op with a hand-written kernel runs f32 and bf16; one without
+// runs its scalar expression as a generated one-statement region
+// (cuda::expr_kernel), f32 only.
+void check_elementwise(Harness& h, OpId op, const std::vector<Arg>& args) {
+  if (cuda::supports(op, DType::bf16))
+    h.check_f32_bf16(op, args);
+  else
+    h.check(op, args);
+}
 }  // namespace
 
 TEST_CASE("gpu kernels: unary ops, and convert_element_type between every dtype", "[gpu][kernels]") {
   Harness h;
-  for (OpId op : {OpId::Neg, OpId::Exp, OpId::Log, OpId::Tanh, OpId::Sqrt, OpId::Rsqrt, OpId::Sin, OpId::Cos})
+  for (OpId op : test::elementwise_ops(ElementwiseKind::unary))
     for (int i = 0; i < kShapes; ++i) {
       const Shape s = i == 0 ? Shape{1000} : i == 1 ? Shape{3, 70001} : h.r.shape(0, 4);
-      const bool positive = op == OpId::Log || op == OpId::Sqrt || op == OpId::Rsqrt;
-      h.check_f32_bf16(op, {positive ? h.r.uniform_tensor(s, 0.05, 4.0) : h.r.tensor(s, DType::f32, 3.0)});
-    }
-  // Ops without a hand-written kernel run their scalar expression as a
-  // generated one-statement region (cuda::expr_kernel): f32 only.
-  for (OpId op : {OpId::Sigmoid})
-    for (int i = 0; i < kShapes; ++i) {
-      const Shape s = i == 0 ? Shape{1000} : i == 1 ? Shape{3, 70001} : h.r.shape(0, 4);
-      h.check(op, {h.r.tensor(s, DType::f32, 12.0)});
+      const bool positive = test::op_sample(op).domain(0) == test::Domain::positive;
+      check_elementwise(h, op, {positive ? h.r.uniform_tensor(s, 0.05, 4.0) : h.r.tensor(s, DType::f32, 3.0)});
     }
   for (DType d : {DType::i32, DType::i64})
     for (int i = 0; i < 4; ++i) h.check(OpId::Neg, {h.r.tensor(i == 0 ? Shape{1001} : h.r.shape(0, 3), d)});
@@ -56,16 +63,17 @@ TEST_CASE("gpu kernels: unary ops, and convert_element_type between every dtype"
 
 TEST_CASE("gpu kernels: binary arithmetic with tensors and scalar literals, NaN winning maximum", "[gpu][kernels]") {
   Harness h;
-  for (OpId op : {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Maximum, OpId::Pow})
+  for (OpId op : test::elementwise_ops(ElementwiseKind::binary))
     for (int i = 0; i < kShapes; ++i) {
       const Shape s = i == 0 ? Shape{4099} : h.r.shape(0, 4);
-      auto operand = [&] { return op == OpId::Pow ? h.r.uniform_tensor(s, 0.5, 2.0) : h.r.tensor(s); };
+      auto operand = [&](size_t k) {
+        return test::op_sample(op).domain(k) == test::Domain::positive ? h.r.uniform_tensor(s, 0.5, 2.0) : h.r.tensor(s);
+      };
       const double c = op == OpId::Pow ? std::array{2.0, 3.0, 0.5, -1.5, 1.0}[i % 5] : 1.75;
-      Arg b = operand();
-      if (op == OpId::Div) std::replace(b.data.begin(), b.data.end(), 0.0, 1.0);
-      h.check_f32_bf16(op, {operand(), b});
-      h.check_f32_bf16(op, {operand(), lit(c)});
-      if (op != OpId::Pow) h.check_f32_bf16(op, {lit(c), b});
+      Arg b = operand(1);
+      check_elementwise(h, op, {operand(0), b});
+      check_elementwise(h, op, {operand(0), lit(c)});
+      if (op != OpId::Pow) check_elementwise(h, op, {lit(c), b});
     }
   for (DType d : {DType::i32, DType::i64})
     for (OpId op : {OpId::Add, OpId::Sub, OpId::Mul, OpId::Maximum})
@@ -84,7 +92,7 @@ TEST_CASE("gpu kernels: binary arithmetic with tensors and scalar literals, NaN 
 
 TEST_CASE("gpu kernels: comparisons and where over every dtype", "[gpu][kernels]") {
   Harness h;
-  for (OpId op : {OpId::Eq, OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge})
+  for (OpId op : test::elementwise_ops(ElementwiseKind::compare))
     for (DType d : kAll)
       for (int i = 0; i < 3 && (d != DType::boolean || op == OpId::Eq || op == OpId::Ne); ++i) {  // bool: eq, ne
         const Shape s = i == 0 ? Shape{1030} : h.r.shape(0, 3);
