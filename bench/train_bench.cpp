@@ -122,7 +122,7 @@ double collectives_alone(const std::vector<const Trace*>& traces, const ProcessG
 }
 
 void run(const char* label, std::unique_ptr<LanguageModel> owned, int64_t batch, int64_t seq, double peak,
-         const std::string& fusion) {
+         FusionMode fusion) {
   const int world = mpi_world_size(), rank = mpi_world_rank();
   LanguageModel& model = *owned;
   JitOptions o;
@@ -178,7 +178,7 @@ void run(const char* label, std::unique_ptr<LanguageModel> owned, int64_t batch,
       flops / t / 1e9, peak, flops / t / 1e9 / peak, tm.compute_s / steps * 1e3, waited * 1e3, alone * 1e3,
       alone > 0 ? std::clamp(1.0 - waited / alone, 0.0, 1.0) : 1.0, static_cast<long long>(e.memory().total_peak),
       16.0 * psi / world, sf.collective_bytes + sb.collective_bytes, 3.0 * 4 * psi * (world - 1) / world,
-      fusion.c_str(), cpu_t * 1e3, (cpu_t - flops / (peak * 1e9)) * 1e3,
+      std::string(fusion_mode_name(fusion)).c_str(), cpu_t * 1e3, (cpu_t - flops / (peak * 1e9)) * 1e3,
       static_cast<long long>(jit1.compiled - jit0.compiled), (jit1.compile_s - jit0.compile_s) * 1e3,
       cpu_backend_info().c_str());
   std::fflush(stdout);
@@ -208,14 +208,14 @@ int main(int argc, char** argv) {
   const double peak = sgemm_peak();
   auto gpt2 = [](const char* label, const GPT2Config& c) { return std::make_unique<GPT2>(label, c); };
   if (!only || std::strcmp(only, "gpt2-tiny") == 0)
-    for (const char* fusion : {"none", "auto"})
+    for (FusionMode fusion : {FusionMode::none, FusionMode::automatic})
       run("gpt2-tiny", gpt2("gpt2-tiny", GPT2Config{2, 2, 64, 256, 64, 1e-5}), 8, 64, peak, fusion);
   // About a second per step on one core of the development machine.
   if (!only || std::strcmp(only, "gpt2-4x512") == 0)
-    for (const char* fusion : {"none", "auto"})
+    for (FusionMode fusion : {FusionMode::none, FusionMode::automatic})
       run("gpt2-4x512", gpt2("gpt2-4x512", GPT2Config{4, 8, 512, 8192, 256, 1e-5}), 4, 256, peak, fusion);
   if (!only || std::strcmp(only, "llama-4x512") == 0)
-    for (const char* fusion : {"none", "auto"})
+    for (FusionMode fusion : {FusionMode::none, FusionMode::automatic})
       run("llama-4x512", std::make_unique<Llama>("llama-4x512", llama_4x512()), 4, 256, peak, fusion);
   return 0;
 }

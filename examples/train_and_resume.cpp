@@ -29,7 +29,7 @@ fsdpc::Plan plan(int world) {
   fsdpc::PlanRequest r;
   r.world = world;
   r.hardware = "netns-veth";
-  r.executor = "cpu";
+  r.executor = fsdpc::Target::cpu;
   r.threads = 1;
   const std::unique_ptr<fsdpc::Model> model = fsdpc::make_model("gpt2-tiny");
   return fsdpc::plan_training(r, [&](int64_t batch) {

@@ -12,6 +12,7 @@
 //   del t7                                     del t7
 #include "executors/claim.h"
 
+#include <array>
 #include <utility>
 
 #include "executors/comm/mpi_executor.h"
@@ -74,42 +75,63 @@ Trace claim(const Trace& trace, const std::vector<const Executor*>& executors) {
   return out;
 }
 
-std::vector<const Executor*> executors_for(const std::string& name) {
-  if (name == "cpu") return {&cpu_executor(), &mpi_executor()};
+std::vector<const Executor*> executors_for(Target target) {
+  switch (target) {
+    case Target::cpu: return {&cpu_executor(), &mpi_executor()};
+    case Target::cuda:
 #ifdef FSDPC_HAVE_CUDA
-  if (name == "cuda") return {&cuda_executor(), &nccl_executor()};
+      return {&cuda_executor(), &nccl_executor()};
 #else
-  if (name == "cuda") fail("--executor cuda: this build has no CUDA executor (configure with the CUDA toolkit)");
+      fail("--executor cuda: this build has no CUDA executor (configure with the CUDA toolkit)");
 #endif
-  fail("--executor '", name, "': expected cpu, cuda or auto");
+  }
+  fail("executors_for: target ", static_cast<int>(target), " is not a Target");
 }
 
-std::string resolve_executor(const std::string& name) {
-  if (name != "auto") return name;
+bool cuda_available() {
 #ifdef FSDPC_HAVE_CUDA
-  if (cuda::query_devices().count > 0) return "cuda";
+  return cuda::query_devices().count > 0;
+#else
+  return false;
 #endif
-  return "cpu";
 }
 
-Device executor_device(const std::string& executor) {
-  if (executor == "cuda") return Device{DeviceKind::cuda, 0};
-  return Device{};
+Target resolve_target(TargetRequest r) {
+  return resolve_target(r, r == TargetRequest::automatic && cuda_available());
 }
 
-void check_fusion_mode(const std::string& fusion) {
-  if (fusion != "none" && fusion != "auto") fail("--fusion '", fusion, "': expected none or auto");
+namespace {
+
+constexpr std::array<std::string_view, 2> kFusionModeNames = {"none", "auto"};
+static_assert(static_cast<size_t>(FusionMode::automatic) + 1 == kFusionModeNames.size());
+
+}  // namespace
+
+std::string_view fusion_mode_name(FusionMode m) { return kFusionModeNames[static_cast<size_t>(m)]; }
+
+std::optional<FusionMode> parse_fusion_mode(std::string_view text) {
+  for (size_t i = 0; i < kFusionModeNames.size(); ++i)
+    if (kFusionModeNames[i] == text) return static_cast<FusionMode>(i);
+  return std::nullopt;
 }
 
-Trace execution_trace(const Trace& trace, const std::string& executor, const std::string& fusion) {
-  check_fusion_mode(fusion);
-  Trace claimed = claim(trace, executors_for(executor));
+std::vector<std::string> fusion_mode_names() { return {kFusionModeNames.begin(), kFusionModeNames.end()}; }
+
+Trace execution_trace(const Trace& trace, Target target, FusionMode fusion) {
+  Trace claimed = claim(trace, executors_for(target));
   // Each step's input is dropped: its statements move into the next trace.
-  if (fusion == "auto" && has_fusion_executor(executor)) claimed = fuse(std::move(claimed), executor);
-  if (fusion == "auto" && folds_transposes(executor)) claimed = fold_transposes(std::move(claimed), executor);
+  if (fusion == FusionMode::automatic && has_fusion_executor(target)) claimed = fuse(std::move(claimed), target);
+  if (fusion == FusionMode::automatic && folds_transposes(target))
+    claimed = fold_transposes(std::move(claimed), target);
+  switch (target) {
+    case Target::cpu: return claimed;
+    case Target::cuda:
 #ifdef FSDPC_HAVE_CUDA
-  if (executor == "cuda") return cuda::plan_streams(std::move(claimed));
+      return cuda::plan_streams(std::move(claimed));
+#else
+      return claimed;  // unreachable: executors_for refused cuda
 #endif
+  }
   return claimed;
 }
 

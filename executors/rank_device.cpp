@@ -24,12 +24,17 @@ class CpuRankDevice final : public RankDevice {
 
 }  // namespace
 
-std::unique_ptr<RankDevice> open_rank_device(const std::string& executor, MpiContext& mpi) {
-  if (executor == "cpu") return std::make_unique<CpuRankDevice>(mpi);
+std::unique_ptr<RankDevice> open_rank_device(Target target, MpiContext& mpi) {
+  switch (target) {
+    case Target::cpu: return std::make_unique<CpuRankDevice>(mpi);
+    case Target::cuda:
 #ifdef FSDPC_HAVE_CUDA
-  if (executor == "cuda") return cuda::open_cuda_rank_device(mpi.groups().mesh());
+      return cuda::open_cuda_rank_device(mpi.groups().mesh());
+#else
+      fail("--executor cuda: no such device in this build (cpu; built without CUDA)");
 #endif
-  fail("--executor '", executor, "': no such device in this build (cpu", executor == "cuda" ? "; built without CUDA)" : ")");
+  }
+  fail("open_rank_device: target ", static_cast<int>(target), " is not a Target");
 }
 
 }  // namespace fsdpc

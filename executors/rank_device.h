@@ -1,7 +1,7 @@
 // What one rank's execution traces run with: the context every kernel and
 // collective is given, the device backend (memory, host copies, the step's
 // flat-array loops), and the two points where the runtime hands control to
-// the device. The engine is written once against this; `--executor` picks
+// the device. The engine is written once against this; the Target picks
 // the implementation:
 //  - cpu:  the MPI context (communicators, pending requests) and host memory;
 //          progress() polls MPI between kernels (mpi_executor.h).
@@ -17,6 +17,7 @@
 
 #include "executors/device_backend.h"
 #include "executors/executor.h"
+#include "ir/target.h"
 
 namespace fsdpc {
 
@@ -47,13 +48,13 @@ class RankDevice {
   virtual std::vector<CollectiveTime> take_collective_times() { return {}; }
 };
 
-// The rank's device for `executor` ("cpu" or "cuda"; resolve "auto" first).
+// The rank's device for `target`.
 // `mpi` carries the communicators of the mesh and outlives the result. For
 // cuda, the rank takes the GPU of its local rank on the node, or device 0
 // when it sees only one (a launcher bound one GPU to each rank), and builds
 // its NCCL communicators: collective over the world (select_device in
 // executors/cuda/device.h). Throws fsdpc::Error when cuda is asked for and
 // no device is visible.
-std::unique_ptr<RankDevice> open_rank_device(const std::string& executor, MpiContext& mpi);
+std::unique_ptr<RankDevice> open_rank_device(Target target, MpiContext& mpi);
 
 }  // namespace fsdpc

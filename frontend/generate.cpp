@@ -46,7 +46,7 @@ Generator::Generator(std::unique_ptr<LanguageModel> model, const HfWeights& weig
     t.file->read_rows_f32(*t.entry, 0, type.shape.empty() ? 1 : type.shape[0], static_cast<float*>(v.data()));
     weights_[p.path] = std::move(v);
   }
-  interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for("cpu"), context_);
+  interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(Target::cpu), context_);
 }
 
 Generator::~Generator() = default;
@@ -59,7 +59,7 @@ const Trace& Generator::trace_for(int64_t length) {
   model_->bind(tracer);
   Trace trace = tracer.finish({model_->logits(idx)});
   verify(trace);
-  return traces_.emplace(length, claim(trace, executors_for("cpu"))).first->second;
+  return traces_.emplace(length, claim(trace, executors_for(Target::cpu))).first->second;
 }
 
 std::vector<float> Generator::next_logits(const std::vector<int64_t>& context) {

@@ -52,17 +52,16 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
     if (batch % k != 0) fail("the per-rank batch ", batch, " does not split into ", k, " equal micro-batches");
     co.batch = batch / k;
   }
-  // `auto` becomes cpu or cuda here, once; every tensor then lives on the
-  // executor's device from the first stage on.
+  // The target was resolved where it was asked for (`auto` included); every
+  // tensor lives on its device from the first stage on.
   EngineOptions engine = options.engine;
-  engine.executor = resolve_executor(engine.executor);
-  executors_for(engine.executor);  // an unknown or unavailable one fails before compiling
-  if (options.pipeline.precision != DType::f32 && engine.executor == "cpu")
+  executors_for(engine.target);  // an unavailable one (cuda without CUDA) fails before compiling
+  if (options.pipeline.precision != DType::f32 && engine.target == Target::cpu)
     fail("--precision ", dtype_name(options.pipeline.precision),
          " needs --executor cuda: the CPU kernels compute in f32 only");
   Trace captured = capture(model, co);
   if (options.mean_square_loss) captured = with_mean_square_loss(std::move(captured));
-  captured = place(captured, executor_device(engine.executor));
+  captured = place(captured, target_device(engine.target));
   // Pipeline parallelism: every rank compiles every stage (the launch check
   // compares them all) and runs its own, the world's rank / (a stage's ranks).
   const int pp = options.pipeline.pp;
@@ -71,7 +70,7 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   std::vector<EngineTraces> stage_traces = step_traces(
       captured, options.pipeline, per_stage, MicroBatchOptions{k, options.engine.no_sync, options.engine.keep_gathered});
   if (pp > 1) {
-    if (engine.executor == "cuda" && engine.pp_schedule == PipelineSchedule::one_f_one_b)
+    if (engine.target == Target::cuda && engine.pp_schedule == PipelineSchedule::one_f_one_b)
       fail("--pp-schedule 1f1b on the cuda executor: an NCCL send holds the comm stream until its peer receives, "
            "so neighbouring stages that both send before receiving (1F1B does) would deadlock; use --pp-schedule "
            "gpipe");

@@ -25,8 +25,9 @@ struct JitOptions {
   // the whole batch and splits it.
   CaptureOptions capture;
   PipelineOptions pipeline;   // strategy, mesh, wrap, bucketing, prefetch, ...
-  // executor, optimizer (AdamW betas and eps too), lr schedule, clip, seed,
-  // mem cap (mesh: pipeline's)
+  // target (resolved: resolve_target(TargetRequest::automatic) in
+  // executors/claim.h for `auto`), fusion, optimizer (AdamW betas and eps
+  // too), lr schedule, clip, seed, mem cap (mesh: pipeline's)
   EngineOptions engine;
   // A model whose first output is not a scalar (the tutorial mlp) trains on
   // the mean of its squared output when this is set.

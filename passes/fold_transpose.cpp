@@ -52,9 +52,17 @@ bool swaps_last_two(const IntList& dims) {
   return dims[r - 2] == static_cast<int64_t>(r - 1) && dims[r - 1] == static_cast<int64_t>(r - 2);
 }
 
-bool folds_transposes(const std::string& executor) { return executor == "cpu"; }
+bool folds_transposes(Target target) {
+  switch (target) {
+    case Target::cpu: return true;    // oneDNN's matmul takes strided operands
+    case Target::cuda: return false;  // the CUDA executor keeps its permutes
+  }
+  return false;
+}
 
-Trace fold_transposes(Trace trace, const std::string& executor) {
+Trace fold_transposes(Trace trace, Target target) {
+  // The target's compute executor, as claim wrote it on each statement.
+  const std::string executor(target_name(target));
   // The statements move from the input into the output.
   std::vector<BoundSymbol> in = std::move(trace.bsyms);
   trace.bsyms.clear();

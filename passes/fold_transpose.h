@@ -8,7 +8,7 @@
 // and attention's Pᵀ @ dO are such permutes).
 //
 // Pre:  a claimed (and fused) trace; dels anywhere.
-// Post: each matmul of `executor` that reads such a permute (as a, b or
+// Post: each matmul of `target` that reads such a permute (as a, b or
 //       both) is a `fusion` statement at the matmul's place: inputs the
 //       permutes' inputs and the other operand (first use order), output
 //       the matmul's, subsymbols the permutes then the matmul (unclaimed:
@@ -24,17 +24,17 @@
 #pragma once
 
 #include <optional>
-#include <string>
-
+#include "ir/target.h"
 #include "ir/trace.h"
 
 namespace fsdpc {
 
 // By value: pass an rvalue and the statements move instead of being copied.
-Trace fold_transposes(Trace trace, const std::string& executor);
+// Folds into the matmuls claimed by `target`'s compute executor.
+Trace fold_transposes(Trace trace, Target target);
 
-// Whether `executor`'s matmul reads transposed operands in place (cpu).
-bool folds_transposes(const std::string& executor);
+// Whether `target`'s matmul reads transposed operands in place (cpu).
+bool folds_transposes(Target target);
 
 // Whether `dims` swaps the last two of at least two dims, the rest in place.
 bool swaps_last_two(const IntList& dims);

@@ -73,7 +73,7 @@ struct Region {
 class Fuser {
  public:
   // Owns the trace: its statements move into the body, then into the output.
-  Fuser(Trace trace, const std::string& executor) : trace_(std::move(trace)), executor_(executor) {
+  Fuser(Trace trace, Target target) : trace_(std::move(trace)), executor_(target_name(target)) {
     for (const Proxy& a : trace_.args) types_[a.name] = a.type;
   }
 
@@ -320,7 +320,8 @@ class Fuser {
   }
 
   Trace trace_;
-  const std::string& executor_;
+  // The target's compute executor, as claim wrote it on each statement.
+  std::string executor_;
   std::unordered_map<std::string, TensorType> types_;
   std::unordered_map<std::string, std::vector<size_t>> users_;  // statements reading each value
   std::unordered_set<std::string> returned_;
@@ -329,9 +330,14 @@ class Fuser {
 
 }  // namespace
 
-Trace fuse(Trace trace, const std::string& executor) { return Fuser(std::move(trace), executor).run(); }
+Trace fuse(Trace trace, Target target) { return Fuser(std::move(trace), target).run(); }
 
-// cpu: LLVM (executors/fusion/llvm_jit.h); cuda: NVRTC (executors/cuda/cuda_fusion.h).
-bool has_fusion_executor(const std::string& executor) { return executor == "cpu" || executor == "cuda"; }
+bool has_fusion_executor(Target target) {
+  switch (target) {
+    case Target::cpu: return true;   // LLVM (executors/fusion/llvm_jit.h)
+    case Target::cuda: return true;  // NVRTC (executors/cuda/cuda_fusion.h)
+  }
+  return false;
+}
 
 }  // namespace fsdpc

@@ -7,7 +7,7 @@
 // Pre:  a claimed trace (executors/claim.h); dels anywhere.
 // Post: composites whose decomposition a region can hold whole (layer_norm,
 //       softmax over the last dim, gelu) are replaced by their statements.
-//       Each maximal run of consecutive fusible statements of `executor`,
+//       Each maximal run of consecutive fusible statements of `target`,
 //       two statements or more, is one region over one iteration shape:
 //       a statement is per element of that shape or per row (the shape
 //       without its innermost dim). Inputs are the values it reads from
@@ -32,16 +32,17 @@
 // f32 or bool (what the CPU fusion executor lowers).
 #pragma once
 
-#include <string>
-
+#include "ir/target.h"
 #include "ir/trace.h"
 
 namespace fsdpc {
 
 // Takes the trace by value: pass an rvalue to let its statements move.
-Trace fuse(Trace trace, const std::string& executor);
+// Fuses the statements claimed by `target`'s compute executor (the ones
+// printed with target_name(target) as their prefix).
+Trace fuse(Trace trace, Target target);
 
-// Whether `executor` has a fusion executor (`--fusion auto` fuses for it).
-bool has_fusion_executor(const std::string& executor);
+// Whether `target` has a fusion executor (`--fusion auto` fuses for it).
+bool has_fusion_executor(Target target);
 
 }  // namespace fsdpc

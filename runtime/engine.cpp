@@ -46,19 +46,19 @@ const EngineOptions& before_collectives(const EngineOptions& options, const Engi
 Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const EngineOptions& options)
     : options_(before_collectives(options, traces)),
       mpi_(std::make_unique<MpiContext>(options_.mesh)),
-      device_(open_rank_device(options_.executor, *mpi_)),
+      device_(open_rank_device(options_.target, *mpi_)),
       allocator_(device_->backend(), options.mem_cap) {
   if (options_.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options_.grad_accum);
   check_lr_schedule(options_.lr_schedule, options_.optimizer.lr);
-  if (options_.executor == "cpu") {
+  if (options_.target == Target::cpu) {
     // The CPU kernels share the host's cores among its ranks. Collective
     // over the world, as building the communicators just was.
     set_cpu_ranks_per_host(mpi_ranks_on_host());
     cpu_threads();  // a bad FSDPC_CPU_THREADS fails here, before any work
   }
   auto lowered = [&](const StepTraces& t) {
-    return StepTraces{execution_trace(t.forward, options_.executor, options_.fusion),
-                      execution_trace(t.backward, options_.executor, options_.fusion)};
+    return StepTraces{execution_trace(t.forward, options_.target, options_.fusion),
+                      execution_trace(t.backward, options_.target, options_.fusion)};
   };
   sync_ = lowered(traces.sync);
   if (options_.no_sync && options_.grad_accum > 1) {
@@ -69,13 +69,13 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
   if (options_.keep_gathered) {
     FSDPC_CHECK(traces.gathered) << "keep_gathered needs the gather, reduce and micro-batch traces";
     if (options_.no_sync) fail("--keep-gathered reduces the gradients once per step already; drop --no-sync");
-    gathered_ = GatheredStep{execution_trace(traces.gathered->gather, options_.executor, options_.fusion),
-                             execution_trace(traces.gathered->reduce, options_.executor, options_.fusion),
+    gathered_ = GatheredStep{execution_trace(traces.gathered->gather, options_.target, options_.fusion),
+                             execution_trace(traces.gathered->reduce, options_.target, options_.fusion),
                              lowered(traces.gathered->micro)};
   }
   // The CPU fusion executor's regions compile here, all at once on every
   // thread of the rank, rather than one by one as the first step meets them.
-  if (options_.executor == "cpu" && options_.fusion == "auto") {
+  if (options_.target == Target::cpu && options_.fusion == FusionMode::automatic) {
     std::vector<const Trace*> traces = {&sync_.forward, &sync_.backward};
     for (const std::optional<StepTraces>* t : {&no_sync_, &accumulate_})
       if (t->has_value()) traces.insert(traces.end(), {&(*t)->forward, &(*t)->backward});
@@ -84,7 +84,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
                                    &gathered_->micro.backward});
     fusion::precompile_regions(traces);
   }
-  interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(options_.executor), device_->kernels(),
+  interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(options_.target), device_->kernels(),
                                                [this] { device_->progress(); });
 
   std::unordered_map<std::string, ParamPlan> by_path;

@@ -15,6 +15,7 @@
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
+#include "executors/claim.h"
 #include "executors/rank_device.h"
 #include "runtime/allocator.h"
 #include "runtime/init.h"
@@ -66,11 +67,14 @@ struct EngineOptions {
   // micro-batch, every micro-batch runs on the full parameters without
   // synchronising, and its reduce runs once after the last.
   bool keep_gathered = false;
-  std::string executor = "cpu";
-  // auto (the default, as Thunder fuses by default): regions of fusible
-  // statements compiled by the executor's fusion executor (passes/fuse.h);
+  // What the traces are claimed for and run on, already resolved: jit()
+  // takes it as it is; `--executor auto` is resolved where it enters
+  // (resolve_target in executors/claim.h; TrainOptions::executor).
+  Target target = Target::cpu;
+  // automatic (the default, as Thunder fuses by default): regions of fusible
+  // statements compiled by the target's fusion executor (passes/fuse.h);
   // none: every statement its own kernel.
-  std::string fusion = "auto";
+  FusionMode fusion = FusionMode::automatic;
   OptimizerOptions optimizer;  // optimizer.lr is the schedule's base rate
   // The rate of each step: scheduled_lr(lr_schedule, optimizer.lr, step),
   // step the optimizer's count (restored by load_rank_state).

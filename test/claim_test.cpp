@@ -117,3 +117,31 @@ TEST_CASE("unknown executor prefixes are unknown ops", "[claim]") {
   CHECK(sym->executor == "mpi");
   CHECK(symbol_name(OpId::ConvertElementType, "cpu") == "cpu_convert_element_type");
 }
+
+TEST_CASE("a Target is named, parsed and resolved in one place", "[claim][target]") {
+  for (Target t : {Target::cpu, Target::cuda}) {
+    CHECK(parse_target(target_name(t)) == t);
+    CHECK(parse_target_request(target_name(t)) == request_of(t));
+    CHECK(target_request_name(request_of(t)) == target_name(t));
+    // auto is resolved once; a named target needs no device query.
+    CHECK(resolve_target(request_of(t), false) == t);
+    CHECK(resolve_target(request_of(t), true) == t);
+  }
+  CHECK(target_names() == std::vector<std::string>{"cpu", "cuda"});
+  CHECK(target_request_names() == std::vector<std::string>{"cpu", "cuda", "auto"});
+  CHECK(parse_target_request("auto") == TargetRequest::automatic);
+  CHECK_FALSE(parse_target("auto"));
+  CHECK_FALSE(parse_target_request("gpu"));
+  CHECK(resolve_target(TargetRequest::automatic, true) == Target::cuda);
+  CHECK(resolve_target(TargetRequest::automatic, false) == Target::cpu);
+  CHECK(resolve_target(TargetRequest::automatic) == (cuda_available() ? Target::cuda : Target::cpu));
+  CHECK(device_name(target_device(Target::cpu)) == "cpu");
+  CHECK(device_name(target_device(Target::cuda)) == "cuda:0");
+  // The target's compute executor prints its statements with the target's name.
+  CHECK(executors_for(Target::cpu).front()->name() == target_name(Target::cpu));
+#ifdef FSDPC_HAVE_CUDA
+  CHECK(executors_for(Target::cuda).front()->name() == target_name(Target::cuda));
+#else
+  CHECK_THROWS_WITH(executors_for(Target::cuda), Contains("this build has no CUDA executor"));
+#endif
+}

@@ -46,7 +46,7 @@ Regions regions_of(const std::string& model, int batch, int seq) {
   Regions out;
   const std::vector<Trace> traces = compile(place(capture(*make_model(model), co), Device{}), o).back().traces;
   for (const Trace& t : traces) {
-    const Trace fused = execution_trace(t, "cpu", "auto");
+    const Trace fused = execution_trace(t, Target::cpu, FusionMode::automatic);
     for (const auto& [b, in] : test::loop_regions(fused)) {
       Region r = describe_region(*b, in);
       out.unique.emplace(r.signature(), std::move(r));

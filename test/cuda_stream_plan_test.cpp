@@ -44,7 +44,7 @@ std::vector<std::string> lines_of(const Trace& t) {
 }  // namespace
 
 TEST_CASE("collectives run on the comm stream and waits on compute", "[cuda][streams]") {
-  Trace planned = execution_trace(parse_trace(kTrace), "cuda");
+  Trace planned = execution_trace(parse_trace(kTrace), Target::cuda);
   int comm = 0, waits = 0;
   for (const BoundSymbol& b : planned.bsyms) {
     if (b.op == OpId::Del) {
@@ -71,7 +71,7 @@ TEST_CASE("collectives run on the comm stream and waits on compute", "[cuda][str
 }
 
 TEST_CASE("a collective's buffers are freed only after its wait", "[cuda][streams]") {
-  Trace planned = execution_trace(parse_trace(kTrace), "cuda");
+  Trace planned = execution_trace(parse_trace(kTrace), Target::cuda);
   const std::vector<std::string> want = {
       "nccl_all_gather w",
       "cuda_tanh x",
@@ -90,7 +90,7 @@ TEST_CASE("a trace whose dels already follow the waits is left in order", "[cuda
   std::string text = kTrace;
   text.replace(text.find("  del w, g\n"), 11, "");
   text.replace(text.find("  return"), 0, "  del w, g\n");
-  Trace claimed = claim(parse_trace(text), executors_for("cuda"));
+  Trace claimed = claim(parse_trace(text), executors_for(Target::cuda));
   Trace planned = cuda::plan_streams(claimed);
   REQUIRE(planned.bsyms.size() == claimed.bsyms.size());
   for (size_t i = 0; i < planned.bsyms.size(); ++i) {
@@ -112,5 +112,5 @@ def forward(g):
 )";
   const std::vector<std::string> want = {"nccl_all_reduce g", "nccl_reduce_scatter g", "nccl_wait ft1",
                                          "nccl_wait ft0", "del g"};
-  CHECK(lines_of(execution_trace(parse_trace(text), "cuda")) == want);
+  CHECK(lines_of(execution_trace(parse_trace(text), Target::cuda)) == want);
 }

@@ -93,7 +93,7 @@ TEST_CASE("fold_transposes: a folded matmul equals the reference for transposed 
     for (int mode = 1; mode < 4; ++mode) {
       const bool a_t = mode & 1, b_t = mode & 2;
       const Trace t = matmul_trace(c.a, c.b, a_t, b_t);
-      const Trace exec = execution_trace(t, "cpu", "auto");
+      const Trace exec = execution_trace(t, Target::cpu, FusionMode::automatic);
       INFO(print_trace(exec));
       REQUIRE_NOTHROW(verify(exec));
       // The permutes are gone from the top level, into the one region.
@@ -111,7 +111,7 @@ TEST_CASE("fold_transposes: a folded matmul equals the reference for transposed 
       CHECK(parse_trace(print_trace(exec)) == exec);
       CHECK(trace_from_json(trace_to_json(exec)) == exec);
       // --fusion none keeps the permutes.
-      CHECK(count_op(execution_trace(t, "cpu", "none"), OpId::Permute) == a_t + b_t);
+      CHECK(count_op(execution_trace(t, Target::cpu, FusionMode::none), OpId::Permute) == a_t + b_t);
       CHECK(worst_error(t, exec, rng) < 1e-5);
     }
 }
@@ -127,7 +127,7 @@ TEST_CASE("fold_transposes: the operand order of the region's inputs does not ma
   const Proxy xt = tb.emit1(OpId::Permute, {of(x)}, {{"dims", IntList{0, 2, 1}}});
   const Proxy out = tb.emit1(OpId::Matmul, {of(xt), of(yt)});
   t.returns = ReturnTree::tuple({ReturnTree::leaf(out.name)});
-  const Trace exec = execution_trace(t, "cpu", "auto");
+  const Trace exec = execution_trace(t, Target::cpu, FusionMode::automatic);
   INFO(print_trace(exec));
   REQUIRE(count_op(exec, OpId::Fusion) == 1);
   const BoundSymbol& region = exec.bsyms[0];
@@ -152,7 +152,7 @@ TEST_CASE("fold_transposes: what must not fold stays as it was", "[fusion]") {
     const Proxy m = tb.emit1(OpId::Matmul, {of(xt), of(y)});
     const Proxy n = tb.emit1(OpId::Neg, {of(xt)});
     t.returns = ReturnTree::tuple({ReturnTree::leaf(m.name), ReturnTree::leaf(n.name)});
-    const Trace exec = execution_trace(t, "cpu", "auto");
+    const Trace exec = execution_trace(t, Target::cpu, FusionMode::automatic);
     INFO(print_trace(exec));
     CHECK(count_op(exec, OpId::Permute) == 1);
     for (const BoundSymbol& b : exec.bsyms) CHECK(!transposed_matmul(b));
@@ -167,7 +167,7 @@ TEST_CASE("fold_transposes: what must not fold stays as it was", "[fusion]") {
     const Proxy yt = tb.emit1(OpId::Permute, {of(y)}, {{"dims", IntList{0, 1, 3, 2}}});
     const Proxy m = tb.emit1(OpId::Matmul, {of(xp), of(tb.emit1(OpId::Reshape, {of(x)}, {{"shape", IntList{5, 6}}}))});
     t.returns = ReturnTree::tuple({ReturnTree::leaf(m.name), ReturnTree::leaf(yt.name)});
-    const Trace exec = execution_trace(t, "cpu", "auto");
+    const Trace exec = execution_trace(t, Target::cpu, FusionMode::automatic);
     INFO(print_trace(exec));
     CHECK(count_op(exec, OpId::Permute) == 2);
     CHECK(count_op(exec, OpId::Fusion) == 0);
@@ -186,7 +186,7 @@ def f(x, w):
   t6 = matmul(t0, t5)  # t6: "cpu f32[3, 4]"
   return t6
 )");
-    const Trace exec = execution_trace(t, "cpu", "auto");
+    const Trace exec = execution_trace(t, Target::cpu, FusionMode::automatic);
     INFO(print_trace(exec));
     REQUIRE_NOTHROW(verify(exec));
     // t0 stays before the wait; t5, after it, folds.
@@ -207,8 +207,8 @@ def f(x, w):
 // as the matmul it holds, not as memory-bound work.
 TEST_CASE("fold_transposes: a folded region counts the FLOPs of its matmul", "[fusion]") {
   const Shape a = {2, 6, 5}, b = {5, 4};
-  const Trace plain = execution_trace(matmul_trace(a, b, false, false), "cpu", "none");
-  const Trace folded = execution_trace(matmul_trace(a, b, true, false), "cpu", "auto");
+  const Trace plain = execution_trace(matmul_trace(a, b, false, false), Target::cpu, FusionMode::none);
+  const Trace folded = execution_trace(matmul_trace(a, b, true, false), Target::cpu, FusionMode::automatic);
   REQUIRE(count_op(folded, OpId::Fusion) == 1);
   const BoundSymbol& region = folded.bsyms[0];
   REQUIRE(transposed_matmul(region));

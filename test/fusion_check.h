@@ -123,7 +123,7 @@ inline std::vector<reference::Value> run_on_cpu(const Trace& exec, const std::ve
 inline Outcome fused_vs_reference(const Trace& t, std::mt19937& rng, double lo = 0.25, double hi = 2.0,
                            double floor = 1e-30) {
   Outcome o;
-  o.fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+  o.fused = fuse(claim(t, {&cpu_executor()}), Target::cpu);
   INFO(print_trace(o.fused));
   REQUIRE_NOTHROW(verify(o.fused));
   o.regions = count_regions(o.fused);

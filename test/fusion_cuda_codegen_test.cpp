@@ -75,7 +75,7 @@ TEST_CASE("cuda codegen: gpt2-tiny's regions, reductions as f64 block reductions
   std::map<std::string, std::string> source_of;  // by signature
   int sums = 0, amaxes = 0;
   for (const Trace& t : traces) {
-    const Trace fused = execution_trace(t, "cpu", "auto");
+    const Trace fused = execution_trace(t, Target::cpu, FusionMode::automatic);
     for (const auto& [bp, in] : test::loop_regions(fused)) {
       const BoundSymbol& b = *bp;
       const Region r = describe_region(b, in);

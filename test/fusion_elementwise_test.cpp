@@ -194,7 +194,7 @@ TEST_CASE("fusion: the row loop is vectorised for the host, exp through libmvec"
                            {{"shape", IntList{64, 1024}}, {"broadcast_dims", IntList{1}}});
   const Proxy e = b.emit1(OpId::Exp, {Operand::of(b.emit1(OpId::Mul, {Operand::of(x.name), Operand::of(rb.name)}).name)});
   t.returns = ReturnTree::tuple({ReturnTree::leaf(e.name)});
-  const Trace fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+  const Trace fused = fuse(claim(t, {&cpu_executor()}), Target::cpu);
   REQUIRE(count_regions(fused) == 1);
   fusion::LlvmJit jit;
   std::vector<TensorType> types;  // the region's inputs come in first-use order
@@ -214,7 +214,7 @@ TEST_CASE("fusion: a disk cache directory serves a region to a later JIT", "[fus
   const Proxy x = b.add_arg(arg("x", tt({3, 5})));
   const Proxy y = b.emit1(OpId::Tanh, {Operand::of(b.emit1(OpId::Mul, {Operand::of(x.name), Operand::lit(3.0)}).name)});
   t.returns = ReturnTree::tuple({ReturnTree::leaf(y.name)});
-  const Trace fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+  const Trace fused = fuse(claim(t, {&cpu_executor()}), Target::cpu);
   REQUIRE(count_regions(fused) == 1);
   const fusion::Region region = fusion::describe_region(fused.bsyms[0], {x.type});
   std::vector<float> in(15), out1(15, 0), out2(15, 0);
@@ -251,7 +251,7 @@ TEST_CASE("fusion: compile_all on 3 threads gives compile()'s code, each distinc
     const Proxy y = b.emit1(OpId::Tanh, {Operand::of(b.emit1(OpId::Mul, {Operand::of(x.name), Operand::lit(3.0)}).name)});
     const Proxy z = b.emit1(OpId::Exp, {Operand::of(y.name)});
     t.returns = ReturnTree::tuple({ReturnTree::leaf(z.name)});
-    const Trace fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+    const Trace fused = fuse(claim(t, {&cpu_executor()}), Target::cpu);
     REQUIRE(count_regions(fused) == 1);
     regions.push_back(fusion::describe_region(fused.bsyms[0], {x.type}));
     cols.push_back(n);
@@ -294,9 +294,9 @@ TEST_CASE("fusion: elementwise chain, fused vs unfused", "[.][fusion_bench]") {
   const Operand y = op(OpId::Mul, {op(OpId::Mul, {Operand::of(x.name), Operand::lit(0.5)}),
                                    op(OpId::Add, {op(OpId::Tanh, {inner}), Operand::lit(1.0)})});
   t.returns = ReturnTree::tuple({ReturnTree::leaf(y.name)});
-  for (const char* mode : {"none", "auto", "none", "auto"}) {
+  for (FusionMode mode : {FusionMode::none, FusionMode::automatic, FusionMode::none, FusionMode::automatic}) {
     const Trace exec = claim(t, {&cpu_executor()});
-    const Trace run_trace = std::string(mode) == "auto" ? fuse(exec, "cpu") : insert_dels(exec);
+    const Trace run_trace = mode == FusionMode::automatic ? fuse(exec, Target::cpu) : insert_dels(exec);
     Allocator alloc;
     KernelContext ctx;
     Interpreter interp(alloc, {&cpu_executor()}, ctx);
@@ -305,7 +305,7 @@ TEST_CASE("fusion: elementwise chain, fused vs unfused", "[.][fusion_bench]") {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 10; ++i) interp.run(run_trace, {in});
     const double ms = 1e2 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("fusion %s: %.2f ms per run (%d threads), peak %.1f MiB\n", mode, ms, cpu_threads(),
+    std::printf("fusion %s: %.2f ms per run (%d threads), peak %.1f MiB\n", std::string(fusion_mode_name(mode)).c_str(), ms, cpu_threads(),
                 alloc.stats().total_peak / 1048576.0);
   }
 }
@@ -321,7 +321,7 @@ TEST_CASE("fusion: the vectorised tanh is within 1e-6 of tanh from 1e-30 to over
   const Proxy x = b.add_arg(arg("x", tt({n})));
   const Proxy y = b.emit1(OpId::Neg, {Operand::of(b.emit1(OpId::Tanh, {Operand::of(x.name)}).name)});
   t.returns = ReturnTree::tuple({ReturnTree::leaf(y.name)});
-  const Trace fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+  const Trace fused = fuse(claim(t, {&cpu_executor()}), Target::cpu);
   REQUIRE(count_regions(fused) == 1);
   fusion::LlvmJit jit;
   const fusion::RegionFn fn = jit.compile(fusion::describe_region(fused.bsyms[0], {x.type}));

@@ -180,7 +180,7 @@ TEST_CASE("fusion: a row reduction loop is vectorised", "[fusion]") {
   const Proxy m = b.emit1(OpId::Amax, {of(x)}, {{"dims", IntList{1}}});
   const Proxy y = b.emit1(OpId::Sub, {of(s), of(m)});
   t.returns = ReturnTree::tuple({ReturnTree::leaf(y.name)});
-  const Trace fused = fuse(claim(t, {&cpu_executor()}), "cpu");
+  const Trace fused = fuse(claim(t, {&cpu_executor()}), Target::cpu);
   REQUIRE(count_regions(fused) == 1);
   fusion::LlvmJit jit;
   const fusion::Region region = fusion::describe_region(fused.bsyms[0], {x.type});
@@ -270,9 +270,9 @@ TEST_CASE("fusion: norms and their VJPs, fused vs unfused", "[.][fusion_bench]")
   for (OpId op : {OpId::LayerNorm, OpId::Softmax, OpId::Gelu, OpId::CrossEntropy}) {
     const Trace t = joint(op, {4096, 512});
     const std::vector<reference::Value> args = random_args(t, rng, -2.0, 2.0);
-    for (const char* mode : {"none", "auto", "none", "auto"}) {
+    for (FusionMode mode : {FusionMode::none, FusionMode::automatic, FusionMode::none, FusionMode::automatic}) {
       const Trace exec = claim(t, {&cpu_executor()});
-      const Trace run_trace = std::string(mode) == "auto" ? fuse(exec, "cpu") : insert_dels(exec);
+      const Trace run_trace = mode == FusionMode::automatic ? fuse(exec, Target::cpu) : insert_dels(exec);
       Allocator alloc;
       KernelContext ctx;
       Interpreter interp(alloc, {&cpu_executor()}, ctx);
@@ -282,7 +282,7 @@ TEST_CASE("fusion: norms and their VJPs, fused vs unfused", "[.][fusion_bench]")
       const double c0 = cpu_seconds();
       for (int i = 0; i < 10; ++i) interp.run(run_trace, in);
       std::printf("%s fwd+bwd [4096, 512] fusion %s: %.2f ms CPU per run (%d threads), %d regions\n",
-                  std::string(op_name(op)).c_str(), mode, 1e2 * (cpu_seconds() - c0), cpu_threads(),
+                  std::string(op_name(op)).c_str(), std::string(fusion_mode_name(mode)).c_str(), 1e2 * (cpu_seconds() - c0), cpu_threads(),
                   count_regions(run_trace));
     }
   }

@@ -30,7 +30,7 @@ struct Run {
   double seconds = 0;  // the steps after the first (which compiles)
 };
 
-Run train(const std::string& fusion, int steps) {
+Run train(FusionMode fusion, int steps) {
   auto model = make_model("gpt2-tiny");
   JitOptions o;
   o.capture.batch = 4;
@@ -56,9 +56,9 @@ Run train(const std::string& fusion, int steps) {
 
 TEST_CASE("fusion: gpt2-tiny zero3 trains to the unfused losses (1e-5)", "[fusion][train]") {
   const int steps = 6;
-  const Run plain = train("none", steps);
+  const Run plain = train(FusionMode::none, steps);
   const int64_t compiled_before = fusion::jit_cache_stats().compiled;
-  const Run fused = train("auto", steps);
+  const Run fused = train(FusionMode::automatic, steps);
   const fusion::JitCacheStats stats = fusion::jit_cache_stats();
   CHECK(stats.compiled > compiled_before);
   CHECK(stats.hits > 0);

@@ -191,7 +191,7 @@ TEST_CASE("jit: stages() holds each pass's verified traces in pipeline order", "
     if (a.is_param()) CHECK(a.type.dist == DistType::fully_sharded);
   // The engine runs what the last stage holds, claimed by the CPU executor
   // and fused (fusion auto is the engine's default).
-  const Trace exec = execution_trace(stages.back().traces[0], "cpu", "auto");
+  const Trace exec = execution_trace(stages.back().traces[0], Target::cpu, FusionMode::automatic);
   CHECK(compiled->engine().forward_trace().bsyms.size() == exec.bsyms.size());
   CHECK(exec.bsyms.size() < stages.back().traces[0].bsyms.size());
 }

@@ -259,9 +259,9 @@ TEST_CASE("llama ops: silu and rms_norm, kernel vs fused", "[.][llama_ops_bench]
     for (bool backward : {false, true}) {
       const Trace t = backward ? joint(op, shape) : one_op(op, shape);
       const std::vector<reference::Value> args = test::random_args(t, rng, -2.0, 2.0);
-      for (const char* mode : {"none", "auto", "none", "auto"}) {
+      for (FusionMode mode : {FusionMode::none, FusionMode::automatic, FusionMode::none, FusionMode::automatic}) {
         const Trace exec = claim(t, {&cpu_executor()});
-        const Trace run_trace = std::string(mode) == "auto" ? fuse(exec, "cpu") : insert_dels(exec);
+        const Trace run_trace = mode == FusionMode::automatic ? fuse(exec, Target::cpu) : insert_dels(exec);
         Allocator alloc;
         KernelContext ctx;
         Interpreter interp(alloc, {&cpu_executor()}, ctx);
@@ -271,7 +271,7 @@ TEST_CASE("llama ops: silu and rms_norm, kernel vs fused", "[.][llama_ops_bench]
         const double c0 = cpu_seconds();
         for (int i = 0; i < 10; ++i) interp.run(run_trace, in);
         std::printf("%s %s [4096, 2048] fusion %s: %.2f ms CPU per run (%d threads), %d regions\n",
-                    std::string(op_name(op)).c_str(), backward ? "fwd+bwd" : "fwd", mode,
+                    std::string(op_name(op)).c_str(), backward ? "fwd+bwd" : "fwd", std::string(fusion_mode_name(mode)).c_str(),
                     1e2 * (cpu_seconds() - c0), cpu_threads(), test::count_regions(run_trace));
       }
     }

@@ -205,9 +205,9 @@ TEST_CASE("a --mem-cap below the plan's peak is refused on every rank before tra
 }
 
 TEST_CASE("plan_memory equals the allocator in process, step by step, peaks and reserved bytes", "[memory_plan]") {
-  for (const char* fusion : {"none", "auto"})
+  for (fsdpc::FusionMode fusion : {fsdpc::FusionMode::none, fsdpc::FusionMode::automatic})
     for (int k : {1, 2}) {
-      INFO("fusion " << fusion << ", grad_accum " << k);
+      INFO("fusion " << fsdpc::fusion_mode_name(fusion) << ", grad_accum " << k);
       fsdpc::JitOptions o;
       o.capture.batch = 2;
       o.capture.seq = 16;
@@ -218,7 +218,7 @@ TEST_CASE("plan_memory equals the allocator in process, step by step, peaks and 
       auto compiled = fsdpc::jit(*model, o);
       const fsdpc::Stage& last = compiled->stages().back();
       fsdpc::EngineOptions e = o.engine;
-      e.executor = "cpu";
+      e.target = fsdpc::Target::cpu;
       const fsdpc::MemoryPlan plan = fsdpc::plan_memory({{last.traces.at(0), last.traces.at(1)}, {}, {}}, e);
       std::vector<int64_t> tokens(2 * 16, 5);
       const std::vector<fsdpc::HostTensor> batch = {fsdpc::HostTensor::ints({2, 16}, tokens),

@@ -268,7 +268,7 @@ TEST_CASE("the simulator counts the bytes trace_stats counts, on a compiled hybr
   o.bucketing = true;
   o.verify = false;
   const std::vector<Stage> stages = compile(capture(*make_model("gpt2-tiny")), o);
-  const Trace fwd = execution_trace(stages.back().traces[0], "cpu"), bwd = execution_trace(stages.back().traces[1], "cpu");
+  const Trace fwd = execution_trace(stages.back().traces[0], Target::cpu), bwd = execution_trace(stages.back().traces[1], Target::cpu);
   const StepSimulation s = simulate_step({&fwd, &bwd}, o.mesh, toy_profile(), 0.25);
   CHECK(s.comm_bytes() == Approx(trace_stats(fwd).collective_bytes + trace_stats(bwd).collective_bytes));
   CHECK(s.streams.size() == 2);

@@ -45,7 +45,7 @@ void run_advise(const AdviseArgs& a) {
   r.hardware = a.hardware;
   if (!a.mem_cap.empty()) r.mem_cap = parse_mem_cap(a.mem_cap);
   if (!a.precision.empty()) r.precision = parse_dtype(a.precision);  // CLI11 admitted f32 and bf16 only
-  r.executor = a.executor;
+  if (!a.executor.empty()) r.executor = parse_target(a.executor);  // CLI11 admitted cpu and cuda only
   r.strategies = a.strategies;
   r.tps = a.tps;
   r.pps = a.pps;
@@ -83,7 +83,7 @@ Command add_advise_command(CLI::App& app) {
   cmd->add_option("--mem-cap", a->mem_cap, "Per-rank memory cap, e.g. 80G (default: the profile's memory capacity)");
   cmd->add_option("--precision", a->precision, "f32 | bf16 (default: the profile's)")->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--executor", a->executor, "cpu | cuda: what the candidates compile for (default: the profile's)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(CLI::IsMember(target_names()));
   cmd->add_option("--strategies", a->strategies, "Only these strategies, e.g. zero3,no_shard (default: all)")
       ->delimiter(',');
   cmd->add_option("--tp", a->tps,

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "ir/dot.h"
@@ -105,6 +106,27 @@ RematOptions parse_remat(const std::string& text) {
     r.budget_bytes = parse_byte_size("--remat auto:BYTES", text.substr(mode.size() + 1));
   }
   return r;
+}
+
+namespace {
+
+// "a, b or c".
+std::string one_of(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+}  // namespace
+
+TargetRequest parse_executor(const std::string& text) {
+  if (const std::optional<TargetRequest> r = parse_target_request(text)) return *r;
+  fail("--executor '", text, "': expected ", one_of(target_request_names()));
+}
+
+FusionMode parse_fusion(const std::string& text) {
+  if (const std::optional<FusionMode> m = parse_fusion_mode(text)) return *m;
+  fail("--fusion '", text, "': expected ", one_of(fusion_mode_names()));
 }
 
 CLI::Validator whole_number(int64_t lo, int64_t hi) {

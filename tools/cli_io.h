@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "executors/claim.h"
 #include "ir/mesh.h"
+#include "ir/target.h"
 #include "ir/trace.h"
 #include "passes/remat.h"
 
@@ -33,6 +35,12 @@ int64_t parse_mem_cap(const std::string& text);
 int64_t parse_byte_size(const std::string& option, const std::string& text);
 // --remat: none | block | selective | auto | auto:BYTES.
 RematOptions parse_remat(const std::string& text);
+
+// --executor and --fusion, the edge where their spellings become enums:
+// fsdpc::Error naming the flag, the value and the spellings otherwise
+// ("--executor 'tpu': expected cpu, cuda or auto").
+TargetRequest parse_executor(const std::string& text);
+FusionMode parse_fusion(const std::string& text);
 
 // Numeric flag checks whose message says what is expected: CLI11's
 // PositiveNumber and NonNegativeNumber print the whole double range (a

@@ -24,7 +24,9 @@ struct DumpArgs {
   int world = 1, rank = 0;
   std::string stages = "del";
   bool no_sync = false, accumulate = false, stats = false, memory = false, keep_gathered = false;
-  std::string format = "text", output, executor = "cpu", fusion = "auto";
+  std::string format = "text", output;
+  // --executor and --fusion as typed (parse_executor, parse_fusion).
+  std::string executor{target_request_name(TargetRequest::cpu)}, fusion{fusion_mode_name(FusionMode::automatic)};
   // --memory: the step fsdpc train would run.
   int grad_accum = 1;
   std::string optimizer = "adamw";
@@ -122,7 +124,7 @@ std::string render_stats(const std::vector<const Trace*>& traces, const std::str
 // as fsdpc::jit compiles it: micro-batches of batch / K, and with --no-sync
 // the no_sync and accumulate traces beside the synchronising ones, with
 // --keep-gathered the gathered step's.
-std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std::string& executor) {
+std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, Target target) {
   if (a.format != "text" && a.format != "json") fail("--memory prints text or json, not ", a.format);
   if (a.accumulate) fail("--memory plans a whole step; --accumulate selects one of its traces");
   if (a.stats) fail("--memory and --stats print different reports; ask for one");
@@ -137,7 +139,7 @@ std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std
       fail("--grad-accum ", a.grad_accum, ": the per-rank batch ", batch, " does not split into equal micro-batches");
     src.batch = batch / a.grad_accum;
   }
-  const Trace captured = place(load_source_trace(src), executor_device(executor));
+  const Trace captured = place(load_source_trace(src), target_device(target));
   PipelineOptions o = pipeline_options(a, cmd);
   o.sync_grads = true;
   // Each pipeline stage's traces (one stage without --pp).
@@ -147,8 +149,8 @@ std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std
   e.mesh = o.mesh;
   e.mesh.pp = o.pp;
   e.pp_schedule = *parse_pipeline_schedule(a.sharding.pp_schedule);  // CLI11 admitted only the names
-  e.executor = executor;
-  e.fusion = a.fusion;
+  e.target = target;
+  e.fusion = parse_fusion(a.fusion);
   e.grad_accum = a.grad_accum;
   e.no_sync = a.no_sync;
   e.keep_gathered = a.keep_gathered;
@@ -195,7 +197,7 @@ Command add_dump_command(CLI::App& app) {
   cmd->add_option("--executor", a->executor, "Executors: cpu (CPU kernels + MPI) | cuda (CUDA kernels + NCCL, on cuda:0) | auto (cuda when a GPU is visible)")
       ->capture_default_str();
   cmd->add_option("--fusion", a->fusion, "none | auto (exec: fuse elementwise ops and row reductions into regions where the executor has a fusion executor)")
-      ->check(CLI::IsMember({"none", "auto"}))
+      ->check(CLI::IsMember(fusion_mode_names()))
       ->capture_default_str();
   cmd->add_flag("--stats", a->stats, "Print collective counts, bytes per rank and peak live bytes");
   cmd->add_flag("--memory", a->memory,
@@ -213,11 +215,12 @@ Command add_dump_command(CLI::App& app) {
   return Command{cmd,
                  [a, cmd] {
                    PipelineOptions o = pipeline_options(*a, *cmd);
-                   const std::string executor = resolve_executor(a->executor);
-                   executors_for(executor);  // an unknown name fails before compiling
-                   if (a->memory) return write_output(a->output, render_memory_plan(*a, *cmd, executor));
+                   // `auto` is resolved here, once.
+                   const Target target = resolve_target(parse_executor(a->executor));
+                   executors_for(target);  // cuda in a CPU-only build fails before compiling
+                   if (a->memory) return write_output(a->output, render_memory_plan(*a, *cmd, target));
                    // Every stage prints the tensors where they will live.
-                   const Trace captured = place(load_source_trace(a->src), executor_device(executor));
+                   const Trace captured = place(load_source_trace(a->src), target_device(target));
                    std::vector<Stage> stages;
                    std::vector<Trace> final;  // what the executors claim for exec and fusion
                    if (a->keep_gathered) {
@@ -241,15 +244,15 @@ Command add_dump_command(CLI::App& app) {
                    if (o.pp > 1) stages.insert(stages.begin(), Stage{"trace", {captured}, 0});
                    // The execution traces: the final stage claimed by the executors.
                    const bool all = a->stages.find("all") != std::string::npos;
-                   auto executed = [&](const std::string& name, const std::string& fusion) {
+                   auto executed = [&](const std::string& name, FusionMode fusion) {
                      Stage s{name, {}, 0};
-                     for (const Trace& t : final) s.traces.push_back(execution_trace(t, executor, fusion));
+                     for (const Trace& t : final) s.traces.push_back(execution_trace(t, target, fusion));
                      stages.push_back(std::move(s));
                    };
-                   if (all || a->stages.find("exec") != std::string::npos) executed("exec", a->fusion);
+                   if (all || a->stages.find("exec") != std::string::npos) executed("exec", parse_fusion(a->fusion));
                    // The fused execution traces whatever --fusion says (`exec`
                    // follows --fusion); named only, so `all` prints exec once.
-                   if (a->stages.find("fusion") != std::string::npos) executed("fusion", "auto");
+                   if (a->stages.find("fusion") != std::string::npos) executed("fusion", FusionMode::automatic);
                    std::vector<const Trace*> traces = select(stages, a->stages);
                    if (a->stats && a->format != "text" && a->format != "json")
                      fail("--stats prints text or json, not ", a->format);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "executors/comm/mpi_world.h"
 #include "frontend/trainer/trainer.h"
@@ -26,12 +27,20 @@ struct TrainFlags {
   ShardingArgs sharding;
   std::string optimizer = "adamw", lr_schedule = "constant", data_dtype = "auto", sampling = "sequential";
   std::string checkpoint = "full", mem_cap, save_shard_size, timeout;
+  std::string executor{target_request_name(request_of(EngineOptions{}.target))};
+  std::string fusion{fusion_mode_name(EngineOptions{}.fusion)};
+  // --executor resolved once (`auto` asks the CUDA runtime), for the check
+  // before MPI starts and the run alike.
+  std::optional<Target> target;
 };
 
 // The options the flags say; fsdpc::Error (exit 2) for a bad size or time.
 // CLI11 admitted only the names its checks list.
-TrainOptions train_options(const TrainFlags& f) {
+TrainOptions train_options(TrainFlags& f) {
   TrainOptions o = f.o;
+  if (!f.target) f.target = resolve_target(parse_executor(f.executor));
+  o.engine.target = *f.target;
+  o.engine.fusion = parse_fusion(f.fusion);
   o.model = f.src.model;
   o.config = f.src.config;
   o.batch = f.src.batch;
@@ -52,7 +61,7 @@ TrainOptions train_options(const TrainFlags& f) {
   return o;
 }
 
-void run_train(const TrainFlags& f) {
+void run_train(TrainFlags& f) {
   Trainer trainer(train_options(f));
   const TrainResult r = trainer.run();
   if (r.stop_signal && !r.saved) {  // the steps are lost: a failure, as the signal's default action would report it
@@ -71,12 +80,12 @@ Command add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model sharded over the ranks of mpirun (a world of 1 without it)");
   add_model_options(cmd, f->src, /*allow_trace_file=*/false);
   add_sharding_options(cmd, f->sharding);
-  cmd->add_option("--executor", f->o.engine.executor,
+  cmd->add_option("--executor", f->executor,
                   "cpu (CPU kernels + MPI) | cuda (one GPU per rank, CUDA kernels + NCCL) | auto (cuda when a GPU is visible)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->check(CLI::IsMember(target_request_names()))
       ->capture_default_str();
-  cmd->add_option("--fusion", f->o.engine.fusion, "none | auto (elementwise ops and row reductions fused into regions compiled by the executor's fusion executor: LLVM on cpu, NVRTC on cuda)")
-      ->check(CLI::IsMember({"none", "auto"}))
+  cmd->add_option("--fusion", f->fusion, "none | auto (elementwise ops and row reductions fused into regions compiled by the executor's fusion executor: LLVM on cpu, NVRTC on cuda)")
+      ->check(CLI::IsMember(fusion_mode_names()))
       ->capture_default_str();
   cmd->add_option("--steps", f->o.steps, "Optimizer steps")->check(whole_number(1))->capture_default_str();
   cmd->add_option("--optimizer", f->optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}))

@@ -63,10 +63,10 @@ LaunchFingerprint launch_fingerprint(const TrainOptions& t, const JitOptions& o,
   f.add("--prefetch", std::to_string(p.prefetch));
   f.add("--max-inflight", std::to_string(p.max_inflight));
   f.add("--precision", std::string(dtype_name(p.precision)));
-  f.add("--executor", resolve_executor(e.executor));
+  f.add("--executor", std::string(target_name(e.target)));
   // Fused kernels may round differently as regions grow (reductions), so the
   // ranks of one job fuse alike even though the collectives do not change.
-  f.add("--fusion", e.fusion);
+  f.add("--fusion", std::string(fusion_mode_name(e.fusion)));
   f.add("--grad-accum", std::to_string(e.grad_accum));
   f.add("--pp-schedule", pipeline_schedule_name(e.pp_schedule));
   f.add("--no-sync", e.no_sync ? "on" : "off");

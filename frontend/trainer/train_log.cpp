@@ -23,10 +23,10 @@ std::string format_duration(double s) {
 
 std::string train_header(const TrainOptions& o, const Model& model, int world, int64_t first_step) {
   const EngineOptions& e = o.engine;
-  std::string executor = resolve_executor(e.executor);
-  if (executor == "cpu") {
+  std::string executor(target_name(e.target));
+  if (e.target == Target::cpu) {
     const int t = cpu_threads();
-    executor = "cpu: " + std::to_string(t) + " thread" + (t == 1 ? "" : "s") + " per rank; " + cpu_backend_info();
+    executor += ": " + std::to_string(t) + " thread" + (t == 1 ? "" : "s") + " per rank; " + cpu_backend_info();
   }
   const std::string strategy(strategy_name(o.pipeline.strategy));
   const int tp = o.pipeline.mesh.tp, pp = o.pipeline.pp;

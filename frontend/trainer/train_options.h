@@ -39,7 +39,9 @@ struct TrainOptions {
   // An error it throws stops every rank with one message.
   std::function<PipelineOptions(int world)> layout;
   // Optimizer, lr schedule, clip, grad_accum, no_sync, keep_gathered,
-  // executor, fusion, seed and mem_cap. before_collectives is the trainer's.
+  // target (--executor, resolved where it was asked for: `auto` through
+  // resolve_target in executors/claim.h, as fsdpc train does), fusion, seed
+  // and mem_cap. before_collectives is the trainer's.
   EngineOptions engine;
   int64_t steps = 20;
 

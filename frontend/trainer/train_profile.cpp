@@ -61,8 +61,8 @@ void check_profile_args(const TrainOptions& o) {
   }
   profile_steps(o, 0);  // the text and the upper bound; a resume's start is checked once known
   check_writable_file("--profile", o.profile);
-  if (const std::string e = resolve_executor(o.engine.executor); e != "cpu")
-    fail("--profile times kernels on the host, which with --executor ", e,
+  if (o.engine.target != Target::cpu)
+    fail("--profile times kernels on the host, which with --executor ", target_name(o.engine.target),
          " would be their launches; it records the cpu executor only");
 }
 

@@ -192,7 +192,6 @@ void Trainer::setup() {
       checked = true;
       if (const std::string d = launch_disagreement(fingerprint); !d.empty()) exit_all_ranks(2, d);
       EngineOptions planned = s.jit.engine;
-      planned.executor = resolve_executor(o.engine.executor);
       planned.mesh = s.jit.pipeline.mesh;
       planned.mesh.pp = s.jit.pipeline.pp;
       const std::optional<int64_t> cap = s.jit.engine.mem_cap;
@@ -361,7 +360,7 @@ TrainResult Trainer::loop() {
     if (result.best_val)
       std::printf(", best val loss %.4f (step %lld)", result.best_val->first,
                   static_cast<long long>(result.best_val->second));
-    if (o.engine.fusion != "none") std::printf("%s", fusion_summary().c_str());
+    if (o.engine.fusion != FusionMode::none) std::printf("%s", fusion_summary().c_str());
     std::printf("\n");
     std::fflush(stdout);
   }

@@ -56,10 +56,10 @@ void set_rates(const AdviseSetup& s, Candidate& c) {
 void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forward, const Trace& backward,
               Candidate& c) {
   EngineOptions e;  // the step fsdpc train runs by default: one micro-batch, AdamW
-  e.executor = s.executor;
+  e.target = s.target;
   e.optimizer.kind = OptimizerOptions::Kind::adamw;
-  const EngineTraces low{StepTraces{execution_trace(forward, s.executor, e.fusion),
-                                    execution_trace(backward, s.executor, e.fusion)},
+  const EngineTraces low{StepTraces{execution_trace(forward, s.target, e.fusion),
+                                    execution_trace(backward, s.target, e.fusion)},
                          {},
                          {}};
   const MemoryPlan plan = plan_memory_peaks(low, e);
@@ -111,7 +111,7 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
       c.keep_gathered ? step_traces(captured, o, compiled, MicroBatchOptions{c.micro_batches, false, true})
                       : std::vector<EngineTraces>{};
   EngineOptions e;
-  e.executor = s.executor;
+  e.target = s.target;
   e.optimizer.kind = OptimizerOptions::Kind::adamw;
   e.mesh = o.mesh;
   e.mesh.pp = c.pp;
@@ -124,7 +124,7 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
   std::vector<double> stage_blocked;
   c.peak_bytes = -1;
   for (size_t i = 0; i < compiled.size(); ++i) {
-    auto lowered = [&](const Trace& t) { return execution_trace(t, s.executor, e.fusion); };
+    auto lowered = [&](const Trace& t) { return execution_trace(t, s.target, e.fusion); };
     EngineTraces low{StepTraces{lowered(compiled[i].back().traces.at(0)), lowered(compiled[i].back().traces.at(1))},
                      {},
                      {}};
@@ -208,8 +208,8 @@ void evaluate_pipeline(const AdviseSetup& s, Candidate& c) {
 // compile()'s last pass. Lowering with fusion drops every del and places
 // them again on the fused trace, so there del here would be work thrown away
 // (the lowered traces are the same either way).
-bool lowering_places_dels(const std::string& executor) {
-  return EngineOptions{}.fusion == "auto" && has_fusion_executor(executor);
+bool lowering_places_dels(Target target) {
+  return EngineOptions{}.fusion == FusionMode::automatic && has_fusion_executor(target);
 }
 
 // One strategy on one mesh: its candidates differ only in remat, bucketing
@@ -223,7 +223,7 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
   std::vector<PipelineOptions> opts;
   for (const Candidate* c : family) opts.push_back(candidate_pipeline(s, *c));
   const JointTrace joint = compile_joint(s.captured_at(opts.front().mesh.tp), opts.front(), nullptr);
-  const bool dels_later = lowering_places_dels(s.executor);
+  const bool dels_later = lowering_places_dels(s.target);
   std::vector<bool> done(family.size(), false);
   for (size_t i = 0; i < family.size(); ++i) {
     if (done[i]) continue;

@@ -164,8 +164,8 @@ HardwareProfile measure_local_hardware(int world) {
   HardwareProfile p;
   p.name = "local";
   p.description = "this host, measured by fsdpc advise --hardware local" + on;
-  p.executor = "cpu";
-  p.precision = "f32";
+  p.executor = Target::cpu;
+  p.precision = DType::f32;
   p.gpus_per_node = {4096, "every rank runs on this host (one node)"};
   p.peak_flops_f32 = {sgemm, "measured: best of a 640x640x640 sgemm through the CPU executor (oneDNN)" + on +
                                  (share < 1 ? ", scaled by cores/ranks" : "")};

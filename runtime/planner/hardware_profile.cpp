@@ -3,6 +3,7 @@
 #include "runtime/planner/hardware_profile.h"
 
 #include <cmath>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "ir/error.h"
@@ -23,15 +24,15 @@ class Reader {
     return j.at(key);
   }
 
-  std::string text(const Json& j, const std::string& key, std::initializer_list<const char*> allowed = {}) const {
+  std::string text(const Json& j, const std::string& key, const std::vector<std::string>& allowed = {}) const {
     const Json& v = member(j, "", key);
     if (!v.is_string()) fail(file_, ": ", key, ": expected a string");
     const std::string s = v.get<std::string>();
-    if (allowed.size() == 0) return s;
+    if (allowed.empty()) return s;
     std::string names;
-    for (const char* a : allowed) {
+    for (const std::string& a : allowed) {
       if (s == a) return s;
-      names += (names.empty() ? "" : " or ") + std::string(a);
+      names += (names.empty() ? "" : " or ") + a;
     }
     fail(file_, ": ", key, ": '", s, "' is not ", names);
   }
@@ -100,8 +101,8 @@ HardwareProfile parse_hardware_profile(const std::string& json_text, const std::
   p.file = file;
   p.name = r.text(j, "name");
   p.description = j.contains("description") && j["description"].is_string() ? j["description"].get<std::string>() : "";
-  p.executor = r.text(j, "executor", {"cpu", "cuda"});
-  p.precision = r.text(j, "precision", {"f32", "bf16"});
+  p.executor = *parse_target(r.text(j, "executor", target_names()));
+  p.precision = *parse_dtype(r.text(j, "precision", {"f32", "bf16"}));
   p.gpus_per_node = r.figure(j, "", "gpus_per_node");
   if (p.gpus_per_node.value != static_cast<double>(static_cast<int>(p.gpus_per_node.value)))
     fail(file, ": gpus_per_node.value: expected a whole number");
@@ -141,8 +142,8 @@ std::string hardware_profile_json(const HardwareProfile& p) {
   Json j{{"name", p.name},
          {"description", p.description},
          {"units", "FLOP/s, bytes/s (one direction, per rank), seconds"},
-         {"executor", p.executor},
-         {"precision", p.precision},
+         {"executor", std::string(target_name(p.executor))},
+         {"precision", std::string(dtype_name(p.precision))},
          {"gpus_per_node", figure_json(p.gpus_per_node)},
          {"compute", Json{{"peak_flops_bf16", figure_json(p.peak_flops_bf16)},
                           {"peak_flops_f32", figure_json(p.peak_flops_f32)},

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "ir/ops.h"
+#include "ir/target.h"
+#include "ir/types.h"
 
 namespace fsdpc {
 
@@ -44,8 +46,8 @@ struct LinkProfile {
 struct HardwareProfile {
   std::string name, description;
   std::string file;               // where it was read from ("" when built in code)
-  std::string executor = "cpu";   // cpu | cuda: how candidates are compiled and claimed
-  std::string precision = "f32";  // f32 | bf16: the default --precision
+  Target executor = Target::cpu;  // cpu | cuda: how candidates are compiled and claimed
+  DType precision = DType::f32;   // f32 | bf16: the default --precision
   Figure gpus_per_node;           // ranks per node
   Figure peak_flops_bf16, peak_flops_f32, matmul_sustained_fraction;
   Figure memory_bandwidth, memory_sustained_fraction;

@@ -53,9 +53,9 @@ Trace chain(bool elementwise) {
 // Best seconds of one run of `t` (lowered for cpu with `fusion`) over
 // repetitions filling about 0.1 s, after a warm-up run that JIT-compiles
 // regions and fills the allocator's cache.
-double run_seconds(const Trace& t, const std::string& fusion) {
-  const Trace exec = execution_trace(t, "cpu", fusion);
-  const Trace placed = fusion == "auto" ? exec : insert_dels(exec);  // fuse places its own
+double run_seconds(const Trace& t, FusionMode fusion) {
+  const Trace exec = execution_trace(t, Target::cpu, fusion);
+  const Trace placed = fusion == FusionMode::automatic ? exec : insert_dels(exec);  // fuse places its own
   Allocator alloc;
   KernelContext ctx;
   Interpreter interp(alloc, {&cpu_executor()}, ctx);
@@ -127,10 +127,10 @@ LaunchOverheads measure_launch_overheads() {
   const Trace matmuls = chain(false), mixed = chain(true);
   // The mixed chain must lower to what the differences below assume: one
   // region per matmul when fused, two plain statements when not.
-  FSDPC_CHECK(count_op(execution_trace(mixed, "cpu", "auto"), OpId::Fusion) == kStatements)
+  FSDPC_CHECK(count_op(execution_trace(mixed, Target::cpu, FusionMode::automatic), OpId::Fusion) == kStatements)
       << "advise: the overhead probe's regions did not fuse as expected";
-  const double m = run_seconds(matmuls, "none");
-  const double fused = run_seconds(mixed, "auto"), plain = run_seconds(mixed, "none");
+  const double m = run_seconds(matmuls, FusionMode::none);
+  const double fused = run_seconds(mixed, FusionMode::automatic), plain = run_seconds(mixed, FusionMode::none);
   LaunchOverheads o;
   o.matmul = m / kStatements;
   // A difference of two timings can come out at or below zero on a noisy
@@ -140,14 +140,14 @@ LaunchOverheads measure_launch_overheads() {
   o.statement = std::max(1e-7, (plain - m) / (2.0 * kStatements));
   int ops = 0;
   const Trace gelu = gelu_region(ops);
-  FSDPC_CHECK(count_op(execution_trace(gelu, "cpu", "auto"), OpId::Fusion) == 1)
+  FSDPC_CHECK(count_op(execution_trace(gelu, Target::cpu, FusionMode::automatic), OpId::Fusion) == 1)
       << "advise: the elementwise probe did not fuse into one region";
-  const double g = run_seconds(gelu, "auto");
+  const double g = run_seconds(gelu, FusionMode::automatic);
   o.elementwise_rate = static_cast<double>(ops) * kRegionSide * kRegionSide / std::max(g - o.region, g / 2);
   const Trace softmax = softmax_region(ops);
-  FSDPC_CHECK(count_op(execution_trace(softmax, "cpu", "auto"), OpId::Fusion) == 1)
+  FSDPC_CHECK(count_op(execution_trace(softmax, Target::cpu, FusionMode::automatic), OpId::Fusion) == 1)
       << "advise: the row-reduction probe did not fuse into one region";
-  const double r = run_seconds(softmax, "auto");
+  const double r = run_seconds(softmax, FusionMode::automatic);
   o.row_region_rate = static_cast<double>(ops) * 4 * 64 * 64 / std::max(r - o.region, r / 2);
   return o;
 }

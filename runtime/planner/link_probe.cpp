@@ -118,9 +118,9 @@ class Probe {
  public:
   explicit Probe(int world)
       : mpi_(flat_mesh(world)),
-        device_(open_rank_device("cpu", mpi_)),
+        device_(open_rank_device(Target::cpu, mpi_)),
         allocator_(device_->backend()),
-        interpreter_(allocator_, executors_for("cpu"), device_->kernels(), [this] { device_->progress(); }) {}
+        interpreter_(allocator_, executors_for(Target::cpu), device_->kernels(), [this] { device_->progress(); }) {}
 
   // This rank's seconds of one run of each trace, a batch's mean per round:
   // 2 warm-up runs each, then kBatches rounds of a batch of `per_batch` runs
@@ -137,7 +137,7 @@ class Probe {
     };
     std::vector<Ready> ready;
     for (const Trace& t : traces) {
-      Ready r{insert_dels(execution_trace(t, "cpu", "none")), {}, {}};
+      Ready r{insert_dels(execution_trace(t, Target::cpu, FusionMode::none)), {}, {}};
       for (const Proxy& a : r.run.args) {
         r.args.push_back(allocate_tensor(allocator_, a.type, MemCategory::activations));
         std::fill_n(static_cast<float*>(r.args.back().data()), numel(a.type.shape), 0.125f);

@@ -198,7 +198,7 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
   const int rounds = steps > 0 ? 1 : kRounds;
   std::vector<std::vector<double>> times(cs.size());
   for (Candidate& c : cs) {
-    if (s.executor != "cpu")
+    if (s.target != Target::cpu)
       c.measured.error = "not run: measuring runs the cpu executor only";
     else if (!c.fits)
       c.measured.error = "not run: over the memory cap";

@@ -445,7 +445,7 @@ void evaluation(AllocatorModel& mem, StepMemory& out, const StepTraces& t, const
 }
 
 StepTraces lowered(const StepTraces& t, const EngineOptions& o) {
-  return {execution_trace(t.forward, o.executor, o.fusion), execution_trace(t.backward, o.executor, o.fusion)};
+  return {execution_trace(t.forward, o.target, o.fusion), execution_trace(t.backward, o.target, o.fusion)};
 }
 
 }  // namespace
@@ -463,10 +463,12 @@ std::string StepMemory::peak_where() const {
          p.what;
 }
 
-size_t backend_alignment(const std::string& executor) {
-  if (executor == "cpu") return cpu_backend().alignment();
-  if (executor == "cuda") return 256;  // executors/cuda/cuda_backend.cpp
-  fail("memory plan: unknown executor '", executor, "' (expected cpu or cuda)");
+size_t backend_alignment(Target target) {
+  switch (target) {
+    case Target::cpu: return cpu_backend().alignment();
+    case Target::cuda: return 256;  // executors/cuda/cuda_backend.cpp
+  }
+  fail("memory plan: target ", static_cast<int>(target), " is not a Target");
 }
 
 namespace {
@@ -475,8 +477,8 @@ namespace {
 MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, bool peaks_only, int stage) {
   if (options.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options.grad_accum);
   MemoryPlan plan;
-  plan.executor = options.executor;
-  plan.alignment = backend_alignment(options.executor);
+  plan.target = options.target;
+  plan.alignment = backend_alignment(options.target);
   plan.grad_accum = options.grad_accum;
   plan.no_sync = options.no_sync && options.grad_accum > 1;
   if (plan.no_sync) {
@@ -517,8 +519,8 @@ MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options,
   }
   if (options.keep_gathered) {
     FSDPC_CHECK(traces.gathered) << "memory plan: keep_gathered needs the gathered step's traces";
-    low.gathered = GatheredStep{execution_trace(traces.gathered->gather, options.executor, options.fusion),
-                                execution_trace(traces.gathered->reduce, options.executor, options.fusion),
+    low.gathered = GatheredStep{execution_trace(traces.gathered->gather, options.target, options.fusion),
+                                execution_trace(traces.gathered->reduce, options.target, options.fusion),
                                 lowered(traces.gathered->micro, options)};
   }
   return plan_lowered(low, options, false, pipeline_stage);

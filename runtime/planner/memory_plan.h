@@ -50,7 +50,7 @@ struct StepMemory {
 };
 
 struct MemoryPlan {
-  std::string executor;
+  Target target = Target::cpu;
   size_t alignment = 0;  // the backend's block rounding (reserved bytes)
   int grad_accum = 1;
   bool no_sync = false;
@@ -63,12 +63,12 @@ struct MemoryPlan {
   const StepMemory& worst() const { return steady.total_peak >= first.total_peak ? steady : first; }
 };
 
-// The executor's block rounding, as its DeviceBackend::alignment() says
+// The target's block rounding, as its DeviceBackend::alignment() says
 // (a CUDA backend cannot be opened without a GPU, so its value is named here).
-size_t backend_alignment(const std::string& executor);
+size_t backend_alignment(Target target);
 
 // Plans the step the Engine built from `traces` and `options` runs:
-// options.executor (resolved: cpu or cuda) and options.fusion lower the
+// options.target and options.fusion lower the
 // traces as the engine lowers them; grad_accum, no_sync and the optimizer
 // decide the engine's actions. Every rank runs the same traces on shards of
 // the same shape, so the plan holds for each rank; with pipeline stages
@@ -77,7 +77,7 @@ size_t backend_alignment(const std::string& executor);
 MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options, int pipeline_stage = 0);
 
 // The peaks of the same step from traces already lowered as plan_memory
-// lowers them (execution_trace for options.executor and options.fusion),
+// lowers them (execution_trace for options.target and options.fusion),
 // for a caller that lowers them anyway (fsdpc advise): `first` and `steady`
 // hold the same peaks and peak_where() as plan_memory's, but each phase keeps
 // only its first highest point, `steady` is the second step (its reserved

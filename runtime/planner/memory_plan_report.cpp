@@ -101,7 +101,7 @@ std::string mem_cap_refusal(const MemoryPlan& plan, int64_t cap_bytes) {
     if (at.live[c])
       live += (live.empty() ? "" : ", ") + std::string(mem_category_name(static_cast<MemCategory>(c))) + " " +
               format_bytes(at.live[c]);
-  return "out of memory on " + device_name(executor_device(plan.executor)) + ", predicted before running: the memory " +
+  return "out of memory on " + device_name(target_device(plan.target)) + ", predicted before running: the memory " +
          "plan's peak of " + format_bytes(s.total_peak) + " (" + std::to_string(s.total_peak) + " B) per rank would " +
          "exceed the " + format_bytes(cap_bytes) + " cap at " + s.peak_where() + " (live: " + live +
          "); `fsdpc dump --memory` shows the plan, and activation checkpointing (--remat block, selective or " +
@@ -110,7 +110,7 @@ std::string mem_cap_refusal(const MemoryPlan& plan, int64_t cap_bytes) {
 
 std::string memory_plan_text(const MemoryPlan& plan) {
   std::string out = "memory plan per rank (every rank runs the same traces on shards of the same shape): executor " +
-                    plan.executor + ", blocks rounded to " + std::to_string(plan.alignment) + " B, " +
+                    std::string(target_name(plan.target)) + ", blocks rounded to " + std::to_string(plan.alignment) + " B, " +
                     std::to_string(plan.grad_accum) + " micro-batch" + (plan.grad_accum == 1 ? "" : "es") +
                     (plan.no_sync ? " (no_sync)" : "") + "\n";
   out += step_text("steady step (every step after the first; the optimizer state is live throughout):", plan.steady);
@@ -126,7 +126,7 @@ std::string memory_plan_text(const MemoryPlan& plan) {
 }
 
 std::string memory_plan_json(const MemoryPlan& plan) {
-  Json j{{"executor", plan.executor},
+  Json j{{"executor", std::string(target_name(plan.target))},
          {"alignment", plan.alignment},
          {"grad_accum", plan.grad_accum},
          {"no_sync", plan.no_sync},

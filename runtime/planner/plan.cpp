@@ -24,20 +24,20 @@ int64_t tokens_per_rank(const Trace& t) {
   return ids && x.shape.size() >= 2 ? x.shape[0] * x.shape[1] : x.shape[0];
 }
 
-// The executor the candidates compile for: the request's, else the
+// The target the candidates compile for: the request's, else the
 // profile's, else (a cuda profile in a build without CUDA) cpu, said on stderr.
-std::string choose_executor(const PlanRequest& r, const HardwareProfile& hw) {
-  if (!r.executor.empty()) {
-    executors_for(r.executor);  // an unknown name, or cuda in a CPU-only build, fails here
-    return r.executor;
+Target choose_target(const PlanRequest& r, const HardwareProfile& hw) {
+  if (r.executor) {
+    executors_for(*r.executor);  // cuda in a CPU-only build fails here
+    return *r.executor;
   }
   try {
     executors_for(hw.executor);
     return hw.executor;
   } catch (const Error&) {
     std::fprintf(stderr, "fsdpc advise: this build has no %s executor; compiling for cpu (memory rounds as the CPU's)\n",
-                 hw.executor.c_str());
-    return "cpu";
+                 std::string(target_name(hw.executor)).c_str());
+    return Target::cpu;
   }
 }
 
@@ -62,15 +62,9 @@ Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t)>& ca
   s.micro_batches = r.micro_batches;
   std::vector<Candidate> cs = enumerate_candidates(s);  // a mesh that does not fit fails before any measuring
   s.hw = load_hardware(r.hardware, r.world);
-  s.executor = choose_executor(r, s.hw);
-  if (r.precision) {
-    s.precision = *r.precision;
-  } else {
-    const std::optional<DType> profile = parse_dtype(s.hw.precision);
-    FSDPC_CHECK(profile) << "the profile's precision " << s.hw.precision << " was admitted by its reader";
-    s.precision = *profile;
-  }
-  if (s.precision != DType::f32 && s.executor == "cpu")
+  s.target = choose_target(r, s.hw);
+  s.precision = r.precision.value_or(s.hw.precision);
+  if (s.precision != DType::f32 && s.target == Target::cpu)
     fail("--precision ", dtype_name(s.precision),
          ": the cpu executor's kernels are f32 only (a cuda profile or --executor cuda runs bf16)");
   p.cap_source = "--mem-cap";
@@ -81,7 +75,7 @@ Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t)>& ca
     p.cap_source = "the profile's compute.memory_capacity";
   }
   s.threads = r.threads > 0 ? r.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const Device device = executor_device(s.executor);
+  const Device device = target_device(s.target);
   s.captured = place(capture(0), device);
   s.tokens_per_rank = tokens_per_rank(s.captured);
   for (int tp : s.tps) {
@@ -93,7 +87,7 @@ Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t)>& ca
   // shapes (once: they are cached with the profile), then the candidates
   // are priced again with them. Only the cpu executor's kernels run here.
   MatmulShapes unmeasured;
-  if (r.hardware == "local" && s.executor == "cpu") s.unmeasured = &unmeasured;
+  if (r.hardware == "local" && s.target == Target::cpu) s.unmeasured = &unmeasured;
   const std::vector<Candidate> unevaluated = s.unmeasured ? cs : std::vector<Candidate>{};
   evaluate_candidates(s, cs);
   double measuring = 0;

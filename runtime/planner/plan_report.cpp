@@ -63,7 +63,7 @@ std::string plan_table(const Plan& p, const std::string& model, bool measured) {
                     (s.tp_captured.empty() ? "" : " (tpT: a group of T ranks shares T times that)") +
                     (s.pp_captured.empty() ? "" : " (ppP mM: a stage rank trains P times that in M micro-batches, 1F1B)") +
                     ", " + std::string(dtype_name(s.precision)) + " on the " +
-                    s.executor + " executor\nhardware: " + s.hw.name + (s.hw.file.empty() ? "" : " (" + s.hw.file + ")") +
+                    std::string(target_name(s.target)) + " executor\nhardware: " + s.hw.name + (s.hw.file.empty() ? "" : " (" + s.hw.file + ")") +
                     ", " + std::to_string(std::min(per_node, s.world)) + " ranks per node";
   out += s.cap > 0 ? "; cap " + format_bytes(s.cap) + " per rank (" + cap_source + ")\n" : "; no memory cap\n";
   char line[512];
@@ -148,7 +148,7 @@ std::string plan_json(const Plan& p, const std::string& model, bool measured) {
          {"world", s.world},
          {"tokens_per_rank", s.tokens_per_rank},
          {"precision", dtype_name(s.precision)},
-         {"executor", s.executor},
+         {"executor", std::string(target_name(s.target))},
          {"hardware", Json{{"name", s.hw.name}, {"file", s.hw.file}, {"gpus_per_node", s.hw.gpus_per_node.value}}},
          {"cap_bytes", s.cap},
          {"candidates", std::move(rows)},

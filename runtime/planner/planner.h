@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ir/mesh.h"
+#include "ir/target.h"
 #include "ir/trace.h"
 #include "passes/pipeline.h"
 #include "passes/remat.h"
@@ -126,7 +127,7 @@ struct AdviseSetup {
   Trace captured;  // placed on the executor's device
   int world = 1;
   std::optional<Mesh> mesh;  // hybrids only on this mesh; none: every R x S = world, R, S > 1
-  std::string executor = "cpu";
+  Target target = Target::cpu;
   DType precision = DType::f32;
   HardwareProfile hw;
   int64_t cap = 0;          // bytes per rank; 0: no cap
@@ -164,7 +165,7 @@ struct PlanRequest {
   std::string hardware = "local";  // a profile name, a .json file, or local (this host, measured)
   std::optional<int64_t> mem_cap;  // bytes per rank; none: the profile's capacity
   std::optional<DType> precision;  // none: the profile's
-  std::string executor;            // cpu | cuda; "": the profile's
+  std::optional<Target> executor;   // --executor cpu | cuda; none: the profile's
   std::vector<std::string> strategies;  // only these (zero3, zero2, no_shard, hybrid, hybrid_zero2); empty: all
   std::vector<int> tps{1}, pps{1};      // tensor- and pipeline-parallel sizes to try
   int micro_batches = 0;                // of each pp candidate; 0: the most up to 4P that divide the rows

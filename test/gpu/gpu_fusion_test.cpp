@@ -62,7 +62,7 @@ std::vector<std::pair<BoundSymbol, std::vector<TensorType>>> regions() {
   const std::vector<Trace> traces = compile(place(capture(*make_model("gpt2-tiny"), co), Device{}), o).back().traces;
   std::map<std::string, std::pair<BoundSymbol, std::vector<TensorType>>> unique;
   for (const Trace& t : traces) {
-    const Trace fused = execution_trace(t, "cpu", "auto");
+    const Trace fused = execution_trace(t, Target::cpu, FusionMode::automatic);
     std::unordered_map<std::string, TensorType> types;
     for (const Proxy& a : fused.args) types[a.name] = a.type;
     for (const BoundSymbol& b : fused.bsyms) {
