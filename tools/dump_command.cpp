@@ -9,6 +9,7 @@
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
+#include "passes/render.h"
 #include "passes/stats.h"
 #include "runtime/planner/memory_plan.h"
 #include "tools/cli_io.h"
@@ -92,13 +93,13 @@ std::string render_all(const std::vector<const Trace*>& traces, const std::strin
   if (format == "json" && traces.size() > 1) {
     out = "[\n";
     for (size_t i = 0; i < traces.size(); ++i) {
-      std::string one = render(*traces[i], format);
+      std::string one = render_trace(*traces[i], format);
       one.pop_back();  // the newline
       out += one + (i + 1 < traces.size() ? ",\n" : "\n");
     }
     return out + "]\n";
   }
-  for (size_t i = 0; i < traces.size(); ++i) out += (i ? "\n" : "") + render(*traces[i], format);
+  for (size_t i = 0; i < traces.size(); ++i) out += (i ? "\n" : "") + render_trace(*traces[i], format);
   return out;
 }
 
@@ -208,7 +209,7 @@ Command add_dump_command(CLI::App& app) {
       ->check(CLI::IsMember({"adamw", "sgd"}))->capture_default_str();
   cmd->add_option("--momentum", a->momentum, "With --memory: SGD momentum (0: no momentum buffer)")
       ->check(real_number(0, true, 1, true))->capture_default_str();
-  cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember(formats()))->capture_default_str();
+  cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember(trace_formats()))->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Write to FILE instead of standard output");
   return Command{cmd,
                  [a, cmd] {
