@@ -39,14 +39,14 @@ TrainOptions train_options(const TrainFlags& f) {
   o.layout = [sharding = f.sharding](int world) {
     return sharding_pipeline(sharding, world, "mpirun started " + std::to_string(world));
   };
-  o.engine.optimizer.kind = f.optimizer == "sgd" ? OptimizerOptions::Kind::sgd : OptimizerOptions::Kind::adamw;
+  o.engine.optimizer.kind = *parse_optimizer_kind(f.optimizer);
   o.engine.lr_schedule.kind = *parse_lr_schedule(f.lr_schedule);
   if (o.engine.lr_schedule.decay_steps <= 0) o.engine.lr_schedule.decay_steps = o.steps;
   o.engine.pp_schedule = *parse_pipeline_schedule(f.sharding.pp_schedule);
   if (!f.mem_cap.empty()) o.engine.mem_cap = parse_mem_cap(f.mem_cap);
   o.data_dtype = *parse_token_dtype(f.data_dtype);
-  o.sampling = f.sampling == "random" ? Sampling::random : Sampling::sequential;
-  o.checkpoint = f.checkpoint == "sharded" ? CheckpointKind::sharded : CheckpointKind::full;
+  o.sampling = *parse_sampling(f.sampling);
+  o.checkpoint = *parse_checkpoint_kind(f.checkpoint);
   if (!f.save_shard_size.empty()) o.save_shard_bytes = parse_byte_size("--save-shard-size", f.save_shard_size);
   if (!f.timeout.empty()) o.timeout_s = parse_timeout_seconds(f.timeout, "--timeout");
   return o;

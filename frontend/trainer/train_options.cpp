@@ -20,6 +20,12 @@ const char* checkpoint_kind_name(CheckpointKind k) {
   return "?";
 }
 
+std::optional<CheckpointKind> parse_checkpoint_kind(const std::string& name) {
+  for (CheckpointKind k : {CheckpointKind::full, CheckpointKind::sharded})
+    if (name == checkpoint_kind_name(k)) return k;
+  return std::nullopt;
+}
+
 double train_timeout(const TrainOptions& o) { return o.timeout_s > 0 ? o.timeout_s : collective_timeout(); }
 
 std::string flight_dir(const TrainOptions& o) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "frontend/hf_checkpoint.h"
@@ -21,6 +22,8 @@ struct StepRecord;  // frontend/trainer/train_log.h
 // each rank's state only (sharded: no rank ever holds the whole model).
 enum class CheckpointKind { full, sharded };
 const char* checkpoint_kind_name(CheckpointKind k);
+// "full", "sharded"; nullopt for anything else.
+std::optional<CheckpointKind> parse_checkpoint_kind(const std::string& name);
 
 struct TrainOptions {
   // The model: a built-in name (`fsdpc models`) or a Hugging Face
