@@ -7,7 +7,6 @@
 
 #include "executors/comm/mpi_world.h"
 #include "frontend/trainer/trainer.h"
-#include "ir/error.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/pipeline_schedule.h"
 #include "runtime/reliability/preemption.h"
@@ -41,7 +40,6 @@ TrainOptions train_options(const TrainFlags& f) {
   };
   o.engine.optimizer.kind = *parse_optimizer_kind(f.optimizer);
   o.engine.lr_schedule.kind = *parse_lr_schedule(f.lr_schedule);
-  if (o.engine.lr_schedule.decay_steps <= 0) o.engine.lr_schedule.decay_steps = o.steps;
   o.engine.pp_schedule = *parse_pipeline_schedule(f.sharding.pp_schedule);
   if (!f.mem_cap.empty()) o.engine.mem_cap = parse_mem_cap(f.mem_cap);
   o.data_dtype = *parse_token_dtype(f.data_dtype);
@@ -166,13 +164,8 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--flight-dir", f->o.flight_dir,
                   "Where each rank writes flight-rank{R}.json (on a timeout, a fatal error or SIGUSR1; default: "
                   "FSDPC_FLIGHT_DIR, else the --save folder, else ./fsdpc-flight)");
-  return Command{cmd, [f] { run_train(*f); },
-                 [f] {
-                   // Every check that needs no rank, before MPI starts: one message, exit 2.
-                   const TrainOptions o = train_options(*f);
-                   if (o.init.empty() && o.resume.empty()) check_model_source(f->src, false);
-                   check_train_options(o);
-                 }};
+  // Every check that needs no rank, before MPI starts: one message, exit 2.
+  return Command{cmd, [f] { run_train(*f); }, [f] { check_train_options(train_options(*f)); }};
 }
 
 }  // namespace fsdpc::cli

@@ -89,6 +89,9 @@ void check_train_options(const TrainOptions& o, bool has_model = false);
 // The collective timeout of a run: timeout_s, else FSDPC_TIMEOUT_S (or
 // FSDPC_NCCL_TIMEOUT_S), else 600 s.
 double train_timeout(const TrainOptions& o);
+// The learning-rate schedule of a run: engine.lr_schedule, decaying over
+// the run's steps unless decay_steps says otherwise.
+LrSchedule train_lr_schedule(const TrainOptions& o);
 // Where each rank writes its flight recorder.
 std::string flight_dir(const TrainOptions& o);
 
