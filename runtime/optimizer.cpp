@@ -7,6 +7,12 @@
 
 namespace fsdpc {
 
+std::optional<OptimizerOptions::Kind> parse_optimizer_kind(const std::string& name) {
+  if (name == "adamw") return OptimizerOptions::Kind::adamw;
+  if (name == "sgd") return OptimizerOptions::Kind::sgd;
+  return std::nullopt;
+}
+
 namespace {
 void check_options(const OptimizerOptions& o) {
   // `!(x >= 0)` also rejects NaN.

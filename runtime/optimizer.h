@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +30,8 @@ struct OptimizerOptions {
   double weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw only
 };
+// "adamw", "sgd" (--optimizer); nullopt for anything else.
+std::optional<OptimizerOptions::Kind> parse_optimizer_kind(const std::string& name);
 
 // One parameter's local shard. `grad` may be null (torch's grad None): the
 // parameter is skipped and its step count does not advance.

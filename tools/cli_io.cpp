@@ -12,13 +12,10 @@
 #include <optional>
 #include <sstream>
 
-#include "ir/dot.h"
 #include "ir/error.h"
 #include "ir/json.h"
 #include "ir/parser.h"
-#include "ir/printer.h"
 #include "ir/verifier.h"
-#include "passes/mlir.h"
 #include "runtime/io/files.h"
 
 namespace fsdpc::cli {
@@ -165,18 +162,6 @@ CLI::Validator real_number(double lo, bool lo_inclusive, double hi, bool hi_incl
         return in ? "" : "'" + text + "' is not a number " + range;
       },
       "FLOAT " + range);
-}
-
-const std::vector<std::string>& formats() {
-  static const std::vector<std::string> kFormats = {"text", "json", "dot", "mlir"};
-  return kFormats;
-}
-
-std::string render(const Trace& trace, const std::string& format) {
-  if (format == "json") return trace_to_json(trace) + "\n";
-  if (format == "dot") return trace_to_dot(trace);
-  if (format == "mlir") return trace_to_mlir(trace);
-  return print_trace(trace);
 }
 
 }  // namespace fsdpc::cli

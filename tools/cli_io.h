@@ -1,5 +1,6 @@
-// What every fsdpc command shares: reading a trace file, rendering a trace in
-// the requested form and writing output without ever leaving a partial file.
+// What every fsdpc command shares: reading a trace file and writing output
+// without ever leaving a partial file (a trace in the requested form:
+// passes/render.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -51,9 +52,5 @@ CLI::Validator whole_number(int64_t lo, int64_t hi = std::numeric_limits<int>::m
 // `hi` (or at most `hi` with hi_inclusive; infinity: no upper bound).
 CLI::Validator real_number(double lo, bool lo_inclusive, double hi = std::numeric_limits<double>::infinity(),
                            bool hi_inclusive = false);
-
-// The output forms: text, json, dot, mlir.
-const std::vector<std::string>& formats();
-std::string render(const Trace& trace, const std::string& format);
 
 }  // namespace fsdpc::cli

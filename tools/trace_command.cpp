@@ -1,4 +1,5 @@
 // fsdpc trace: capture a model and print its trace.
+#include "passes/render.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
 
@@ -12,9 +13,9 @@ Command add_trace_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("trace", "Capture a model and print its trace");
   add_model_options(cmd, a->src, /*allow_trace_file=*/false);
-  cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember(formats()))->capture_default_str();
+  cmd->add_option("--format", a->format, "Output form")->check(CLI::IsMember(trace_formats()))->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Write to FILE instead of standard output");
-  return Command{cmd, [a] { write_output(a->output, render(load_source_trace(a->src), a->format)); },
+  return Command{cmd, [a] { write_output(a->output, render_trace(load_source_trace(a->src), a->format)); },
                  [a] { check_model_source(a->src, false); }};
 }
 

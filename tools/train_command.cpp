@@ -8,7 +8,6 @@
 
 #include "executors/comm/mpi_world.h"
 #include "frontend/trainer/trainer.h"
-#include "ir/error.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/pipeline_schedule.h"
 #include "runtime/reliability/preemption.h"
@@ -48,14 +47,13 @@ TrainOptions train_options(TrainFlags& f) {
   o.layout = [sharding = f.sharding](int world) {
     return sharding_pipeline(sharding, world, "mpirun started " + std::to_string(world));
   };
-  o.engine.optimizer.kind = f.optimizer == "sgd" ? OptimizerOptions::Kind::sgd : OptimizerOptions::Kind::adamw;
+  o.engine.optimizer.kind = *parse_optimizer_kind(f.optimizer);
   o.engine.lr_schedule.kind = *parse_lr_schedule(f.lr_schedule);
-  if (o.engine.lr_schedule.decay_steps <= 0) o.engine.lr_schedule.decay_steps = o.steps;
   o.engine.pp_schedule = *parse_pipeline_schedule(f.sharding.pp_schedule);
   if (!f.mem_cap.empty()) o.engine.mem_cap = parse_mem_cap(f.mem_cap);
   o.data_dtype = *parse_token_dtype(f.data_dtype);
-  o.sampling = f.sampling == "random" ? Sampling::random : Sampling::sequential;
-  o.checkpoint = f.checkpoint == "sharded" ? CheckpointKind::sharded : CheckpointKind::full;
+  o.sampling = *parse_sampling(f.sampling);
+  o.checkpoint = *parse_checkpoint_kind(f.checkpoint);
   if (!f.save_shard_size.empty()) o.save_shard_bytes = parse_byte_size("--save-shard-size", f.save_shard_size);
   if (!f.timeout.empty()) o.timeout_s = parse_timeout_seconds(f.timeout, "--timeout");
   return o;
@@ -175,13 +173,8 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--flight-dir", f->o.flight_dir,
                   "Where each rank writes flight-rank{R}.json (on a timeout, a fatal error or SIGUSR1; default: "
                   "FSDPC_FLIGHT_DIR, else the --save folder, else ./fsdpc-flight)");
-  return Command{cmd, [f] { run_train(*f); },
-                 [f] {
-                   // Every check that needs no rank, before MPI starts: one message, exit 2.
-                   const TrainOptions o = train_options(*f);
-                   if (o.init.empty() && o.resume.empty()) check_model_source(f->src, false);
-                   check_train_options(o);
-                 }};
+  // Every check that needs no rank, before MPI starts: one message, exit 2.
+  return Command{cmd, [f] { run_train(*f); }, [f] { check_train_options(train_options(*f)); }};
 }
 
 }  // namespace fsdpc::cli

@@ -20,6 +20,18 @@ const char* checkpoint_kind_name(CheckpointKind k) {
   return "?";
 }
 
+LrSchedule train_lr_schedule(const TrainOptions& o) {
+  LrSchedule s = o.engine.lr_schedule;
+  if (s.decay_steps <= 0) s.decay_steps = o.steps;
+  return s;
+}
+
+std::optional<CheckpointKind> parse_checkpoint_kind(const std::string& name) {
+  for (CheckpointKind k : {CheckpointKind::full, CheckpointKind::sharded})
+    if (name == checkpoint_kind_name(k)) return k;
+  return std::nullopt;
+}
+
 double train_timeout(const TrainOptions& o) { return o.timeout_s > 0 ? o.timeout_s : collective_timeout(); }
 
 std::string flight_dir(const TrainOptions& o) {
@@ -30,15 +42,16 @@ std::string flight_dir(const TrainOptions& o) {
 
 void check_train_options(const TrainOptions& o, bool has_model) {
   namespace fs = std::filesystem;
-  train_timeout(o);  // a bad FSDPC_TIMEOUT_S
+  // The model first: without one nothing else matters (fsdpc train's first check).
   if (!has_model && o.init.empty() && o.resume.empty() && o.model.empty() && o.config.empty())
     fail("one of --model or --config is required");
+  train_timeout(o);  // a bad FSDPC_TIMEOUT_S
   if (o.steps < 1) fail("--steps ", o.steps, ": expected at least 1");
   if (o.eval_every > 0 && o.val_data.empty())
     fail("--eval-every ", o.eval_every, ": there is nothing to evaluate without --val-data FILE");
   if (o.data_dtype != TokenDtype::automatic && o.data.empty() && o.val_data.empty())
     fail("--data-dtype ", token_dtype_name(o.data_dtype), ": there is no --data or --val-data FILE to read");
-  check_lr_schedule(o.engine.lr_schedule, o.engine.optimizer.lr);
+  check_lr_schedule(train_lr_schedule(o), o.engine.optimizer.lr);
   check_profile_args(o);
   std::error_code ec;
   if (!o.resume.empty() && !fs::is_directory(o.resume, ec)) fail("--resume ", o.resume, ": is not a folder");

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "frontend/hf_checkpoint.h"
@@ -21,6 +22,8 @@ struct StepRecord;  // frontend/trainer/train_log.h
 // each rank's state only (sharded: no rank ever holds the whole model).
 enum class CheckpointKind { full, sharded };
 const char* checkpoint_kind_name(CheckpointKind k);
+// "full", "sharded"; nullopt for anything else.
+std::optional<CheckpointKind> parse_checkpoint_kind(const std::string& name);
 
 struct TrainOptions {
   // The model: a built-in name (`fsdpc models`) or a Hugging Face
@@ -88,6 +91,9 @@ void check_train_options(const TrainOptions& o, bool has_model = false);
 // The collective timeout of a run: timeout_s, else FSDPC_TIMEOUT_S (or
 // FSDPC_NCCL_TIMEOUT_S), else 600 s.
 double train_timeout(const TrainOptions& o);
+// The learning-rate schedule of a run: engine.lr_schedule, decaying over
+// the run's steps unless decay_steps says otherwise.
+LrSchedule train_lr_schedule(const TrainOptions& o);
 // Where each rank writes its flight recorder.
 std::string flight_dir(const TrainOptions& o);
 

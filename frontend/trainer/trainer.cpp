@@ -136,8 +136,7 @@ Compiled& Trainer::compiled() {
 }
 
 TrainResult Trainer::run() {
-  // The schedule decays over the run unless told otherwise.
-  if (options_.engine.lr_schedule.decay_steps <= 0) options_.engine.lr_schedule.decay_steps = options_.steps;
+  options_.engine.lr_schedule = train_lr_schedule(options_);
   check_train_options(options_, model_ != nullptr);  // outside the try: a refused option writes no flight recorder
   try {
     setup();

@@ -44,6 +44,12 @@ int width_of(TokenDtype dtype) {
 }
 }  // namespace
 
+std::optional<Sampling> parse_sampling(std::string_view name) {
+  if (name == "sequential") return Sampling::sequential;
+  if (name == "random") return Sampling::random;
+  return std::nullopt;
+}
+
 std::optional<TokenDtype> parse_token_dtype(std::string_view name) {
   for (TokenDtype d : {TokenDtype::automatic, TokenDtype::uint8, TokenDtype::uint16, TokenDtype::uint32})
     if (name == token_dtype_name(d)) return d;

@@ -24,6 +24,8 @@
 namespace fsdpc {
 
 enum class Sampling { sequential, random };
+// "sequential", "random" (--sampling); nullopt for anything else.
+std::optional<Sampling> parse_sampling(std::string_view name);
 
 enum class TokenDtype { automatic, uint8, uint16, uint32 };
 
