@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "executors/claim.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "runtime/step_traces.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
@@ -38,6 +38,7 @@ PipelineOptions pipeline_options(const DumpArgs& a, const CLI::App& cmd) {
     fail("--rank ", a.rank, " is outside a world of ", o.mesh.world() * o.pp);
   o.sync_grads = !a.no_sync;
   o.accumulate_grads = a.accumulate;
+  o.tensor_parallel_plan = source_tensor_parallel_plan(a.src);
   return o;
 }
 
@@ -146,6 +147,7 @@ std::string render_memory_plan(const DumpArgs& a, const CLI::App& cmd, const std
   EngineOptions e;
   e.mesh = o.mesh;
   e.mesh.pp = o.pp;
+  e.tensor_parallel_plan = o.tensor_parallel_plan;
   e.pp_schedule = *parse_pipeline_schedule(a.sharding.pp_schedule);  // CLI11 admitted only the names
   e.executor = executor;
   e.fusion = a.fusion;
