@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/printer.h"
 
 namespace {

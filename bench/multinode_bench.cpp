@@ -29,7 +29,7 @@
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_executor.h"
 #include "executors/comm/mpi_world.h"
-#include "frontend/gpt2.h"
+#include "frontend/models/gpt2/gpt2.h"
 #include "frontend/jit.h"
 #include "ir/error.h"
 #include "passes/strategy.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/gpt2.h"
+#include "frontend/models/gpt2/gpt2.h"
 #include "passes/pipeline.h"
 
 namespace {

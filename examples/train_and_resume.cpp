@@ -14,7 +14,7 @@
 #include <string>
 
 #include "executors/comm/world.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "frontend/trainer/trainer.h"
 #include "runtime/planner/planner.h"
 

@@ -7,7 +7,7 @@
 
 #include "executors/comm/world.h"
 #include "frontend/jit.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "runtime/data.h"
 
 int main() {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "frontend/language_model.h"
+#include "frontend/models/language_model.h"
 #include "frontend/hf_checkpoint.h"
 #include "runtime/interpreter.h"
 

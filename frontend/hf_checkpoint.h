@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/language_model.h"
+#include "frontend/models/language_model.h"
 #include "runtime/engine.h"
 #include "runtime/io/safetensors.h"
 

@@ -59,23 +59,28 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   if (options.pipeline.precision != DType::f32 && engine.target == Target::cpu)
     fail("--precision ", dtype_name(options.pipeline.precision),
          " needs --executor cuda: the CPU kernels compute in f32 only");
+  // The model family's tp plan, unless the caller gave one; the engine
+  // cuts and checks parameters by the same plan the passes split by.
+  PipelineOptions pipeline = options.pipeline;
+  if (pipeline.tensor_parallel_plan.empty()) pipeline.tensor_parallel_plan = model.tensor_parallel_plan();
+  engine.tensor_parallel_plan = pipeline.tensor_parallel_plan;
   Trace captured = capture(model, co);
   if (options.mean_square_loss) captured = with_mean_square_loss(std::move(captured));
   captured = place(captured, target_device(engine.target));
   // Pipeline parallelism: every rank compiles every stage (the launch check
   // compares them all) and runs its own, the world's rank / (a stage's ranks).
-  const int pp = options.pipeline.pp;
+  const int pp = pipeline.pp;
   int stage = 0;
-  std::vector<std::vector<Stage>> per_stage = compile_pipeline(captured, options.pipeline);
+  std::vector<std::vector<Stage>> per_stage = compile_pipeline(captured, pipeline);
   std::vector<EngineTraces> stage_traces = step_traces(
-      captured, options.pipeline, per_stage, MicroBatchOptions{k, options.engine.no_sync, options.engine.keep_gathered});
+      captured, pipeline, per_stage, MicroBatchOptions{k, options.engine.no_sync, options.engine.keep_gathered});
   if (pp > 1) {
     if (engine.target == Target::cuda && engine.pp_schedule == PipelineSchedule::one_f_one_b)
       fail("--pp-schedule 1f1b on the cuda executor: an NCCL send holds the comm stream until its peer receives, "
            "so neighbouring stages that both send before receiving (1F1B does) would deadlock; use --pp-schedule "
            "gpipe");
     mpi_init();
-    const int stage_world = options.pipeline.mesh.world();
+    const int stage_world = pipeline.mesh.world();
     if (mpi_world_size() != pp * stage_world)
       fail("--pp ", pp, " stages of ", stage_world, " ranks need ", pp * stage_world, " processes; mpirun started ",
            mpi_world_size());
@@ -94,7 +99,7 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   std::vector<ParamPlan> plans;
   for (const NamedParam& p : model.named_parameters())
     plans.push_back({p.path, p.spec->shape, to_param_init(p.spec->init)});
-  engine.mesh = options.pipeline.mesh;
+  engine.mesh = pipeline.mesh;
   engine.mesh.pp = pp;
   auto e = std::make_unique<Engine>(traces, std::move(plans), engine);
   return std::make_unique<Compiled>(std::move(stages), std::move(e));

@@ -24,7 +24,9 @@ struct JitOptions {
   // model is captured for micro-batches of batch / K, and train_step takes
   // the whole batch and splits it.
   CaptureOptions capture;
-  PipelineOptions pipeline;   // strategy, mesh, wrap, bucketing, prefetch, ...
+  // strategy, mesh, wrap, bucketing, prefetch, ...; an empty
+  // tensor_parallel_plan is the model's (Model::tensor_parallel_plan()).
+  PipelineOptions pipeline;
   // target (resolved: resolve_target(TargetRequest::automatic) in
   // executors/claim.h for `auto`), fusion, optimizer (AdamW betas and eps
   // too), lr schedule, clip, seed, mem cap (mesh: pipeline's)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "frontend/module.h"
+#include "passes/tensor_parallel_plan.h"
 
 namespace fsdpc {
 
@@ -31,6 +32,10 @@ class Model : public Module {
   // Records the computation; returns what the trace returns (first: the loss,
   // for models that compute one).
   virtual std::vector<Tensor> forward(const std::vector<Tensor>& inputs) = 0;
+  // How tensor parallelism (--tp) cuts this model's parameters: its
+  // family's plan, by Hugging Face's parameter names for the families in
+  // frontend/models/. None by default: every parameter stays whole.
+  virtual TensorParallelPlan tensor_parallel_plan() const { return {}; }
 };
 
 // Captures `model`: inputs become the first trace arguments, then every

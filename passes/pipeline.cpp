@@ -133,7 +133,8 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
   // parameters over the data-parallel ranks.
   Trace split_layers;
   if (o.mesh.tp > 1) {
-    split_layers = tensor_parallel(captured, TensorParallelOptions{o.mesh.tp, o.sequence_parallel});
+    split_layers =
+        tensor_parallel(captured, TensorParallelOptions{o.mesh.tp, o.sequence_parallel, o.tensor_parallel_plan});
     record(log, o, "tp", {&split_layers});
   }
   JointTrace j;

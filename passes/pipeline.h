@@ -14,6 +14,7 @@
 #include "passes/remat.h"
 #include "passes/split.h"
 #include "passes/strategy.h"
+#include "passes/tensor_parallel_plan.h"
 #include "passes/wrap.h"
 
 namespace fsdpc {
@@ -32,6 +33,9 @@ struct PipelineOptions {
   bool accumulate_grads = false;
   RematOptions remat;          // activation checkpointing (passes/remat.h)
   bool sequence_parallel = false;  // --sequence-parallel (with --tp T > 1; passes/tensor_parallel.h)
+  // Which parameters tp cuts (mesh.tp > 1): the model family's plan, which
+  // the frontend hands down (Model::tensor_parallel_plan()).
+  TensorParallelPlan tensor_parallel_plan;
   // Pipeline parallelism (compile_pipeline): stages, and blocks per stage
   // (empty: balanced by parameters). `mesh` is then one stage's.
   int pp = 1;

@@ -11,8 +11,8 @@
 //       it. One value, the residual stream, crosses each cut.
 //
 //   captured:  t4 = add(t2, t3) ... [h.0] ... t60 = add(t40, t59) [h.1] ... return t196
-//   stage0(idx, targets, t_wte_weight, t_wpe_weight, t_h_0_*):      ... return t60
-//   stage1(idx, targets, t60, t_wte_weight, t_h_1_*, t_ln_f_*):     ... return t196
+//   stage0(idx, targets, t_embed_weight, t_pos_weight, t_h_0_*):      ... return t60
+//   stage1(idx, targets, t60, t_embed_weight, t_h_1_*, t_ln_f_*):     ... return t196
 #include "passes/pipeline_split.h"
 
 #include <algorithm>

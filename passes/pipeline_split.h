@@ -22,7 +22,7 @@ struct PipelineStageTrace {
 };
 
 // Pre:  a captured trace (before tp and fsdp) whose parameters carry module
-//       paths with numbered blocks ("h.3.attn.c_attn.weight"), at least
+//       paths with numbered blocks ("h.3.attn.qkv.weight"), at least
 //       `stages` of them; one activation crosses each cut between blocks.
 // Post: `stages` traces. Stage s runs its contiguous run of blocks plus the
 //       statements before the first block (stage 0) or after the last (the

@@ -30,7 +30,7 @@
 //              save an equally large value.
 //
 //   block, gpt2 block h.3:  saved: x3 (h.3's input; h.2's output)
-//                           recomputed in h.3's backward: ln_1(x3), c_attn, attention, ..., x4
+//                           recomputed in h.3's backward: ln_1(x3), the q|k|v projection, attention, ..., x4
 #include "passes/remat.h"
 
 #include <algorithm>

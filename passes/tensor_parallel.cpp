@@ -341,7 +341,7 @@ Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options) 
   for (Proxy p : trace.args) {
     if (p.is_param()) {
       if (p.type.dist != DistType::none) fail("tp: parameter ", p.name, " is already ", dist_name(p.type.dist));
-      if (auto s = tensor_parallel_split(p.param_path, p.type.shape, tp)) {
+      if (auto s = options.plan.split(p.param_path, p.type.shape, tp)) {
         const int64_t n = p.type.shape.at(s->dim);
         if (!s->pad && n % (s->blocks * tp) != 0)
           fail("tp ", tp, ": parameter ", p.param_path, " has ", n, " entries on dim ", s->dim,

@@ -1,7 +1,9 @@
 // tp: Megatron-style tensor parallelism as a trace transform, run before fsdp
 // on the captured trace when the mesh has a tp dimension (--tp T > 1).
 //
-// Pre:  a captured, unsharded trace of GPT-2 or Llama (parameters dist none).
+// Pre:  a captured, unsharded trace (parameters dist none) and the model
+//       family's plan (passes/tensor_parallel_plan.h), which names the
+//       column-, row- and vocabulary-parallel parameters.
 // Post: every tp rank runs this same trace (SPMD) on local parameters:
 //       attention's q/k/v projections and the MLP's first projection(s) are
 //       column-parallel (their output features, i.e. heads, split T ways),
@@ -25,17 +27,14 @@
 //       by T, or a statement the split values cannot pass through, are an
 //       fsdpc::Error.
 //
-//   t21 = matmul(t5, t_h_0_attn_c_attn_weight)  # f32[2, 64, 192], weight [64, 192]
+//   t21 = matmul(t5, t_h_0_attn_qkv_weight)  # f32[2, 64, 192], weight [64, 192]
 // becomes, for T = 2 (weight [64, 96]: each of q, k, v keeps its rank's heads):
 //   t250 = synchronize(t5, group=tp, size=2, grad=sum)
-//   t251 = matmul(t250, t_h_0_attn_c_attn_weight)  # f32[2, 64, 96]
+//   t251 = matmul(t250, t_h_0_attn_qkv_weight)  # f32[2, 64, 96]
 #pragma once
 
-#include <optional>
-#include <string>
-#include <vector>
-
 #include "ir/trace.h"
+#include "passes/tensor_parallel_plan.h"
 
 namespace fsdpc {
 
@@ -48,55 +47,10 @@ struct TensorParallelOptions {
   // all_gather instead of f. Replicated weights used there (norms, the
   // row-parallel biases) pass through f so their gradients are summed.
   bool sequence_parallel = false;
+  // Which parameters are cut, and how: the model family's (its
+  // tensor_parallel_plan()); a parameter no rule matches stays whole.
+  TensorParallelPlan plan;
 };
-
-// How one parameter is split across the tp ranks: `dim` of the full shape is
-// `blocks` equal blocks (GPT-2's fused q|k|v: 3), each cut into T equal
-// chunks; tp rank t holds chunk t of every block, in block order.
-// `pad` (a vocabulary T does not divide; blocks 1): each part has
-// ceil(n / T) entries on `dim`, rank t's the full ones [t * that, n) holds
-// and then zeros (Megatron's padded vocabulary), so every rank's part has
-// the same shape.
-struct TensorParallelSplit {
-  std::string param_path;
-  int64_t dim = 0;
-  int64_t blocks = 1;
-  bool pad = false;
-};
-
-// The split at T = `tp` of a parameter of full shape `full`, by its module
-// path (the plan: GPT-2's c_attn, c_proj, c_fc; Llama's q/k/v/o, gate/up/down
-// projections; the token embedding and LM head by vocabulary rows, as
-// Megatron's vocab-parallel layers, padded when T does not divide the
-// vocabulary), or none when it is replicated on the tp group.
-std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& param_path, const Shape& full, int tp);
-
-// The shape of each tp rank's part of a parameter of full shape `full`: `dim`
-// is n / T, or ceil(n / T) for a padded split. Every place that sizes a part
-// asks here. Throws fsdpc::Error for a split the shape cannot take.
-Shape tensor_parallel_part_shape(const TensorParallelSplit& split, const Shape& full, int tp);
-
-// The splits at T = `tp` of every split parameter of `captured`, in argument
-// order: what init and checkpoints need to cut a full parameter into a tp
-// rank's part.
-std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured, int tp);
-
-// The runs of contiguous elements tp rank `rank`'s part of a full parameter
-// of shape `full` shares with it, in the part's order: `count` elements at
-// `part` in the part are those at `full` in the full tensor; the part's
-// elements no run covers are padding (0). The one place the layout is
-// written: init, checkpoints and the tests cut and reassemble by it.
-// Throws fsdpc::Error for a split the shape cannot take.
-struct TensorParallelRun {
-  int64_t part = 0, full = 0, count = 0;
-};
-std::vector<TensorParallelRun> tensor_parallel_runs(const TensorParallelSplit& split, const std::vector<int64_t>& full,
-                                                    int tp, int rank);
-
-// Tp rank `rank`'s part (of tensor_parallel_part_shape) of a full parameter
-// of shape `full` held row-major in `data`, padding 0.
-std::vector<double> tensor_parallel_part(const TensorParallelSplit& split, const std::vector<int64_t>& full,
-                                         const std::vector<double>& data, int tp, int rank);
 
 Trace tensor_parallel(const Trace& trace, const TensorParallelOptions& options);
 

@@ -1,11 +1,11 @@
-// The tp plan and layout (passes/tensor_parallel.h): which parameters tensor
-// parallelism cuts, and where a tp rank's part sits in the full tensor.
-// Init, checkpoints and the tests cut and reassemble by these; the tp pass
-// (tensor_parallel.cpp) splits by the same plan.
+// Applying a tp plan, and the layout of a tp rank's part
+// (passes/tensor_parallel_plan.h). The plans themselves are the model
+// families' (frontend/models/<family>/).
+#include "passes/tensor_parallel_plan.h"
+
 #include <algorithm>
 
 #include "ir/error.h"
-#include "passes/tensor_parallel.h"
 
 namespace fsdpc {
 
@@ -17,44 +17,28 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 }  // namespace
 
-std::optional<TensorParallelSplit> tensor_parallel_split(const std::string& path, const Shape& full, int tp) {
-  // Vocabulary rows; a vocabulary T does not divide (GPT-2's 50257) is
-  // padded, as Megatron does, rather than left whole on every rank (GPT-2
-  // small's wte is 30% of the model). Only a vocabulary may be padded: a
-  // padded head or feature would change what the model computes.
-  for (const char* tail : {"wte.weight", "embed_tokens.weight", "lm_head.weight"})
-    if (path == tail || ends_with(path, std::string(".") + tail)) {
-      if (tp > 1 && full.size() == 2) return TensorParallelSplit{path, 0, 1, full[0] % tp != 0};
-      return std::nullopt;
+std::optional<TensorParallelSplit> TensorParallelPlan::split(const std::string& path, const Shape& full,
+                                                            int tp) const {
+  for (const TensorParallelRule& r : rules) {
+    if (!(path == r.pattern || ends_with(path, "." + r.pattern))) continue;
+    switch (r.kind) {
+      case TensorParallelRule::Kind::vocab:
+        // Rows of a [vocab, hidden] table; padded when T does not divide them.
+        if (tp > 1 && full.size() == 2) return TensorParallelSplit{path, 0, 1, full[0] % tp != 0};
+        return std::nullopt;
+      case TensorParallelRule::Kind::column:
+      case TensorParallelRule::Kind::row:
+        return TensorParallelSplit{path, r.dim, r.blocks};
     }
-  struct Row {
-    const char* tail;
-    int64_t dim, blocks;
-  };
-  // GPT-2's Conv1D weights are [in, out]; Llama's Linear weights [out, in].
-  static const Row kPlan[] = {
-      {"attn.c_attn.weight", 1, 3}, {"attn.c_attn.bias", 0, 3},   // column: q|k|v heads
-      {"attn.c_proj.weight", 0, 1},                                // row
-      {"mlp.c_fc.weight", 1, 1},    {"mlp.c_fc.bias", 0, 1},      // column
-      {"mlp.c_proj.weight", 0, 1},                                 // row
-      {"self_attn.q_proj.weight", 0, 1}, {"self_attn.q_proj.bias", 0, 1},
-      {"self_attn.k_proj.weight", 0, 1}, {"self_attn.k_proj.bias", 0, 1},
-      {"self_attn.v_proj.weight", 0, 1}, {"self_attn.v_proj.bias", 0, 1},
-      {"self_attn.o_proj.weight", 1, 1},                           // row
-      {"mlp.gate_proj.weight", 0, 1},    {"mlp.gate_proj.bias", 0, 1},
-      {"mlp.up_proj.weight", 0, 1},      {"mlp.up_proj.bias", 0, 1},
-      {"mlp.down_proj.weight", 1, 1},                              // row
-  };
-  for (const Row& r : kPlan)
-    if (ends_with(path, std::string(".") + r.tail)) return TensorParallelSplit{path, r.dim, r.blocks};
+  }
   return std::nullopt;
 }
 
-std::vector<TensorParallelSplit> tensor_parallel_splits(const Trace& captured, int tp) {
+std::vector<TensorParallelSplit> TensorParallelPlan::splits(const Trace& captured, int tp) const {
   std::vector<TensorParallelSplit> out;
   for (const Proxy& p : captured.args)
     if (p.is_param())
-      if (auto s = tensor_parallel_split(p.param_path, p.type.shape, tp)) out.push_back(*s);
+      if (auto s = split(p.param_path, p.type.shape, tp)) out.push_back(*s);
   return out;
 }
 

@@ -6,8 +6,8 @@
 // Post: every parameter argument in exactly one unit; units root first, then
 //       in argument order of their first parameter.
 //
-//   args: wte.weight, h.0.ln_1.weight, h.0.attn.c_attn.weight, h.1.ln_1.weight, ln_f.bias
-//   block -> root [wte.weight, ln_f.bias], h.0 [h.0.ln_1.weight, h.0.attn.c_attn.weight],
+//   args: embed.weight, h.0.ln_1.weight, h.0.attn.qkv.weight, h.1.ln_1.weight, ln_f.bias
+//   block -> root [embed.weight, ln_f.bias], h.0 [h.0.ln_1.weight, h.0.attn.qkv.weight],
 //            h.1 [h.1.ln_1.weight]
 //   size:5000 -> consecutive runs of at least 5000 elements each (the last may hold fewer)
 #include "passes/wrap.h"
@@ -86,9 +86,9 @@ int64_t parse_size(const std::string& policy) {
 
 }  // namespace
 
-// "h.3.attn.c_attn.weight" -> "h.3": the path up to its first numeric
+// "h.3.attn.qkv.weight" -> "h.3": the path up to its first numeric
 // component that has a non-empty prefix; "" when there is none ("0.weight",
-// "wte.weight"), so a Sequential's own layers fall into the root unit.
+// "embed.weight"), so a Sequential's own layers fall into the root unit.
 std::string block_of(const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {

@@ -15,7 +15,7 @@ struct Unit {
 };
 
 // Groups the parameter arguments of `trace` into units by `policy`:
-//   block   one unit per numbered block ("h.3.attn.c_attn.weight" -> "h.3"),
+//   block   one unit per numbered block ("h.3.attn.qkv.weight" -> "h.3"),
 //           every other parameter in the unit "root";
 //   size:N  consecutive parameters (argument order) until a unit holds at
 //           least N elements (unsharded numel);
@@ -24,7 +24,7 @@ struct Unit {
 // empty units are left out. Throws fsdpc::Error on a malformed policy.
 std::vector<Unit> wrap_units(const Trace& trace, const std::string& policy);
 
-// "h.3.attn.c_attn.weight" -> "h.3": the block a parameter belongs to; ""
+// "h.3.attn.qkv.weight" -> "h.3": the block a parameter belongs to; ""
 // outside a numbered block (the root unit). Pipeline stages split by it too.
 std::string block_of(const std::string& param_path);
 

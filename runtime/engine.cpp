@@ -11,7 +11,7 @@
 #include "executors/cpu/cpu_executor.h"
 #include "executors/fusion/fusion_kernel.h"
 #include "ir/error.h"
-#include "passes/tensor_parallel.h"
+#include "passes/tensor_parallel_plan.h"
 #include "runtime/clip.h"
 #include "runtime/profiler.h"
 
@@ -99,13 +99,14 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     if (!a.is_param()) continue;
     auto it = by_path.find(a.param_path);
     FSDPC_CHECK(it != by_path.end()) << "no initialisation plan for parameter " << a.param_path;
-    Param p{it->second, i, allocate_tensor(allocator_, a.type, MemCategory::parameters), 0, "", a.requires_grad};
+    Param p{it->second, i, allocate_tensor(allocator_, a.type, MemCategory::parameters), 0, "", a.requires_grad,
+            std::nullopt};
     const Shape& full = p.plan.full_shape;
-    // Tensor parallelism cut the parameter first (the tp pass's plan, by
-    // path); FSDP then shards this rank's part by rows.
+    // Tensor parallelism cut the parameter first (by the plan the tp pass
+    // ran with); FSDP then shards this rank's part by rows.
     std::optional<TensorParallelSplit> split;
     Shape local = full;
-    if (options_.mesh.tp > 1 && (split = tensor_parallel_split(p.plan.path, full, options_.mesh.tp)))
+    if (options_.mesh.tp > 1 && (split = options_.tensor_parallel_plan.split(p.plan.path, full, options_.mesh.tp)))
       local = tensor_parallel_part_shape(*split, full, options_.mesh.tp);
     int64_t rows = local.empty() ? 1 : local[0];
     if (a.type.dist == DistType::fully_sharded) {
@@ -129,7 +130,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
       init(host.data());
       to_device(p.value, host);
     }
-    p.tp_split = split.has_value();
+    p.tp_split = split;
     params_.push_back(std::move(p));
   }
   if (gathered_) bind_gathered_step();

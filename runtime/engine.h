@@ -17,6 +17,7 @@
 #include "ir/trace.h"
 #include "executors/claim.h"
 #include "executors/rank_device.h"
+#include "passes/tensor_parallel_plan.h"
 #include "runtime/allocator.h"
 #include "runtime/init.h"
 #include "runtime/interpreter.h"
@@ -88,6 +89,12 @@ struct EngineOptions {
   double clip = 0;  // max gradient norm; 0: no clipping
   uint64_t seed = 0;
   std::optional<int64_t> mem_cap;  // bytes per rank
+  // The model family's tp plan, the one the traces were compiled with
+  // (PipelineOptions::tensor_parallel_plan): init cuts each split
+  // parameter's part by it, and a checkpoint's parts are checked against it
+  // at the tp they were written at. It travels as data because the runtime
+  // sees no model (runtime/ is below frontend/).
+  TensorParallelPlan tensor_parallel_plan;
   // Called first by the constructor, before any communication, with the
   // traces about to be claimed: fsdpc train checks there that every rank is
   // about to run the same ones (runtime/reliability/consistency.h).
@@ -207,7 +214,9 @@ class Engine {
     int64_t row_begin = 0;
     std::string group;  // the group whose shards make up the parameter; "" when replicated
     bool requires_grad = true;
-    bool tp_split = false;  // tensor parallelism holds a part of it on each tp rank
+    // Set when tensor parallelism holds a part of it on each tp rank: how the
+    // part is cut (the plan's split at mesh.tp).
+    std::optional<TensorParallelSplit> tp_split;
   };
   std::vector<TensorValue> forward_args(const Trace& forward, const std::vector<HostTensor>& inputs);
   double all_reduce_sum(double v, const std::string& group, const char* label);

@@ -2,27 +2,16 @@
 // parameters loaded from a full checkpoint, each rank's shards and optimizer
 // state saved and restored at any (pp, dp, tp), and the full parameters
 // gathered to rank 0, each through the tensor-parallel layout
-// (passes/tensor_parallel.h) and FSDP's rows.
+// (passes/tensor_parallel_plan.h) and FSDP's rows.
 #include "executors/comm/mpi_check.h"
 #include "executors/comm/mpi_executor.h"
 #include "ir/error.h"
-#include "passes/tensor_parallel.h"
+#include "passes/tensor_parallel_plan.h"
 #include "runtime/io/checkpoint_parts.h"
 #include "runtime/engine.h"
 #include "runtime/io/safetensors.h"
 
 namespace fsdpc {
-
-namespace {
-
-TensorParallelSplit split_of(const ParamPlan& plan, int tp) {
-  const std::optional<TensorParallelSplit> split = tensor_parallel_split(plan.path, plan.full_shape, tp);
-  FSDPC_CHECK(split) << plan.path << " has no tensor-parallel split";
-  return *split;
-}
-
-
-}  // namespace
 
 void Engine::load_parameters(const ShardFill& fill) {
   for (Param& p : params_) {
@@ -70,7 +59,7 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
     if (p.tp_split) {
       where.tp = options_.mesh.tp;
       where.tp_rank = mpi_->groups().rank_in("tp");
-      where.split = split_of(p.plan, options_.mesh.tp);
+      where.split = *p.tp_split;
     }
     write_placement(meta, p.plan.path, where);
     if (!p.requires_grad) continue;
@@ -102,7 +91,7 @@ int64_t Engine::load_rank_state(const std::string& dir) {
       if (!parts) {
         rf.read_rows(name, p.plan.path, full_rows, p.row_begin, rows, cols, host.data());
       } else {
-        std::vector<float> whole = rf.read_full(name, p.plan.path, p.plan.full_shape);
+        std::vector<float> whole = rf.read_full(name, p.plan.path, p.plan.full_shape, options_.tensor_parallel_plan);
         take_rows(p, p.tp_split ? cut_tp_part(p, whole) : whole, host);
       }
       backend().copy_from_host(device_out, host.data(), host.size() * sizeof(float));
@@ -132,7 +121,7 @@ void Engine::take_rows(const Param& p, const std::vector<float>& tensor, std::ve
 
 std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>& whole) const {
   const int tp = options_.mesh.tp;
-  const TensorParallelSplit split = split_of(p.plan, tp);
+  const TensorParallelSplit& split = *p.tp_split;
   // A padded vocabulary's padding rows stay 0.
   std::vector<float> part(static_cast<size_t>(numel(tensor_parallel_part_shape(split, p.plan.full_shape, tp))), 0.0f);
   for (const TensorParallelRun& r : tensor_parallel_runs(split, p.plan.full_shape, tp, mpi_->groups().rank_in("tp")))
@@ -145,7 +134,7 @@ std::vector<float> Engine::cut_tp_part(const Param& p, const std::vector<float>&
 // empty vector. Every rank of every tp group calls it.
 std::vector<float> Engine::gather_tp_parts(const Param& p, std::vector<float> part) {
   const int tp = options_.mesh.tp;
-  const TensorParallelSplit split = split_of(p.plan, options_.mesh.tp);
+  const TensorParallelSplit& split = *p.tp_split;
   const int64_t n = numel(tensor_parallel_part_shape(split, p.plan.full_shape, tp));
   part.resize(static_cast<size_t>(n));  // a shard group's other members hold no rows
   MPI_Comm comm = mpi_->groups().comm("tp");
@@ -196,7 +185,7 @@ std::map<std::string, HostTensor> Engine::full_state_dict() {
       if (watch) watch->completed(id);
       // Drop the padding rows (of this tp rank's part, when tp cut it).
       full.resize(static_cast<size_t>(
-          p.tp_split ? numel(tensor_parallel_part_shape(split_of(p.plan, options_.mesh.tp), p.plan.full_shape,
+          p.tp_split ? numel(tensor_parallel_part_shape(*p.tp_split, p.plan.full_shape,
                                                         options_.mesh.tp))
                      : numel(p.plan.full_shape)));
     }

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "ir/types.h"
-#include "passes/tensor_parallel.h"
+#include "passes/tensor_parallel_plan.h"
 
 namespace fsdpc {
 
@@ -32,7 +32,7 @@ void init_shard(float* out, const Shape& full_shape, int64_t row_begin, int64_t 
                 uint64_t seed, std::string_view param_path);
 
 // init_shard for tp rank `tp_rank`'s part of a parameter tensor parallelism
-// cut by `split` (passes/tensor_parallel.h; its path names the stream): fills
+// cut by `split` (passes/tensor_parallel_plan.h; its path names the stream): fills
 // rows [row_begin, row_begin + rows) of the part (tensor_parallel_part_shape;
 // rows past its dim 0 are padding, 0) with the values the full parameter
 // holds at those places, so the parts of every tp rank put back together are

@@ -6,7 +6,7 @@
 
 #include <unordered_map>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "passes/autocast.h"
 #include "passes/pipeline.h"

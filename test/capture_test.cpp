@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "frontend/gpt2.h"
+#include "frontend/models/gpt2/gpt2.h"
 #include "frontend/layers.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "ir/json.h"
 #include "ir/parser.h"

@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "runtime/io/safetensors.h"
 #include "test/run_cli.h"
 #include "test/scratch.h"

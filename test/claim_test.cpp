@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "executors/claim.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/json.h"
 #include "ir/parser.h"
 #include "ir/printer.h"

@@ -6,7 +6,7 @@
 // parameters a VJP reads, so it moves less. Psi counts padded shards.
 #include <catch2/catch.hpp>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "passes/fsdp.h"
 #include "passes/pipeline.h"
 #include "passes/stats.h"

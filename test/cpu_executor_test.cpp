@@ -17,7 +17,7 @@
 
 #include "executors/cpu/cpu_executor.h"
 #include "executors/reference/reference.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/printer.h"

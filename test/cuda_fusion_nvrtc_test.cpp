@@ -17,7 +17,7 @@
 #include "executors/fusion/cuda_codegen.h"
 #include "executors/fusion/nvrtc_compiler.h"
 #include "executors/fusion/region.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/builder.h"
 #include "ir/scalar_expr.h"
 #include "passes/pipeline.h"

@@ -2,7 +2,7 @@
 // dropped and their results renamed; everything else stays as it was.
 #include <catch2/catch.hpp>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"

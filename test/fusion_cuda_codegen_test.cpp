@@ -11,7 +11,7 @@
 #include "executors/claim.h"
 #include "executors/fusion/cuda_codegen.h"
 #include "executors/fusion/region.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
 #include "test/fusion_check.h"

@@ -12,7 +12,7 @@
 
 #include "executors/claim.h"
 #include "executors/fusion/fusion_kernel.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/json.h"
 #include "ir/parser.h"
 #include "ir/printer.h"

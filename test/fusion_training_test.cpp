@@ -10,7 +10,7 @@
 
 #include "executors/fusion/fusion_kernel.h"
 #include "frontend/jit.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 
 using namespace fsdpc;
 

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "executors/reference/reference.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "runtime/step_traces.h"
 #include "ir/error.h"
 #include "ir/verifier.h"
@@ -51,6 +51,7 @@ PipelineOptions options_of(const Case& c) {
   PipelineOptions o;
   o.strategy = c.strategy;
   o.mesh = c.mesh;
+  o.tensor_parallel_plan = make_model(c.model)->tensor_parallel_plan();  // as jit() hands it down
   return o;
 }
 

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "frontend/generate.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "runtime/io/safetensors.h"
 #include "test/run_cli.h"
 #include "test/scratch.h"

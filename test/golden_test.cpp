@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/json.h"
 #include "ir/parser.h"
 #include "ir/printer.h"

@@ -5,7 +5,7 @@
 // rules is vjp_check_test's job.
 #include <catch2/catch.hpp>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/printer.h"

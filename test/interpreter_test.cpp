@@ -10,7 +10,7 @@
 #include "executors/comm/mpi_executor.h"
 #include "executors/cpu/cpu_executor.h"
 #include "executors/reference/reference.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "passes/pipeline.h"
 #include "passes/stats.h"
 #include "runtime/interpreter.h"

@@ -14,7 +14,7 @@
 #include "executors/comm/mpi_world.h"
 #include "executors/reference/reference.h"
 #include "frontend/jit.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/verifier.h"
 #include "passes/fsdp.h"
 #include "passes/registry.h"

@@ -16,7 +16,7 @@
 #include <random>
 #include <set>
 
-#include "frontend/llama.h"
+#include "frontend/models/llama/llama.h"
 #include "runtime/io/safetensors.h"
 #include "test/run_cli.h"
 #include "test/scratch.h"

@@ -10,8 +10,8 @@
 #include <set>
 
 #include "executors/reference/reference.h"
-#include "frontend/llama.h"
-#include "frontend/models.h"
+#include "frontend/models/llama/llama.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "passes/grad.h"
 #include "passes/pipeline.h"

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontend/jit.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "runtime/planner/memory_plan.h"
 #include "test/run_cli.h"
 #include "test/scratch.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontend/jit.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "passes/stats.h"
 #include "test/run_cli.h"
 #include "test/scratch.h"

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/builder.h"
 #include "ir/verifier.h"
 #include "passes/del.h"

@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "frontend/gpt2.h"
-#include "frontend/models.h"
+#include "frontend/models/gpt2/gpt2.h"
+#include "frontend/models/registry.h"
 
 using namespace fsdpc;
 

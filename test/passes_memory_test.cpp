@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/builder.h"
 #include "ir/json.h"
 #include "ir/parser.h"

@@ -16,8 +16,8 @@
 #include <cstring>
 
 #include "executors/reference/reference.h"
-#include "frontend/gpt2.h"
-#include "frontend/models.h"
+#include "frontend/models/gpt2/gpt2.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "ir/parser.h"
 #include "passes/grad.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "executors/reference/reference.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "passes/fsdp.h"

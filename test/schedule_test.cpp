@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "executors/reference/reference.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "executors/reference/reference.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "passes/fsdp.h"
 #include "passes/grad.h"

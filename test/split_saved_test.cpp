@@ -15,7 +15,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/ops.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"

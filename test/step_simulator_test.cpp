@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "executors/claim.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "ir/parser.h"
 #include "passes/pipeline.h"

@@ -11,9 +11,9 @@
 #include <set>
 
 #include "executors/reference/reference.h"
-#include "frontend/gpt2.h"
-#include "frontend/llama.h"
-#include "frontend/models.h"
+#include "frontend/models/gpt2/gpt2.h"
+#include "frontend/models/llama/llama.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "ir/json.h"
 #include "ir/meta.h"
@@ -115,8 +115,8 @@ CaptureOptions capture_options(int64_t batch) {
 
 // Tp rank t's part of a full value of parameter `path` (the whole value when
 // the plan replicates it; a padded vocabulary's padding rows 0).
-Value tp_part(const Value& full, const std::string& path, int tp, int t) {
-  auto split = tensor_parallel_split(path, full.type.shape, tp);
+Value tp_part(const TensorParallelPlan& plan, const Value& full, const std::string& path, int tp, int t) {
+  auto split = plan.split(path, full.type.shape, tp);
   if (!split) return full;
   Value out = full;
   out.data = tensor_parallel_part(*split, full.type.shape, full.data, tp, t);
@@ -127,8 +127,9 @@ Value tp_part(const Value& full, const std::string& path, int tp, int t) {
 // The gradient rows of a padded vocabulary's padding on tp rank t are
 // exactly 0 (the masked logits give them no cotangent), so AdamW keeps them
 // 0. `g` holds rows [first, first + its rows) of the rank's part.
-void check_padding_gradient(const Value& g, const Proxy& p, const Shape& full, int tp, int t, int64_t first) {
-  const auto split = tensor_parallel_split(p.param_path, full, tp);
+void check_padding_gradient(const TensorParallelPlan& plan, const Value& g, const Proxy& p, const Shape& full, int tp,
+                            int t, int64_t first) {
+  const auto split = plan.split(p.param_path, full, tp);
   if (!split || !split->pad) return;
   const int64_t part_rows = tensor_parallel_part_shape(*split, full, tp)[0];
   const int64_t real = std::clamp<int64_t>(full[0] - t * part_rows, 0, part_rows);
@@ -152,6 +153,7 @@ void check_parity(const Case& c) {
 
   // One process over the global batch (dp ranks' batches side by side).
   auto model = model_of(c.model);
+  const TensorParallelPlan plan = model->tensor_parallel_plan();
   Trace joint = grad(capture(*model, capture_options(2 * dp)));
   // Token ids over the whole vocabulary, so that every tp rank's rows of a
   // vocab-parallel embedding and LM head are looked up and hit.
@@ -179,6 +181,7 @@ void check_parity(const Case& c) {
   po.remat.mode = c.remat;
   po.sync_grads = c.sync_grads;
   po.sequence_parallel = c.sequence_parallel;
+  po.tensor_parallel_plan = plan;
   const std::vector<Stage> stages = compile(capture(*model_of(c.model), capture_options(2)), po);
   const Trace& fwd = stages.back().traces.at(0);
   const Trace& bwd = stages.back().traces.at(1);
@@ -195,7 +198,7 @@ void check_parity(const Case& c) {
         const int64_t b = full.type.shape[0] / dp;
         fwd_args[r].push_back(rows(full, d * b, (d + 1) * b));
       } else {
-        Value part = tp_part(full, p.param_path, tp, t);
+        Value part = tp_part(plan, full, p.param_path, tp, t);
         if (p.type.dist == DistType::fully_sharded)
           part = rows(part, s * p.type.shape[0], (s + 1) * p.type.shape[0]);
         fwd_args[r].push_back(part);
@@ -229,13 +232,13 @@ void check_parity(const Case& c) {
     for (int r = 0; r < world; ++r) {
       const int d = r / tp, t = r % tp, s = d % c.mesh.shards;
       const Value& g = grads[r].at(gi);
-      Value want = tp_part(expect.at(1 + gi), p.param_path, tp, t);
+      Value want = tp_part(plan, expect.at(1 + gi), p.param_path, tp, t);
       if (p.type.dist == DistType::fully_sharded)
         want = rows(want, s * g.type.shape[0], (s + 1) * g.type.shape[0]);
       REQUIRE(g.data.size() == want.data.size());
       INFO("gradient of " << p.name << " on rank " << r);
       CHECK(test::worst_relative_error(g, want) < 1e-12);
-      check_padding_gradient(g, p, full_args.at(i).type.shape, tp, t,
+      check_padding_gradient(plan, g, p, full_args.at(i).type.shape, tp, t,
                              p.type.dist == DistType::fully_sharded ? s * g.type.shape[0] : 0);
     }
     ++gi;
@@ -265,10 +268,12 @@ std::vector<Case> cases(const std::string& model) {
 }
 
 std::string error_of(const std::string& model, int tp) {
+  auto m = model_of(model);
   PipelineOptions po;
   po.mesh = Mesh{1, 1, tp};
+  po.tensor_parallel_plan = m->tensor_parallel_plan();
   try {
-    compile(capture(*model_of(model), capture_options(2)), po);
+    compile(capture(*m, capture_options(2)), po);
   } catch (const Error& e) {
     return e.what();
   }
@@ -329,6 +334,7 @@ TEST_CASE("tensor parallel: a padded vocabulary's logits never widen to the voca
   const Trace captured = capture(*model_of("gpt2-odd-vocab-4"), capture_options(2));
   PipelineOptions po;
   po.mesh = Mesh{1, 1, 4};
+  po.tensor_parallel_plan = gpt2_tensor_parallel_plan();
   const std::vector<Stage> stages = compile(captured, po);
   for (const Trace& t : stages.back().traces) {
     INFO(t.name);
@@ -354,32 +360,42 @@ TEST_CASE("tensor parallel: three tp ranks, alone and times two data-parallel ra
 TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
   auto model = make_model("gpt2-tiny");
   const Trace captured = capture(*model, capture_options(2));
+  // Each family's plan, by its own parameter names (frontend/models/<family>/).
+  const TensorParallelPlan gpt2_plan = gpt2_tensor_parallel_plan(), llama_plan = llama_tensor_parallel_plan();
   std::vector<std::string> paths;
-  for (const TensorParallelSplit& s : tensor_parallel_splits(captured, 2)) paths.push_back(s.param_path);
+  for (const TensorParallelSplit& s : model->tensor_parallel_plan().splits(captured, 2)) paths.push_back(s.param_path);
   CHECK(paths == std::vector<std::string>{"wte.weight",
                                           "h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight",
                                           "h.0.mlp.c_fc.weight",    "h.0.mlp.c_fc.bias",    "h.0.mlp.c_proj.weight",
                                           "h.1.attn.c_attn.weight", "h.1.attn.c_attn.bias", "h.1.attn.c_proj.weight",
                                           "h.1.mlp.c_fc.weight",    "h.1.mlp.c_fc.bias",    "h.1.mlp.c_proj.weight"});
-  CHECK_FALSE(tensor_parallel_split("h.0.ln_1.weight", {64}, 2));
-  CHECK_FALSE(tensor_parallel_split("wpe.weight", {16, 64}, 2));                   // positions stay whole
-  CHECK_FALSE(tensor_parallel_split("h.0.attn.c_proj.bias", {64}, 2));             // added once, after g
+  CHECK_FALSE(gpt2_plan.split("h.0.ln_1.weight", {64}, 2));
+  CHECK_FALSE(gpt2_plan.split("wpe.weight", {16, 64}, 2));                   // positions stay whole
+  CHECK_FALSE(gpt2_plan.split("h.0.attn.c_proj.bias", {64}, 2));             // added once, after g
   // Vocabulary rows; padded to ceil(V / T) rows when T does not divide them.
-  CHECK(tensor_parallel_split("wte.weight", {50256, 768}, 2)->dim == 0);
-  CHECK_FALSE(tensor_parallel_split("wte.weight", {50256, 768}, 2)->pad);
-  const auto gpt2 = tensor_parallel_split("wte.weight", {50257, 768}, 2);
+  CHECK(gpt2_plan.split("wte.weight", {50256, 768}, 2)->dim == 0);
+  CHECK_FALSE(gpt2_plan.split("wte.weight", {50256, 768}, 2)->pad);
+  const auto gpt2 = gpt2_plan.split("wte.weight", {50257, 768}, 2);
   REQUIRE(gpt2);
   CHECK(gpt2->pad);
   CHECK(tensor_parallel_part_shape(*gpt2, {50257, 768}, 2) == Shape{25129, 768});
-  CHECK(tensor_parallel_part_shape(*tensor_parallel_split("wte.weight", {50257, 768}, 8), {50257, 768}, 8) ==
+  CHECK(tensor_parallel_part_shape(*gpt2_plan.split("wte.weight", {50257, 768}, 8), {50257, 768}, 8) ==
         Shape{6283, 768});
-  CHECK(tensor_parallel_split("model.embed_tokens.weight", {128256, 4096}, 8)->dim == 0);
-  CHECK(tensor_parallel_split("lm_head.weight", {128256, 4096}, 8)->dim == 0);
-  CHECK(tensor_parallel_part_shape(*tensor_parallel_split("lm_head.weight", {64, 24}, 3), {64, 24}, 3) == Shape{22, 24});
-  CHECK_FALSE(tensor_parallel_split("not_wte.weight", {64, 24}, 2));
-  CHECK_FALSE(tensor_parallel_split("wte.weight", {64, 24}, 1));
+  CHECK(llama_plan.split("model.embed_tokens.weight", {128256, 4096}, 8)->dim == 0);
+  CHECK(llama_plan.split("lm_head.weight", {128256, 4096}, 8)->dim == 0);
+  CHECK(tensor_parallel_part_shape(*llama_plan.split("lm_head.weight", {64, 24}, 3), {64, 24}, 3) == Shape{22, 24});
+  CHECK_FALSE(gpt2_plan.split("not_wte.weight", {64, 24}, 2));
+  CHECK_FALSE(gpt2_plan.split("wte.weight", {64, 24}, 1));
+  // A pattern matches a path's tail at a component boundary only; a family's
+  // plan knows its own names only; an empty plan cuts nothing.
+  CHECK_FALSE(gpt2_plan.split("h.0.xattn.c_attn.weight", {64, 192}, 2));
+  CHECK(gpt2_plan.split("attn.c_attn.weight", {64, 192}, 2)->blocks == 3);
+  CHECK_FALSE(llama_plan.split("wte.weight", {64, 24}, 2));
+  CHECK_FALSE(gpt2_plan.split("model.layers.0.self_attn.q_proj.weight", {64, 64}, 2));
+  CHECK(llama_plan.split("model.layers.0.self_attn.o_proj.weight", {64, 64}, 2)->dim == 1);
+  CHECK_FALSE(TensorParallelPlan{}.split("wte.weight", {64, 24}, 2));
   // Only a vocabulary is padded: heads and features still must divide.
-  CHECK_FALSE(tensor_parallel_split("h.0.mlp.c_fc.weight", {64, 94}, 4)->pad);
+  CHECK_FALSE(gpt2_plan.split("h.0.mlp.c_fc.weight", {64, 94}, 4)->pad);
   CHECK(tensor_parallel_part_shape({"x", 0, 1}, {6, 2}, 3) == Shape{2, 2});
   CHECK_THROWS_WITH(tensor_parallel_part_shape({"x", 0, 1}, {5, 2}, 2), Catch::Contains("cannot be cut into 2"));
   // q|k|v of 2 rows x 6: rank 1 holds the second half of each of the 3 blocks.
@@ -409,6 +425,7 @@ TEST_CASE("tensor parallel: the plan and a parameter's tp part", "[tp]") {
 TEST_CASE("tensor parallel: f and g round-trip through text and JSON; bad grad attributes refused", "[tp]") {
   PipelineOptions po;
   po.mesh = Mesh{1, 2, 2};
+  po.tensor_parallel_plan = llama_tensor_parallel_plan();
   for (const Stage& stage : compile(capture(*make_model("llama-tiny"), capture_options(2)), po))
     for (const Trace& t : stage.traces) {
       INFO(stage.name << " " << t.name);
@@ -491,6 +508,7 @@ TEST_CASE("tensor parallel: bytes on the tp group per step match Megatron's coun
     const int tp = 2;
     PipelineOptions po;
     po.mesh = Mesh{1, 2, tp};
+    po.tensor_parallel_plan = model->tensor_parallel_plan();
     const std::vector<Stage> stages = compile(captured, po);
     const int64_t tokens = 2 * 8, n = tokens * m.hidden;  // batch x seq (x hidden)
     const auto ring = [&](int64_t elements) { return 2.0 * static_cast<double>(elements) * 4 * (tp - 1) / tp; };
@@ -527,10 +545,12 @@ TEST_CASE("tensor parallel: bytes on the tp group per step match Megatron's coun
 TEST_CASE("tensor parallel: sequence parallelism moves the forward's bytes as reduce_scatter + all_gather", "[tp]") {
   for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
     INFO(name);
-    const Trace captured = capture(*make_model(name), capture_options(2));
+    auto model = make_model(name);
+    const Trace captured = capture(*model, capture_options(2));
     auto forward_stats = [&](bool sp, int64_t& all_reduces, int64_t& gathers, int64_t& scatters) {
       PipelineOptions po;
       po.mesh = Mesh{1, 2, 2};
+      po.tensor_parallel_plan = model->tensor_parallel_plan();
       po.sequence_parallel = sp;
       const std::vector<Stage> stages = compile(captured, po);
       const Trace& fwd = stages.back().traces.at(0);
@@ -559,6 +579,7 @@ TEST_CASE("tensor parallel: sequence parallelism moves the forward's bytes as re
   PipelineOptions po;
   po.mesh = Mesh{1, 1, 3};
   po.sequence_parallel = true;
+  po.tensor_parallel_plan = llama_tensor_parallel_plan();
   CHECK_THROWS_WITH(compile(capture(*model_of("llama-tp3"), capture_options(2)), po),
                     Catch::Contains("--sequence-parallel") && Catch::Contains("must be divisible by 3"));
   po.mesh = Mesh{1, 2, 1};
@@ -585,6 +606,7 @@ TEST_CASE("tensor parallel: a T that does not divide the heads, kv heads or feat
   Llama gqa("gqa", c);
   PipelineOptions po;
   po.mesh = Mesh{1, 1, 4};
+  po.tensor_parallel_plan = gqa.tensor_parallel_plan();
   CHECK_THROWS_WITH(compile(capture(gqa, capture_options(2)), po),
                     Catch::Contains("splits 2 heads") && Catch::Contains("key/value heads"));
   po.mesh = Mesh{1, 1, 0};
@@ -620,10 +642,12 @@ TEST_CASE("tensor parallel: fsdpc dump --tp", "[tp]") {
 TEST_CASE("tensor parallel: per-rank parameters are 1/(dp*tp) of the model, but for what tp replicates", "[tp]") {
   for (const char* name : {"gpt2-tiny", "llama-tiny", "gpt2-vocab-50257"}) {
     INFO(name);
-    const Trace captured = capture(*model_of(name), capture_options(2));
+    auto m = model_of(name);
+    const Trace captured = capture(*m, capture_options(2));
     const int dp = 2, tp = 2;
     PipelineOptions po;
     po.mesh = Mesh{1, dp, tp};
+    po.tensor_parallel_plan = m->tensor_parallel_plan();
     const std::vector<Stage> stages = compile(captured, po);
     const Trace& fwd = stages.back().traces.at(0);
     int64_t model = 0, replicated_on_tp = 0, want = 0, padding = 0;
@@ -631,7 +655,7 @@ TEST_CASE("tensor parallel: per-rank parameters are 1/(dp*tp) of the model, but 
       if (!p.is_param()) continue;
       model += numel(p.type.shape);
       Shape local = p.type.shape;
-      if (auto split = tensor_parallel_split(p.param_path, p.type.shape, tp)) {
+      if (auto split = po.tensor_parallel_plan.split(p.param_path, p.type.shape, tp)) {
         local = tensor_parallel_part_shape(*split, p.type.shape, tp);
         padding += numel(local) - numel(p.type.shape) / tp;  // a padded vocabulary's share of its padding
       } else {

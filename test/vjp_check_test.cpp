@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <numeric>
 
-#include "frontend/gpt2.h"
+#include "frontend/models/gpt2/gpt2.h"
 #include "ir/error.h"
 #include "test/vjp_check.h"
 #include "test/op_samples.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "ir/verifier.h"
 #include "passes/bucketing.h"

@@ -51,6 +51,7 @@ void run_advise(const AdviseArgs& a) {
   r.pps = a.pps;
   r.micro_batches = a.micro_batches;
   r.sequence_parallel = a.sequence_parallel;
+  r.tensor_parallel_plan = source_tensor_parallel_plan(a.src);
   r.threads = a.threads;
   const std::string mpirun = a.measure ? find_mpirun() : "";
   if (a.measure && mpirun.empty())

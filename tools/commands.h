@@ -57,6 +57,8 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s);
 // With --pp P, `mesh` is one stage's, of world / P ranks.
 void check_model_source(const ModelSource& src, bool allow_trace_file);
 Trace load_source_trace(const ModelSource& src);
+// The tp plan of the source's model family (passes/tensor_parallel_plan.h).
+TensorParallelPlan source_tensor_parallel_plan(const ModelSource& src);
 PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::string& world_source);
 // One pipeline stage's part of sharding_pipeline, on `world` ranks.
 PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::string& world_source);

@@ -1,7 +1,7 @@
 // fsdpc dump: the flags of the library's dump (runtime/dump.h), which runs
 // the compilation pipeline and prints the trace after each requested pass,
 // headed by its `# Constructed by <pass>` line.
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "passes/render.h"
 #include "runtime/dump.h"
@@ -34,6 +34,7 @@ DumpOptions dump_options(const DumpArgs& a, const CLI::App& cmd) {
   o.optimizer = *parse_optimizer_kind(a.optimizer);
   o.target = resolve_target(parse_executor(a.executor));  // auto is resolved here, once
   o.fusion = parse_fusion(a.fusion);
+  o.pipeline.tensor_parallel_plan = source_tensor_parallel_plan(a.src);
   return o;
 }
 

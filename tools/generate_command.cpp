@@ -1,4 +1,5 @@
-// fsdpc generate: samples a continuation of a prompt from a checkpoint (GPT-2, Llama)
+// fsdpc generate: samples a continuation of a prompt from a checkpoint of any
+// registered family with Hugging Face weights (frontend/models/registry.h)
 // on one CPU rank. A byte-level model (vocab 256) reads and prints text; any
 // other vocabulary reads and prints space-separated token ids. Under mpirun
 // only rank 0 generates (the others have nothing to share the work of).
@@ -7,7 +8,7 @@
 
 #include "executors/comm/mpi_world.h"
 #include "frontend/generate.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -82,8 +83,8 @@ void run_generate(const GenerateArgs& a) {
 Command add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd =
-      app.add_subcommand("generate", "Sample a continuation of a prompt from a GPT-2 or Llama checkpoint (CPU, one rank)");
-  cmd->add_option("--init", a->init, "Hugging Face weights (GPT-2, Llama, Mistral, Qwen2): a .safetensors file or a folder")
+      app.add_subcommand("generate", "Sample a continuation of a prompt from a " + supported_families_text() + " checkpoint (CPU, one rank)");
+  cmd->add_option("--init", a->init, "Hugging Face weights (" + supported_architectures_text() + "): a .safetensors file or a folder")
       ->required()->check(CLI::ExistingPath);
   cmd->add_option("--config", a->config, "config.json of the model (default: the one beside the weights)")
       ->check(CLI::ExistingFile);

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "passes/registry.h"
 #include "tools/commands.h"
 

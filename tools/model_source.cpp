@@ -1,5 +1,5 @@
 // --model / --config / --trace: the trace a command starts from.
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "ir/error.h"
 #include "tools/cli_io.h"
 #include "tools/commands.h"
@@ -8,7 +8,7 @@ namespace fsdpc::cli {
 
 void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file) {
   auto* model = cmd->add_option("--model", src.model, "Built-in model (see `fsdpc models`)");
-  auto* config = cmd->add_option("--config", src.config, "Hugging Face config.json (model_type gpt2, llama, mistral or qwen2)")->check(CLI::ExistingFile);
+  auto* config = cmd->add_option("--config", src.config, "Hugging Face config.json (model_type " + supported_model_types_text() + ")")->check(CLI::ExistingFile);
   model->excludes(config);
   if (allow_trace_file) {
     auto* trace = cmd->add_option("--trace", src.trace_file, "A captured trace file (text or JSON)");
@@ -34,6 +34,13 @@ Trace load_source_trace(const ModelSource& src) {
   if (src.batch) options.batch = src.batch;
   if (src.seq) options.seq = src.seq;
   return capture(*model, options);
+}
+
+TensorParallelPlan source_tensor_parallel_plan(const ModelSource& src) {
+  // A trace file names no family: every family's rules, whose parameter
+  // names are each family's own.
+  if (!src.trace_file.empty()) return registered_tensor_parallel_plan();
+  return (src.config.empty() ? make_model(src.model) : make_model_from_config(src.config))->tensor_parallel_plan();
 }
 
 }  // namespace fsdpc::cli

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "executors/comm/mpi_world.h"
+#include "frontend/models/registry.h"
 #include "frontend/trainer/trainer.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/pipeline_schedule.h"
@@ -122,7 +123,7 @@ Command add_train_command(CLI::App& app) {
                 "memory of whole parameters and gradients (PyTorch FSDP's reshard_after_backward=False with no_sync)");
   cmd->add_option("--seed", f->o.engine.seed, "Seed of initialisation and data")->capture_default_str();
   cmd->add_option("--mem-cap", f->mem_cap, "Per-rank memory cap, e.g. 512M");
-  cmd->add_option("--init", f->o.init, "Hugging Face weights (GPT-2, Llama, Mistral, Qwen2): a .safetensors file or a folder")
+  cmd->add_option("--init", f->o.init, "Hugging Face weights (" + supported_architectures_text() + "): a .safetensors file or a folder")
       ->check(CLI::ExistingPath);
   cmd->add_option("--data", f->o.data,
                   "Training tokens: a flat file of little-endian ids, as --data-dtype says (by default a .bin of "

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "frontend/language_model.h"
+#include "frontend/models/language_model.h"
 #include "runtime/engine.h"
 
 namespace fsdpc {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "executors/claim.h"
-#include "frontend/language_model.h"
+#include "frontend/models/language_model.h"
 #include "ir/printer.h"
 #include "passes/strategy.h"
 #include "runtime/io/files.h"

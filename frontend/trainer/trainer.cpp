@@ -17,8 +17,8 @@
 #include "executors/fusion/nvrtc_compiler.h"
 #endif
 #include "frontend/hf_checkpoint.h"
-#include "frontend/language_model.h"
-#include "frontend/models.h"
+#include "frontend/models/language_model.h"
+#include "frontend/models/registry.h"
 #include "frontend/trainer/checkpoint.h"
 #include "frontend/trainer/launch_fingerprint.h"
 #include "frontend/trainer/train_profile.h"

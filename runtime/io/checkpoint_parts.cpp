@@ -41,7 +41,8 @@ int64_t RankFiles::meta(size_t k, const std::string& key) const {
   return v;
 }
 
-PartPlacement RankFiles::placement(size_t k, const std::string& param, const Shape& full) const {
+PartPlacement RankFiles::placement(size_t k, const std::string& param, const Shape& full,
+                                   const TensorParallelPlan& plan) const {
   const std::string& path = files_[k]->path();
   PartPlacement p;
   p.row_begin = meta(k, param + ".row_begin");
@@ -59,7 +60,7 @@ PartPlacement RankFiles::placement(size_t k, const std::string& param, const Sha
   // parts were never padded.
   const bool pad = files_[k]->metadata().count(param + ".tp_pad") && meta(k, param + ".tp_pad") != 0;
   p.split = {param, meta(k, param + ".tp_dim"), meta(k, param + ".tp_blocks"), pad};
-  const std::optional<TensorParallelSplit> ours = tensor_parallel_split(param, full, p.tp);
+  const std::optional<TensorParallelSplit> ours = plan.split(param, full, p.tp);
   if (!ours || ours->dim != p.split.dim || ours->blocks != p.split.blocks || ours->pad != p.split.pad)
     fail(path, ": ", param, " was cut on dim ", p.split.dim, " in ", p.split.blocks, " blocks",
          p.split.pad ? ", padded" : "", "; this model's tensor parallelism ",
@@ -118,7 +119,8 @@ void RankFiles::read_rows(const std::string& name, const std::string& param, int
     fail(dir_, ": checkpoint rows ", row_begin, "..", want_end, " of ", name, " are not in any rank file");
 }
 
-std::vector<float> RankFiles::read_full(const std::string& name, const std::string& param, const Shape& full) const {
+std::vector<float> RankFiles::read_full(const std::string& name, const std::string& param, const Shape& full,
+                                       const TensorParallelPlan& plan) const {
   // The whole tensor on the host: one parameter at a time, which at the
   // model sizes fsdpc trains on the CPU is small next to the run itself.
   const int64_t n = numel(full);
@@ -132,7 +134,7 @@ std::vector<float> RankFiles::read_full(const std::string& name, const std::stri
   std::vector<bool> held;
   for (size_t k = 0; k < files_.size(); ++k) {
     held.push_back(holds(k, name));
-    placements.push_back(held.back() ? placement(k, param, full) : PartPlacement{});
+    placements.push_back(held.back() ? placement(k, param, full, plan) : PartPlacement{});
   }
   for (size_t k = 0; k < files_.size() && missing > 0; ++k) {
     if (!held[k]) continue;

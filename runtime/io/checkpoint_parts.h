@@ -3,7 +3,7 @@
 // its metadata says where those rows sit in the full parameter, so that a
 // run at another (dp, tp) layout can read back the rows it needs. Tensor
 // parallelism's layout comes from tensor_parallel_runs() (passes/
-// tensor_parallel.h) and nowhere else.
+// tensor_parallel_plan.h) and nowhere else.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ir/types.h"
-#include "passes/tensor_parallel.h"
+#include "passes/tensor_parallel_plan.h"
 #include "runtime/io/safetensors.h"
 
 namespace fsdpc {
@@ -41,8 +41,9 @@ class RankFiles {
   size_t size() const { return files_.size(); }
   // An integer of file k's metadata; fails naming the file when absent.
   int64_t meta(size_t k, const std::string& key) const;
-  // Where file k holds `param`, checked against the parameter's full shape.
-  PartPlacement placement(size_t k, const std::string& param, const Shape& full) const;
+  // Where file k holds `param`, checked against the parameter's full shape
+  // and against how `plan` (this model's tp plan) cuts it at the file's tp.
+  PartPlacement placement(size_t k, const std::string& param, const Shape& full, const TensorParallelPlan& plan) const;
   // Whether any file holds `param` as tensor-parallel parts.
   bool holds_tp_parts(const std::string& param) const;
   // Whether file k holds tensor `name`. A pipeline stage's file (metadata
@@ -60,8 +61,10 @@ class RankFiles {
                  int64_t rows, int64_t cols, float* out) const;
   // The whole of tensor `name` (parameter `param` of shape `full`, or its
   // optimizer state), put together from whichever files hold its elements,
-  // each file's part mapped back through tensor_parallel_runs().
-  std::vector<float> read_full(const std::string& name, const std::string& param, const Shape& full) const;
+  // each file's part mapped back through tensor_parallel_runs(); a part
+  // `plan` would cut otherwise is refused.
+  std::vector<float> read_full(const std::string& name, const std::string& param, const Shape& full,
+                               const TensorParallelPlan& plan) const;
 
  private:
   std::string dir_;

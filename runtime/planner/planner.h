@@ -139,6 +139,7 @@ struct AdviseSetup {
   std::vector<int> tps{1};
   // --sequence-parallel: every tp > 1 candidate also with sequence parallelism.
   bool sequence_parallel = false;
+  TensorParallelPlan tensor_parallel_plan;  // the model family's, for the tp > 1 candidates
   // The model captured for each tp > 1 in tps at T times the batch: a tp
   // group's T ranks train on one data-parallel rank's batch, so every
   // candidate trains the same global batch (and tokens per step).
@@ -170,6 +171,7 @@ struct PlanRequest {
   std::vector<int> tps{1}, pps{1};      // tensor- and pipeline-parallel sizes to try
   int micro_batches = 0;                // of each pp candidate; 0: the most up to 4P that divide the rows
   bool sequence_parallel = false;       // every tp > 1 candidate also with sequence parallelism
+  TensorParallelPlan tensor_parallel_plan;  // the model family's (Model::tensor_parallel_plan())
   int threads = 0;                      // candidates compiled at once; 0: the cores
 };
 

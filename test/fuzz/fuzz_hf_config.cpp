@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "frontend/gpt2.h"
+#include "frontend/models/gpt2/gpt2.h"
 #include "ir/error.h"
 #include "test/fuzz/fuzz_input_file.h"
 

@@ -20,7 +20,7 @@
 #include "executors/cuda/cuda_fusion.h"
 #include "executors/fusion/nvrtc_compiler.h"
 #include "executors/fusion/region.h"
-#include "frontend/models.h"
+#include "frontend/models/registry.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
 #include "train_losses.h"

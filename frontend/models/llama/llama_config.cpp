@@ -1,5 +1,5 @@
 // Reading and writing a Llama-family config.json, and RoPE's frequencies.
-#include "frontend/llama_config.h"
+#include "frontend/models/llama/llama_config.h"
 
 #include <cmath>
 #include <fstream>

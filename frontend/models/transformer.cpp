@@ -1,5 +1,5 @@
 // GPT-2's attention, MLP and block.
-#include "frontend/transformer.h"
+#include "frontend/models/transformer.h"
 
 #include <cmath>
 

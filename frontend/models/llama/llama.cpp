@@ -1,5 +1,5 @@
 // The Llama model: its layers, rotary embeddings and config hooks.
-#include "frontend/llama.h"
+#include "frontend/models/llama/llama.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // The GPT-2 model and its Hugging Face config.json reader.
-#include "frontend/gpt2.h"
+#include "frontend/models/gpt2/gpt2.h"
 
 #include <cstdio>
 #include <fstream>

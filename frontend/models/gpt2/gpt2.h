@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "frontend/language_model.h"
-#include "frontend/transformer.h"
+#include "frontend/models/language_model.h"
+#include "frontend/models/transformer.h"
 
 namespace fsdpc {
 
@@ -24,6 +24,9 @@ void validate(const GPT2Config& config);
 // Reads a Hugging Face config.json (n_layer, n_head, n_embd, vocab_size,
 // n_positions, optional layer_norm_epsilon); errors name the file and key.
 GPT2Config gpt2_config_from_file(const std::string& path);
+// GPT-2's tensor-parallel plan (gpt2_tensor_parallel_plan.cpp), by its
+// parameter names.
+TensorParallelPlan gpt2_tensor_parallel_plan();
 
 class GPT2 : public LanguageModel {
  public:
@@ -43,6 +46,7 @@ class GPT2 : public LanguageModel {
   std::string tied_head() const override { return "wte.weight"; }
   // attn.bias and attn.masked_bias: the causal mask, stored by older exports.
   bool is_ignored_buffer(const std::string& name) const override;
+  TensorParallelPlan tensor_parallel_plan() const override { return gpt2_tensor_parallel_plan(); }
 
  private:
   std::string name_;

@@ -17,13 +17,17 @@
 
 #include <string>
 
-#include "frontend/language_model.h"
 #include "frontend/layers.h"
-#include "frontend/llama_config.h"
+#include "frontend/models/language_model.h"
+#include "frontend/models/llama/llama_config.h"
 
 namespace fsdpc {
 
 class LlamaBody;
+
+// The Llama family's tensor-parallel plan (llama_tensor_parallel_plan.cpp),
+// by its parameter names.
+TensorParallelPlan llama_tensor_parallel_plan();
 
 class Llama : public LanguageModel {
  public:
@@ -43,6 +47,7 @@ class Llama : public LanguageModel {
   std::string tied_head() const override;
   // rotary_emb.inv_freq: a buffer older exports store.
   bool is_ignored_buffer(const std::string& name) const override;
+  TensorParallelPlan tensor_parallel_plan() const override { return llama_tensor_parallel_plan(); }
 
  private:
   std::string name_;
