@@ -97,6 +97,7 @@ Data run_prim(const BoundSymbol& b, const std::vector<Input>& in, const TensorTy
     case OpCategory::indexing: return run_shape_op(b, in, out);
     default: break;
   }
+  if (b.op == OpId::Wait) return in[0].value->data;  // the simulated collective already finished
   switch (b.op) {
     case OpId::Matmul: return matmul(*in[0].value, *in[1].value, out);
     case OpId::Full: return Data(numel(out.shape), to_dtype(b.attrs.get_double("value"), out.dtype));
@@ -105,19 +106,18 @@ Data run_prim(const BoundSymbol& b, const std::vector<Input>& in, const TensorTy
       for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<double>(i);
       return d;
     }
-    case OpId::Wait: return in[0].value->data;  // the simulated collective already finished
     case OpId::Pack: return pack(in);
     // elementwise, reduction, shape and indexing ops: run above, by category;
-    // the others are not rank-local prims: the check below
+    // the others (wait: above) are not rank-local prims: the check below
     FSDPC_ELEMENTWISE_CASES
     FSDPC_REDUCTION_CASES
     FSDPC_SHAPE_CASES
     FSDPC_INDEXING_CASES
     FSDPC_COMPOSITE_CASES
+    FSDPC_COLLECTIVE_CASES
     FSDPC_FUSION_CASES
     FSDPC_MEMORY_CASES
-    case OpId::AxisIndex: case OpId::Synchronize: case OpId::AllGather: case OpId::ReduceScatter:
-    case OpId::AllReduce: case OpId::Broadcast: case OpId::Send: case OpId::Recv: case OpId::Unpack:
+    case OpId::AxisIndex: case OpId::Unpack:
       break;
   }
   FSDPC_CHECK(false) << op_name(b.op) << " is not a rank-local prim";
