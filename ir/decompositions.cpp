@@ -236,16 +236,7 @@ Proxy decompose(TraceBuilder& b, const BoundSymbol& composite) {
     case OpId::Silu: return decompose_silu(b, composite);
     case OpId::RmsNorm: return decompose_rms_norm(b, composite);
     // prims, and fusion (a region's statements are already prims): the check below
-    FSDPC_ELEMENTWISE_CASES
-    FSDPC_REDUCTION_CASES
-    FSDPC_SHAPE_CASES
-    FSDPC_INDEXING_CASES
-    FSDPC_MATMUL_CASES
-    FSDPC_CREATION_CASES
-    FSDPC_COLLECTIVE_CASES
-    FSDPC_BUFFER_CASES
-    FSDPC_FUSION_CASES
-    FSDPC_MEMORY_CASES
+    FSDPC_CASES_EXCEPT_COMPOSITE
       break;
   }
   FSDPC_CHECK(false) << op_name(composite.op) << " is not a composite with a decomposition";

@@ -236,16 +236,7 @@ TensorType meta_collective(const MetaArgs& a) {
     case OpId::Send: return meta_send(a);
     case OpId::Recv: return meta_recv(a);
     // not collectives: the check below
-    FSDPC_ELEMENTWISE_CASES
-    FSDPC_REDUCTION_CASES
-    FSDPC_SHAPE_CASES
-    FSDPC_INDEXING_CASES
-    FSDPC_MATMUL_CASES
-    FSDPC_CREATION_CASES
-    FSDPC_COMPOSITE_CASES
-    FSDPC_BUFFER_CASES
-    FSDPC_FUSION_CASES
-    FSDPC_MEMORY_CASES
+    FSDPC_CASES_EXCEPT_COLLECTIVE
       break;
   }
   FSDPC_CHECK(false) << a.name() << " is not a collective";

@@ -184,16 +184,7 @@ TensorType meta_composite(const MetaArgs& a) {
     case OpId::Silu: return meta_silu(a);
     case OpId::RmsNorm: return meta_rms_norm(a);
     // not composites: the check below
-    FSDPC_ELEMENTWISE_CASES
-    FSDPC_REDUCTION_CASES
-    FSDPC_SHAPE_CASES
-    FSDPC_INDEXING_CASES
-    FSDPC_MATMUL_CASES
-    FSDPC_CREATION_CASES
-    FSDPC_COLLECTIVE_CASES
-    FSDPC_BUFFER_CASES
-    FSDPC_FUSION_CASES
-    FSDPC_MEMORY_CASES
+    FSDPC_CASES_EXCEPT_COMPOSITE
       break;
   }
   FSDPC_CHECK(false) << a.name() << " is not a composite";

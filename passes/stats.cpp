@@ -34,16 +34,7 @@ CollectiveStats* account(TraceStats& s, const BoundSymbol& b, const TensorType& 
       bytes = static_cast<double>(bytes_of(input)) * share;
       return &s.broadcast;
     // no traffic formula: add_collective fails its check
-    FSDPC_ELEMENTWISE_CASES
-    FSDPC_REDUCTION_CASES
-    FSDPC_SHAPE_CASES
-    FSDPC_INDEXING_CASES
-    FSDPC_MATMUL_CASES
-    FSDPC_CREATION_CASES
-    FSDPC_COMPOSITE_CASES
-    FSDPC_BUFFER_CASES
-    FSDPC_FUSION_CASES
-    FSDPC_MEMORY_CASES
+    FSDPC_CASES_EXCEPT_COLLECTIVE
     case OpId::Synchronize: case OpId::Wait: case OpId::Send: case OpId::Recv:
       return nullptr;
   }

@@ -223,16 +223,7 @@ Cotangents vjp_nn(const VjpCall& c) {
       if (!c.need(0)) return c.none();
       return {cross_entropy_grad(c), std::nullopt};
     // not composites with a rule here: the check below
-    FSDPC_ELEMENTWISE_CASES
-    FSDPC_REDUCTION_CASES
-    FSDPC_SHAPE_CASES
-    FSDPC_INDEXING_CASES
-    FSDPC_MATMUL_CASES
-    FSDPC_CREATION_CASES
-    FSDPC_COLLECTIVE_CASES
-    FSDPC_BUFFER_CASES
-    FSDPC_FUSION_CASES
-    FSDPC_MEMORY_CASES
+    FSDPC_CASES_EXCEPT_COMPOSITE
       break;
   }
   FSDPC_CHECK(false) << op_name(c.bsym.op) << " is a composite without a VJP rule";

@@ -93,16 +93,7 @@ Data combine(const BoundSymbol& b, const Group& g, const TensorType& out) {
     case OpId::Broadcast: return g.inputs[b.attrs.get_int("root")]->data;
     case OpId::Synchronize: return synchronize(g, out);
     // not simulated collectives: the check below
-    FSDPC_ELEMENTWISE_CASES
-    FSDPC_REDUCTION_CASES
-    FSDPC_SHAPE_CASES
-    FSDPC_INDEXING_CASES
-    FSDPC_MATMUL_CASES
-    FSDPC_CREATION_CASES
-    FSDPC_COMPOSITE_CASES
-    FSDPC_BUFFER_CASES
-    FSDPC_FUSION_CASES
-    FSDPC_MEMORY_CASES
+    FSDPC_CASES_EXCEPT_COLLECTIVE
     case OpId::Wait: case OpId::Send: case OpId::Recv:
       break;
   }

@@ -177,16 +177,7 @@ Data run_composite(const BoundSymbol& b, const std::vector<Input>& in, const Ten
     case OpId::Silu: return silu(*in[0].value);
     case OpId::RmsNorm: return rms_norm(b, in);
     // not composites it runs: the check below
-    FSDPC_ELEMENTWISE_CASES
-    FSDPC_REDUCTION_CASES
-    FSDPC_SHAPE_CASES
-    FSDPC_INDEXING_CASES
-    FSDPC_MATMUL_CASES
-    FSDPC_CREATION_CASES
-    FSDPC_COLLECTIVE_CASES
-    FSDPC_BUFFER_CASES
-    FSDPC_FUSION_CASES
-    FSDPC_MEMORY_CASES
+    FSDPC_CASES_EXCEPT_COMPOSITE
       break;
   }
   FSDPC_CHECK(false) << op_name(b.op) << " is not a composite the reference executor knows";
