@@ -14,12 +14,6 @@ Operand operand(const VjpCall& c, size_t i) { return c.bsym.inputs[i]; }
 
 Proxy emit(const VjpCall& c, OpId id, Operand x, Operand y) { return c.b.emit1(id, {x, y}); }
 
-// Each formula uses the forward output y where that is cheaper than x.
-Cotangents unary_rule(const VjpCall& c, Proxy (*dx)(TraceBuilder& b, const Proxy& g, const Proxy& x, const Proxy& y)) {
-  if (!c.need(0)) return c.none();
-  return {dx(c.b, c.g(), c.in(0), c.out())};
-}
-
 // d(a^p)/da = p * a^(p-1), spelled out for the common constant exponents;
 // p = 0 gives 0 everywhere, as PyTorch does, even where a^-1 is infinite.
 Proxy pow_base_grad(const VjpCall& c, const Proxy& a) {
@@ -71,39 +65,36 @@ Cotangents where_rule(const VjpCall& c) {
 }  // namespace
 
 // One case per elementwise op: its rule. The other sections of the op table
-// never reach here (vjp() dispatches by category).
+// never reach here (vjp() dispatches by category). A unary formula uses the
+// forward output y where that is cheaper than x.
 Cotangents vjp_elementwise(const VjpCall& c) {
   TraceBuilder& b = c.b;
   const Proxy& g = c.g();
   Cotangents r = c.none();
-  using P = const Proxy&;
+  if (op_info(c.bsym.op).max_inputs == 1 && !c.need(0)) return r;  // a unary op's input needs none
   switch (c.bsym.op) {
-    case OpId::Neg: return unary_rule(c, [](TraceBuilder& b, P g, P, P) { return unary(b, OpId::Neg, g); });
-    case OpId::Exp: return unary_rule(c, [](TraceBuilder& b, P g, P, P y) { return binary(b, OpId::Mul, g, y); });
-    case OpId::Log: return unary_rule(c, [](TraceBuilder& b, P g, P x, P) { return binary(b, OpId::Div, g, x); });
-    case OpId::Tanh:  // 1 - tanh^2
-      return unary_rule(c, [](TraceBuilder& b, P g, P, P y) {
-        return binary(b, OpId::Mul, g, binary(b, OpId::Sub, 1.0, binary(b, OpId::Mul, y, y)));
-      });
+    case OpId::Neg: return {unary(b, OpId::Neg, g)};
+    case OpId::Exp: return {binary(b, OpId::Mul, g, c.out())};
+    case OpId::Log: return {binary(b, OpId::Div, g, c.in(0))};
+    case OpId::Tanh: {  // 1 - tanh^2
+      const Proxy& y = c.out();
+      return {binary(b, OpId::Mul, g, binary(b, OpId::Sub, 1.0, binary(b, OpId::Mul, y, y)))};
+    }
     case OpId::Sqrt:  // 1 / (2 sqrt(x))
-      return unary_rule(c, [](TraceBuilder& b, P g, P, P y) { return binary(b, OpId::Div, g, binary(b, OpId::Mul, y, 2.0)); });
-    case OpId::Rsqrt:  // -x^(-3/2) / 2 = -y^3 / 2
-      return unary_rule(c, [](TraceBuilder& b, P g, P, P y) {
-        Proxy y3 = binary(b, OpId::Mul, binary(b, OpId::Mul, y, y), y);
-        return binary(b, OpId::Mul, g, binary(b, OpId::Mul, y3, -0.5));
-      });
-    case OpId::Sin:
-      return unary_rule(c, [](TraceBuilder& b, P g, P x, P) { return binary(b, OpId::Mul, g, unary(b, OpId::Cos, x)); });
-    case OpId::Cos:
-      return unary_rule(c, [](TraceBuilder& b, P g, P x, P) {
-        return binary(b, OpId::Mul, g, unary(b, OpId::Neg, unary(b, OpId::Sin, x)));
-      });
-    case OpId::Sigmoid:  // y (1 - y)
-      return unary_rule(c, [](TraceBuilder& b, P g, P, P y) {
-        return binary(b, OpId::Mul, g, binary(b, OpId::Mul, y, binary(b, OpId::Sub, 1.0, y)));
-      });
+      return {binary(b, OpId::Div, g, binary(b, OpId::Mul, c.out(), 2.0))};
+    case OpId::Rsqrt: {  // -x^(-3/2) / 2 = -y^3 / 2
+      const Proxy& y = c.out();
+      Proxy y3 = binary(b, OpId::Mul, binary(b, OpId::Mul, y, y), y);
+      return {binary(b, OpId::Mul, g, binary(b, OpId::Mul, y3, -0.5))};
+    }
+    case OpId::Sin: return {binary(b, OpId::Mul, g, unary(b, OpId::Cos, c.in(0)))};
+    case OpId::Cos: return {binary(b, OpId::Mul, g, unary(b, OpId::Neg, unary(b, OpId::Sin, c.in(0))))};
+    case OpId::Sigmoid: {  // y (1 - y)
+      const Proxy& y = c.out();
+      return {binary(b, OpId::Mul, g, binary(b, OpId::Mul, y, binary(b, OpId::Sub, 1.0, y)))};
+    }
     case OpId::ConvertElementType:
-      if (!c.need(0) || !is_float(c.in(0).type.dtype)) return c.none();
+      if (!is_float(c.in(0).type.dtype)) return r;
       return {convert(b, g, c.in(0).type.dtype)};
     case OpId::Add:
       if (c.need(0)) r[0] = g;
@@ -130,16 +121,7 @@ Cotangents vjp_elementwise(const VjpCall& c) {
     case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le: case OpId::Gt: case OpId::Ge:
       return r;  // bool outputs carry no cotangent
     case OpId::Where: return where_rule(c);
-    FSDPC_REDUCTION_CASES
-    FSDPC_SHAPE_CASES
-    FSDPC_INDEXING_CASES
-    FSDPC_MATMUL_CASES
-    FSDPC_CREATION_CASES
-    FSDPC_COMPOSITE_CASES
-    FSDPC_COLLECTIVE_CASES
-    FSDPC_BUFFER_CASES
-    FSDPC_FUSION_CASES
-    FSDPC_MEMORY_CASES
+    FSDPC_CASES_EXCEPT_ELEMENTWISE
       break;
   }
   FSDPC_CHECK(false) << op_name(c.bsym.op) << " is not elementwise";
