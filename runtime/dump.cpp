@@ -53,7 +53,6 @@ std::string memory_plans(const Trace& placed, const DumpOptions& o) {
   EngineOptions e;
   e.mesh = p.mesh;
   e.mesh.pp = p.pp;
-  e.tensor_parallel_plan = p.tensor_parallel_plan;
   e.pp_schedule = o.pp_schedule;
   e.target = o.target;
   e.fusion = o.fusion;
