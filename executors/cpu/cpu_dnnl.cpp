@@ -4,6 +4,8 @@
 // families share.
 #include "executors/cpu/cpu_dnnl.h"
 
+#include "executors/bf16.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -86,15 +88,23 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, dnnl_engine(), const_cast<void*>(data));
 }
 
-dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims, const dnnl::memory::dims& strides) {
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+dnnl::memory::data_type dnnl_type(DType d) {
+  if (d == DType::f32) return dnnl::memory::data_type::f32;
+  FSDPC_CHECK(d == DType::bf16) << "oneDNN is called with f32 or bf16, not " << dtype_name(d);
+  return dnnl::memory::data_type::bf16;
 }
 
-dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims) {
+dnnl::memory::desc desc_of(const dnnl::memory::dims& dims, const dnnl::memory::dims& strides, DType d) {
+  return dnnl::memory::desc(dims, dnnl_type(d), strides);
+}
+
+dnnl::memory::desc desc_of(const dnnl::memory::dims& dims, DType d) {
   dnnl::memory::dims strides(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
-  return f32_desc(dims, strides);
+  return desc_of(dims, strides, d);
 }
+
+dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims) { return desc_of(dims, DType::f32); }
 
 void execute(dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
   DnnlState& s = state();
@@ -124,9 +134,9 @@ constexpr int64_t kPackRows = 512;
 // [batch, rows, cols] with these strides. A single entry is described in
 // 2-D: oneDNN picks faster kernels for it (+15-20% on a weight gradient).
 dnnl::memory::desc batched_desc(int64_t batch, int64_t rows, int64_t cols, int64_t step, int64_t row_stride,
-                                int64_t col_stride) {
-  if (batch == 1) return f32_desc({rows, cols}, {row_stride, col_stride});
-  return f32_desc({batch, rows, cols}, {step, row_stride, col_stride});
+                                int64_t col_stride, DType d) {
+  if (batch == 1) return desc_of({rows, cols}, {row_stride, col_stride}, d);
+  return desc_of({batch, rows, cols}, {step, row_stride, col_stride}, d);
 }
 
 CachedPrimitive make_gemm(const Gemm& g, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
@@ -138,7 +148,7 @@ CachedPrimitive make_gemm(const Gemm& g, const dnnl::memory::desc& a_md, const d
     attr.set_post_ops(ops);
   }
   const dnnl::memory::desc want_b =
-      m >= kPackRows ? dnnl::memory::desc(b_md.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any)
+      m >= kPackRows ? dnnl::memory::desc(b_md.dims(), b_md.data_type(), dnnl::memory::format_tag::any)
                      : b_md;
   const dnnl::matmul::desc d =
       bias_md ? dnnl::matmul::desc(a_md, want_b, *bias_md, c_md) : dnnl::matmul::desc(a_md, want_b, c_md);
@@ -154,7 +164,7 @@ CachedPrimitive make_gemm(const Gemm& g, const dnnl::memory::desc& a_md, const d
 
 }  // namespace
 
-void gemm(const Gemm& g, const float* a, const float* b, const float* bias, float* c) {
+void gemm(const Gemm& g, const void* a, const void* b, const void* bias, void* c) {
   FSDPC_CHECK(g.batched_b || (g.a_step == 0 && g.c_step == 0)) << "a shared-b gemm folds packed rows";
   // A shared right operand folds the batch into the rows: one bigger gemm.
   // A transposed a cannot fold (its rows are not contiguous): b is then
@@ -166,19 +176,34 @@ void gemm(const Gemm& g, const float* a, const float* b, const float* bias, floa
   const int64_t sa = g.a_step ? g.a_step : m * k, sb = g.b_step ? g.b_step : k * n;
   const int64_t sc = g.c_step ? g.c_step : m * n;
   if (batch == 0 || m == 0 || n == 0) return;
+  FSDPC_CHECK(g.out == g.bias) << "a gemm's bias has its output's dtype";
   if (k == 0) {  // an empty sum; oneDNN is not asked about zero-sized reductions
+    auto value = [&](int64_t j) {
+      if (!bias) return 0.0f;
+      return g.scale * (g.bias == DType::bf16 ? bf16_to_f32(static_cast<const uint16_t*>(bias)[j])
+                                              : static_cast<const float*>(bias)[j]);
+    };
     for (int64_t p = 0; p < batch; ++p)
       for (int64_t r = 0; r < m; ++r)
-        for (int64_t j = 0; j < n; ++j) c[p * sc + r * n + j] = bias ? g.scale * bias[j] : 0.0f;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t at = p * sc + r * n + j;
+          if (g.out == DType::bf16)
+            static_cast<uint16_t*>(c)[at] = f32_to_bf16(value(j));
+          else
+            static_cast<float*>(c)[at] = value(j);
+        }
     return;
   }
-  const auto a_md = g.a_transposed ? batched_desc(batch, m, k, sa, 1, m) : batched_desc(batch, m, k, sa, k, 1);
+  const DType in = g.in;
+  const auto a_md =
+      g.a_transposed ? batched_desc(batch, m, k, sa, 1, m, in) : batched_desc(batch, m, k, sa, k, 1, in);
   const int64_t b_rows = g.b_transposed ? 1 : n, b_cols = g.b_transposed ? k : 1;
-  const auto b_md = broadcast_b ? f32_desc({1, k, n}, {sb, b_rows, b_cols}) : batched_desc(batch, k, n, sb, b_rows, b_cols);
-  const auto c_md = batched_desc(batch, m, n, sc, n, 1);
-  const auto bias_md = batch == 1 ? f32_desc({1, n}) : f32_desc({1, 1, n});
+  const auto b_md = broadcast_b ? desc_of({1, k, n}, {sb, b_rows, b_cols}, in)
+                                : batched_desc(batch, k, n, sb, b_rows, b_cols, in);
+  const auto c_md = batched_desc(batch, m, n, sc, n, 1, g.out);
+  const auto bias_md = batch == 1 ? desc_of({1, n}, g.bias) : desc_of({1, 1, n}, g.bias);
   const PrimKey key{int64_t(PrimTag::gemm), batch, m, k, n, g.a_transposed, g.b_transposed, broadcast_b,
-                    bias != nullptr, float_bits(g.scale), sa, sb, sc};
+                    bias != nullptr, float_bits(g.scale), sa, sb, sc, int64_t(g.in), int64_t(g.out)};
   CachedPrimitive& p =
       cached_primitive(key, [&] { return make_gemm(g, a_md, b_md, bias ? &bias_md : nullptr, c_md, m); });
   dnnl::memory b_mem = wrap(b_md, b);
@@ -194,16 +219,31 @@ void gemm(const Gemm& g, const float* a, const float* b, const float* bias, floa
   execute(p.primitive, args);
 }
 
-void softmax_3d(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log) {
+bool bf16_products_native() {
+  static const bool native = [] {
+    const auto a = desc_of({16, 16}, DType::bf16);
+    try {
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, a, f32_desc({16, 16})), dnnl_engine());
+      return true;
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+      return false;
+    }
+  }();
+  return native;
+}
+
+void softmax_3d(const float* x, void* y, int64_t outer, int64_t n, int64_t inner, bool log, DType out) {
   if (outer == 0 || n == 0 || inner == 0) return;
   const auto md = f32_desc({outer, n, inner});
-  const PrimKey key{int64_t(PrimTag::softmax), outer, n, inner, log};
+  const auto out_md = desc_of({outer, n, inner}, out);
+  const PrimKey key{int64_t(PrimTag::softmax), outer, n, inner, log, int64_t(out)};
   dnnl::primitive& p = cached_primitive(key, [&] {
     const auto alg = log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
-    dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, md, 1);
+    dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, out_md, 1);
     return just(dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, dnnl_engine())));
   }).primitive;
-  execute(p, {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});
+  execute(p, {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(out_md, y)}});
 }
 
 }  // namespace fsdpc::cpu
@@ -225,6 +265,27 @@ std::string cpu_backend_info() {
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) + " (" + runtime + ", " + std::to_string(threads) + " thread" +
          (threads == 1 ? "" : "s") + ")";
+}
+
+std::string cpu_bf16_matmul_info() {
+  using namespace cpu;
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  const char* name = isa == dnnl::cpu_isa::avx512_core_amx    ? "avx512_core_amx"
+                     : isa == dnnl::cpu_isa::avx512_core_bf16 ? "avx512_core_bf16"
+                     : isa == dnnl::cpu_isa::avx512_core_vnni ? "avx512_core_vnni"
+                     : isa == dnnl::cpu_isa::avx512_core      ? "avx512_core"
+                     : isa == dnnl::cpu_isa::avx2_vnni        ? "avx2_vnni"
+                     : isa == dnnl::cpu_isa::avx2             ? "avx2"
+                                                              : "below avx2";
+  auto impl = [](DType in, DType out) {
+    const auto a = desc_of({64, 64}, in);
+    return std::string(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, a, desc_of({64, 64}, out)), dnnl_engine())
+                           .impl_info_str());
+  };
+  if (bf16_products_native())
+    return "bf16 matmuls on oneDNN's " + impl(DType::bf16, DType::f32) + " (ISA " + name + ")";
+  return std::string("bf16 matmuls widened to f32 on oneDNN's ") + impl(DType::f32, DType::f32) + " (ISA " + name +
+         ": oneDNN has no bf16 kernel below AVX-512; bf16 is stored, computed in f32)";
 }
 
 }  // namespace fsdpc

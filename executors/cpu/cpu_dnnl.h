@@ -10,6 +10,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ir/types.h"
+
 namespace fsdpc::cpu {
 
 // Created once, on first use; also holds oneDNN to one OpenMP thread.
@@ -35,8 +37,11 @@ CachedPrimitive& cached_primitive(const PrimKey& key, const std::function<Cached
 
 // A memory object over caller-owned data (oneDNN takes a non-const pointer).
 dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
-dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims, const dnnl::memory::dims& strides);
-dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims);  // row-major
+// oneDNN's type for f32 or bf16 (the dtypes the oneDNN calls take).
+dnnl::memory::data_type dnnl_type(DType d);
+dnnl::memory::desc desc_of(const dnnl::memory::dims& dims, const dnnl::memory::dims& strides, DType d);
+dnnl::memory::desc desc_of(const dnnl::memory::dims& dims, DType d);  // row-major
+dnnl::memory::desc f32_desc(const dnnl::memory::dims& dims);          // row-major
 
 // Runs p on the stream and waits (kernels are synchronous).
 void execute(dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);
@@ -51,7 +56,8 @@ void eltwise(dnnl::algorithm alg, float alpha, float beta, const float* src, flo
 // the batch. bias is [n] or null. Rows of c are contiguous; the batch
 // entries of a batched gemm may sit `*_step` elements apart (0: packed one
 // after another), which lets attention work on a block of query rows of
-// every head in place.
+// every head in place. a and b are both f32 or both bf16 (`in`); c is f32 or
+// bf16 (`out`), and so is the bias; products accumulate in f32 either way.
 struct Gemm {
   int64_t batch = 1, m = 0, k = 0, n = 0;
   bool a_transposed = false;
@@ -59,10 +65,17 @@ struct Gemm {
   bool batched_b = false;
   float scale = 1.0f;
   int64_t a_step = 0, b_step = 0, c_step = 0;
+  DType in = DType::f32, out = DType::f32, bias = DType::f32;
 };
-void gemm(const Gemm& g, const float* a, const float* b, const float* bias, float* c);
+void gemm(const Gemm& g, const void* a, const void* b, const void* bias, void* c);
 
-// Softmax (or log-softmax) of x viewed as [outer, n, inner] along n.
-void softmax_3d(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log);
+// Whether oneDNN runs bf16 products on this CPU (it needs AVX-512; 2.6 has
+// no bf16 kernel, not even a reference one, below it). Probed once.
+bool bf16_products_native();
+
+// Softmax (or log-softmax) of f32 x viewed as [outer, n, inner] along n,
+// into y of dtype `out` (f32, or bf16: rounded once from the f32 result).
+void softmax_3d(const float* x, void* y, int64_t outer, int64_t n, int64_t inner, bool log,
+                DType out = DType::f32);
 
 }  // namespace fsdpc::cpu

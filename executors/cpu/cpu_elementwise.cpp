@@ -1,5 +1,6 @@
 // Elementwise kernels: unary math, conversions, binary arithmetic,
-// comparisons and where. Plain loops the compiler vectorises, except exp and
+// comparisons and where (conversions, comparisons and where also hold bf16;
+// the math runs on f32 copies of bf16 operands, cpu_bf16.cpp). Plain loops the compiler vectorises, except exp and
 // tanh: libm has no vector forms without -ffast-math, and oneDNN's eltwise
 // JIT runs them 5-10x faster than a scalar loop. log stays on libm: oneDNN's
 // loses ~50 ulp near 1, where log's result is small. Large tensors split
@@ -137,6 +138,9 @@ FSDPC_CPU_KERNEL(unary_kernel) {
 
 FSDPC_CPU_KERNEL(convert_kernel) {
   const int64_t n = count_of(out[0]);
+  const DType from = in[0].type->dtype, to = out[0].type->dtype;
+  if (from == DType::f32 && to == DType::bf16) return narrow_to_bf16(cdata<float>(in[0]), mdata<uint16_t>(out[0]), n);
+  if (from == DType::bf16 && to == DType::f32) return widen_bf16(cdata<uint16_t>(in[0]), mdata<float>(out[0]), n);
   visit_dtype(b, "the input", in[0].type->dtype, [&](auto from) {
     using From = decltype(from);
     visit_dtype(b, "the output", out[0].type->dtype, [&](auto to) {

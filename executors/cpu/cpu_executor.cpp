@@ -21,16 +21,29 @@ bool is_one_of(DType d, std::initializer_list<DType> set) {
   return false;
 }
 
+// Whether the op's kernel holds bf16 itself: the oneDNN products (bf16 in,
+// f32 accumulation), conversions and selections, and the ops that only move
+// elements. Every other kernel computes in f32, and runs on f32 copies of
+// its bf16 operands (in_f32, cpu_bf16.cpp).
+bool holds_bf16(OpId op) {
+  const OpCategory c = op_info(op).category;
+  if (c == OpCategory::shape || c == OpCategory::buffer || c == OpCategory::matmul) return true;
+  for (OpId id : {OpId::Linear, OpId::ScaledDotProductAttention, OpId::ConvertElementType, OpId::Where, OpId::Eq,
+                  OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge, OpId::Take, OpId::Full, OpId::Iota})
+    if (op == id) return true;
+  return false;
+}
+
 // The op's kernel: its row of executors/kernel_families.def; without one, an
 // elementwise op's scalar expression, interpreted (cpu_scalar_expr.cpp), and
 // for any other op nullptr: not run here (see supports()). A lookup of the
 // rows rather than a switch, so that an elementwise op needs no row.
 KernelFn kernel_of(OpId op) {
 #define FSDPC_KERNEL(id, kernel) \
-  if (op == OpId::id) return kernel;
+  if (op == OpId::id) return holds_bf16(op) ? kernel : in_f32<kernel>;
 #include "executors/kernel_families.def"
 #undef FSDPC_KERNEL
-  return op_info(op).category == OpCategory::elementwise ? expr_kernel : nullptr;
+  return op_info(op).category == OpCategory::elementwise ? in_f32<expr_kernel> : nullptr;
 }
 
 // The dtypes of the hand-written elementwise kernels (cpu_elementwise.cpp).
@@ -45,13 +58,14 @@ bool hand_written_supports(OpId op, DType d) {
 
 // Whether the op runs here for outputs of dtype d.
 bool supports(OpId op, DType d) {
+  if (d == DType::bf16 && !holds_bf16(op)) d = DType::f32;  // what its kernel sees (in_f32)
   switch (op) {
     FSDPC_ELEMENTWISE_CASES
-      return kernel_of(op) == expr_kernel ? runs_generated(op, d) : hand_written_supports(op, d);
+      return kernel_of(op) == in_f32<expr_kernel> ? runs_generated(op, d) : hand_written_supports(op, d);
     FSDPC_REDUCTION_CASES
+    FSDPC_COMPOSITE_CASES  // linear and attention also in bf16: holds_bf16()
     FSDPC_MATMUL_CASES
-    FSDPC_COMPOSITE_CASES
-      return d == DType::f32;
+      return d == DType::f32 || d == DType::bf16;
     case OpId::IndexAdd:
       return is_one_of(d, {DType::f32, DType::i32, DType::i64});
     case OpId::Iota:
@@ -99,13 +113,23 @@ const Executor& cpu_executor() {
 namespace cpu {
 
 bool is_cpu_dtype(DType d) {
-  return is_one_of(d, {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean});
+  return is_one_of(d, {DType::f32, DType::bf16, DType::f64, DType::i32, DType::i64, DType::boolean});
 }
 
 void require_f32(const BoundSymbol& b, const TensorView& v, const char* what) {
   if (v.type->dtype != DType::f32)
     fail("cpu_", op_name(b.op), ": ", what, " is ", dtype_name(v.type->dtype), shape_str(v.type->shape),
          "; the CPU executor computes this op in f32 only");
+}
+
+DType product_dtype(const BoundSymbol& b, std::initializer_list<NamedView> views) {
+  const DType d = views.begin()->v.type->dtype;
+  for (const NamedView& n : views)
+    if (n.v.type->dtype != d || (d != DType::f32 && d != DType::bf16))
+      fail("cpu_", op_name(b.op), ": ", n.what, " is ", dtype_name(n.v.type->dtype), shape_str(n.v.type->shape),
+           "; the CPU executor computes this op with every operand in f32, or every operand in bf16 (",
+           views.begin()->what, " is ", dtype_name(d), ")");
+  return d;
 }
 
 float* scratch_floats(int64_t n, int slot) {

@@ -38,4 +38,10 @@ void set_cpu_ranks_per_host(int ranks);
 // and logs.
 std::string cpu_backend_info();
 
+// "bf16 matmuls on oneDNN's brg:avx512_core_bf16 (ISA avx512_core_bf16)":
+// the kernel oneDNN picks for bf16 products on this CPU (detected at run
+// time; ONEDNN_MAX_CPU_ISA caps it). Without AVX-512 it is oneDNN's
+// reference kernel, and the line says so.
+std::string cpu_bf16_matmul_info();
+
 }  // namespace fsdpc

@@ -2,11 +2,15 @@
 // dispatch and the small helpers they share. Free of oneDNN (cpu_dnnl.h).
 #pragma once
 
+#include <compare>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
+#include "executors/bf16.h"
 #include "executors/cpu/cpu_executor.h"
 #include "executors/executor.h"
 #include "executors/strided.h"
@@ -79,8 +83,25 @@ constexpr int64_t kParallelMin = int64_t{1} << 15;
   FSDPC_CPU_PRAGMA(omp parallel for schedule(static) num_threads(::fsdpc::cpu_threads()) \
                        if ((n) >= ::fsdpc::cpu::kParallelMin))
 
-// The dtypes the CPU kernels hold: bool is one byte (0 or 1) seen as uint8_t.
+// The dtypes the CPU kernels hold: bool is one byte (0 or 1) seen as uint8_t,
+// bf16 the upper half of an f32 (Bf16 below).
 bool is_cpu_dtype(DType d);
+
+// A bf16 element as the kernels that only move or select values see it:
+// widened to float exactly, narrowed by rounding to nearest even
+// (executors/bf16.h). Arithmetic on it would round after every operation;
+// the kernels that compute run on f32 copies instead (in_f32 below).
+struct Bf16 {
+  uint16_t bits = 0;
+  Bf16() = default;
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  explicit Bf16(T x) : bits(f32_to_bf16(static_cast<float>(x))) {}
+  explicit operator float() const { return bf16_to_f32(bits); }
+  friend bool operator==(Bf16 a, Bf16 b) { return float(a) == float(b); }
+  friend auto operator<=>(Bf16 a, Bf16 b) { return float(a) <=> float(b); }
+};
+static_assert(sizeof(Bf16) == 2);
 
 inline const Shape& shape_of(const TensorView& v) { return v.type->shape; }
 inline int64_t count_of(const TensorView& v) { return numel(v.type->shape); }
@@ -101,7 +122,13 @@ int64_t prod(const Shape& shape, size_t begin, size_t end);
 // 0/1, floating to integer truncates toward zero.
 template <class To, class From>
 To convert_value(From x) {
-  if constexpr (std::is_same_v<To, uint8_t>)
+  if constexpr (std::is_same_v<From, Bf16>)
+    return convert_value<To>(static_cast<float>(x));  // exact, then as from f32
+  else if constexpr (std::is_same_v<To, Bf16> && std::is_same_v<From, uint8_t>)
+    return Bf16(x != 0 ? 1.0f : 0.0f);
+  else if constexpr (std::is_same_v<To, Bf16>)
+    return Bf16(static_cast<float>(x));  // an integer or f64 rounds once, via f32, as torch's .to(bfloat16)
+  else if constexpr (std::is_same_v<To, uint8_t>)
     return static_cast<uint8_t>(x != From(0));
   else if constexpr (std::is_same_v<From, uint8_t>)
     return static_cast<To>(x != 0 ? 1 : 0);
@@ -110,7 +137,7 @@ To convert_value(From x) {
 }
 
 // Calls f(T{}) with T the C++ type of dtype `d`; a dtype the CPU does not
-// hold (f16, bf16) is a user-facing error naming the op and `what`.
+// hold (f16) is a user-facing error naming the op and `what`.
 template <class F>
 decltype(auto) visit_dtype(const BoundSymbol& b, const char* what, DType d, F&& f) {
   switch (d) {
@@ -119,14 +146,43 @@ decltype(auto) visit_dtype(const BoundSymbol& b, const char* what, DType d, F&& 
     case DType::i32: return f(int32_t{});
     case DType::i64: return f(int64_t{});
     case DType::boolean: return f(uint8_t{});
+    case DType::bf16: return f(Bf16{});
     default: break;
   }
   fail("cpu_", op_name(b.op), ": ", what, " has dtype ", dtype_name(d),
-       ", which the CPU executor does not support (f32, f64, i32, i64, bool)");
+       ", which the CPU executor does not support (f32, bf16, f64, i32, i64, bool)");
+}
+
+// n values converted between f32 and bf16 (cpu_bf16.cpp): vectorised, over
+// the rank's threads when large, each element as executors/bf16.h does it.
+void widen_bf16(const uint16_t* x, float* y, int64_t n);
+void narrow_to_bf16(const float* x, uint16_t* y, int64_t n);
+
+// Calls f on f32 views of `in` and `out`: bf16 inputs widened into f32
+// copies, bf16 outputs computed into f32 buffers and rounded once into
+// them, as a CUDA kernel loads bf16, computes in float and stores bf16.
+// Without a bf16 operand, f gets the views themselves.
+void run_in_f32(const Views& in, const Views& out, const std::function<void(const Views&, const Views&)>& f);
+
+// Kernel K, which computes in f32, run through run_in_f32. The kernels that
+// hold bf16 themselves (the oneDNN products, conversions, data movement)
+// are not wrapped; the products call run_in_f32 themselves on a CPU for
+// which oneDNN has no bf16 kernel (bf16_products_native(), cpu_dnnl.h).
+template <KernelFn K>
+FSDPC_CPU_KERNEL(in_f32) {
+  run_in_f32(in, out, [&](const Views& in32, const Views& out32) { K(ctx, b, in32, out32); });
 }
 
 // Checks that a kernel's tensor is f32 (what claims() cannot see: input dtypes).
 void require_f32(const BoundSymbol& b, const TensorView& v, const char* what);
+
+// The one dtype, f32 or bf16, of a product's operands and result (oneDNN's
+// products take both in one precision); named, what, in a mismatch.
+struct NamedView {
+  const TensorView& v;
+  const char* what;
+};
+DType product_dtype(const BoundSymbol& b, std::initializer_list<NamedView> views);
 
 // Walks over two strided buffers (executors/strided.h).
 using Dim = StridedDim;

@@ -1,4 +1,7 @@
-// matmul and linear on oneDNN's matmul (brgemm JIT, at the core's FMA limit).
+// matmul and linear on oneDNN's matmul (brgemm JIT, at the core's FMA limit),
+// in f32, or in bf16 with f32 accumulation (the AVX-512 BF16 or AMX dot
+// products where the core has them); below AVX-512, where oneDNN has no bf16
+// kernel, bf16 operands are widened and multiplied in f32 (run_in_f32).
 // linear reads w [out, in] in place as a transposed [in, out] operand and
 // adds its bias in the same primitive, so neither needs a copy or a pass; a
 // matmul region (passes/fold_transpose.h) reads its permuted operands the
@@ -22,8 +25,9 @@ std::pair<int64_t, int64_t> rows_cols(const Shape& s, bool transposed) {
 // or [K, N] shared by every batch (stored with its last two dims swapped
 // when transposed).
 void matmul_of(const BoundSymbol& b, const TensorView& a, bool a_t, const TensorView& bv, bool b_t, const TensorView& out) {
-  require_f32(b, a, "a");
-  require_f32(b, bv, "b");
+  const DType d = product_dtype(b, {{a, "a"}, {bv, "b"}, {out, "the output"}});
+  if (d == DType::bf16 && !bf16_products_native())
+    return run_in_f32({a, bv}, {out}, [&](const Views& in, const Views& o) { matmul_of(b, in[0], a_t, in[1], b_t, o[0]); });
   const Shape& as = shape_of(a);
   const Shape& bs = shape_of(bv);
   Gemm g;
@@ -33,7 +37,8 @@ void matmul_of(const BoundSymbol& b, const TensorView& a, bool a_t, const Tensor
   g.a_transposed = a_t;
   g.b_transposed = b_t;
   g.batched_b = bs.size() > 2;  // else one [K, N] shared by every batch
-  gemm(g, cdata<float>(a), cdata<float>(bv), nullptr, mdata<float>(out));
+  g.in = g.out = g.bias = d;
+  gemm(g, a.data, bv.data, nullptr, out.data);
 }
 
 }  // namespace
@@ -46,8 +51,10 @@ void run_transposed_matmul(const BoundSymbol& b, const TransposedMatmul& t, cons
 }
 
 FSDPC_CPU_KERNEL(linear_kernel) {
-  require_f32(b, in[0], "x");
-  require_f32(b, in[1], "w");
+  const DType d = in.size() == 3 ? product_dtype(b, {{in[0], "x"}, {in[1], "w"}, {in[2], "b"}, {out[0], "the output"}})
+                                 : product_dtype(b, {{in[0], "x"}, {in[1], "w"}, {out[0], "the output"}});
+  if (d == DType::bf16 && !bf16_products_native())
+    return run_in_f32(in, out, [&](const Views& in32, const Views& out32) { linear_kernel(ctx, b, in32, out32); });
   const Shape& xs = shape_of(in[0]);
   const Shape& ws = shape_of(in[1]);
   Gemm g;
@@ -55,12 +62,8 @@ FSDPC_CPU_KERNEL(linear_kernel) {
   g.k = ws[1];
   g.n = ws[0];
   g.b_transposed = true;
-  const float* bias = nullptr;
-  if (in.size() == 3) {
-    require_f32(b, in[2], "b");
-    bias = cdata<float>(in[2]);
-  }
-  gemm(g, cdata<float>(in[0]), cdata<float>(in[1]), bias, mdata<float>(out[0]));
+  g.in = g.out = g.bias = d;
+  gemm(g, in[0].data, in[1].data, in.size() == 3 ? in[2].data : nullptr, out[0].data);
 }
 
 }  // namespace fsdpc::cpu
