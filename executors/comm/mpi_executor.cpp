@@ -275,8 +275,8 @@ Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tensor
            b.op == OpId::AllReduce ? "all-reduces with op=sum or op=max" : "reduce-scatters with op=sum");
     }
     if (!mpi_reduces(d))
-      fail(where(b), ": MPI cannot reduce ", dtype_name(d), " (input ", type_str(*c.in), "); the MPI executor reduces ",
-           mpi_reducible_dtypes());
+      fail(where(b), ": MPI cannot reduce ", dtype_name(d), " (input ", type_str(*c.in),
+           "); the MPI executor reduces ", mpi_reducible_dtypes());
     c.op = mpi_reduce_op(d, c.reduction);
   }
   c.type = mpi_type(d);

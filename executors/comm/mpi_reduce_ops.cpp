@@ -91,7 +91,8 @@ bool mpi_reduces(DType d) {
 }
 
 const char* mpi_reducible_dtypes() {
-  return FSDPC_MPI_F16 ? "f32, f64, i64, i32, bf16 and f16" : "f32, f64, i64, i32 and bf16 (f16 needs a compiler with _Float16)";
+  return FSDPC_MPI_F16 ? "f32, f64, i64, i32, bf16 and f16"
+                       : "f32, f64, i64, i32 and bf16 (f16 needs a compiler with _Float16)";
 }
 
 MPI_Op mpi_reduce_op(DType d, MpiReduction r) {

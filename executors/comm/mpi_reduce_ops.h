@@ -12,28 +12,29 @@
 // is exact; a NaN on either side wins (the lower rank's when both are), and
 // +0 wins over -0.
 //
-// The order. The ops are created non-commutative. MPI assumes every op is
-// associative, so the grouping is the implementation's; with Open MPI
-// (checked on 4.1, coll/libnbc, which runs the non-blocking collectives the
-// executor issues) it is one binomial tree over the group's ranks in rank
-// order, for MPI_Ireduce_scatter_block always and for MPI_Iallreduce because
-// the op is non-commutative (a commutative op of 64 KiB or more on 4 ranks or
-// more would get the ring or Rabenseifner's algorithm, which group each block
-// differently): in round r = 1, 2, ... each rank k with k % 2^r == 0 that has
-// a partner k + 2^(r-1) in the group computes
+// The order. MPI assumes every op is associative, so how partial results are
+// grouped is the implementation's. With Open MPI (4.1; coll/libnbc runs the
+// non-blocking collectives the executor issues) it is one binomial tree over
+// the group's ranks: in round r = 1, 2, ... each rank k with k % 2^r == 0
+// that has a partner k + 2^(r-1) in the group computes
 //     acc[k] = acc[k] (+) acc[k + 2^(r-1)]      (lower rank on the left)
 // and rank 0's acc is the result, broadcast (all_reduce) or scattered in
-// blocks (reduce_scatter): every rank gets the same bytes. So with x_i the
+// blocks (reduce_scatter), so every rank gets the same bytes. With x_i the
 // input of the group's rank i:
 //     2 ranks: x0 (+) x1
 //     3 ranks: (x0 (+) x1) (+) x2
 //     4 ranks: (x0 (+) x1) (+) (x2 (+) x3)
 //     8 ranks: ((x0 (+) x1) (+) (x2 (+) x3)) (+) ((x4 (+) x5) (+) (x6 (+) x7))
-// test/mpi/collectives_mpi_test.cpp checks these bits at 2, 3 and 4 ranks.
-// Forcing another libnbc algorithm by MCA parameter
-// (coll_libnbc_iallreduce_algorithm) may change the grouping; a binomial
-// tree per collective is also slower than a ring for large tensors, which
-// bf16 halves anyway.
+// MPI_Ireduce_scatter_block always does this. MPI_Iallreduce does it for
+// every size only because the ops are created non-commutative: a
+// commutative op of 64 KiB or more on 4 ranks or more gets Rabenseifner's
+// algorithm instead, whose grouping and operand order per block are its own
+// (a probe found it grouping like the tree on 4 ranks, but nothing promises
+// that). test/mpi/collectives_mpi_test.cpp checks these bits at 2, 3 and 4
+// ranks, under and over 64 KiB. Forcing a libnbc algorithm by MCA parameter
+// (coll_libnbc_iallreduce_algorithm) may change the grouping. The price: a
+// tree sends the whole tensor log2(p) times up and down, where a ring would
+// send about twice its size; bf16 halves the bytes anyway.
 #pragma once
 
 #include <mpi.h>
