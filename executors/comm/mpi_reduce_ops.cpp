@@ -23,12 +23,15 @@ namespace {
 
 // A 2-byte float widened to f32 (exact) and an f32 rounded back to it (to
 // nearest, ties to even; a NaN stays a quiet NaN).
+// `quiet` is the top significand bit, set in a quiet NaN.
 struct Bf16 {
+  static constexpr uint16_t quiet = 0x0040;
   static float widen(uint16_t h) { return bf16_to_f32(h); }
   static uint16_t narrow(float f) { return f32_to_bf16(f); }
 };
 #if FSDPC_MPI_F16
 struct F16 {
+  static constexpr uint16_t quiet = 0x0200;
   static float widen(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
   static uint16_t narrow(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
 };
@@ -39,12 +42,14 @@ uint16_t sum_of(uint16_t a, uint16_t b) {
   return T::narrow(T::widen(a) + T::widen(b));
 }
 
-// Exact; NaN wins (a's when both are, quieted), +0 wins over -0.
+// Exact; NaN wins (a's when both are, quieted, its payload kept), +0 wins
+// over -0. The NaN is quieted by its bits: GCC folds narrow(widen(a)) for
+// f16 to `a`, which would keep a signalling NaN.
 template <class T>
 uint16_t max_of(uint16_t a, uint16_t b) {
   const float x = T::widen(a), y = T::widen(b);
-  if (std::isnan(x)) return T::narrow(x);
-  if (std::isnan(y)) return T::narrow(y);
+  if (std::isnan(x)) return a | T::quiet;
+  if (std::isnan(y)) return b | T::quiet;
   if (x == y) return a & b;  // the same bits, or +0 and -0: -0 only when both are
   return x > y ? a : b;
 }
