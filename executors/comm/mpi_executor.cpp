@@ -11,6 +11,7 @@
 
 #include "executors/comm/collective_executor.h"
 #include "executors/comm/mpi_check.h"
+#include "executors/comm/mpi_reduce_ops.h"
 #include "ir/error.h"
 
 namespace fsdpc {
@@ -194,11 +195,8 @@ MpiContext& mpi_context(KernelContext& ctx) {
   return *mpi;
 }
 
-bool reducible(DType d) {
-  return d == DType::f32 || d == DType::f64 || d == DType::i64 || d == DType::i32;
-}
-
-// The MPI type of `d`; dtypes MPI cannot add move as same-sized integers.
+// The MPI type of `d`; dtypes MPI cannot add move as same-sized integers
+// (bf16 and f16 as MPI_UINT16_T, which their MPI_Ops expect).
 MPI_Datatype mpi_type(DType d) {
   switch (d) {
     case DType::f32: return MPI_FLOAT;
@@ -221,6 +219,9 @@ struct Call {
   int me = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
   int64_t elem = 0;  // bytes per element
+  // A reduction's: MPI_SUM or MPI_MAX, or a bf16/f16 op (mpi_reduce_ops.h).
+  MpiReduction reduction = MpiReduction::sum;
+  MPI_Op op = MPI_OP_NULL;
 };
 
 std::string where(const BoundSymbol& b) {
@@ -261,8 +262,23 @@ Call prepare(KernelContext& kctx, const BoundSymbol& b, const std::vector<Tensor
   c.size = checked_group_size(b, groups);
   c.me = groups.rank_in(group);
   const DType d = c.in->dtype;
-  if ((b.op == OpId::AllReduce || b.op == OpId::ReduceScatter) && !reducible(d))
-    fail(where(b), ": MPI sums f32, f64, i64 and i32, not ", dtype_name(d));
+  if (b.op == OpId::AllReduce || b.op == OpId::ReduceScatter) {
+    // Checked before any MPI call: every rank runs the same trace and throws
+    // here together, so none is left waiting in the collective.
+    const std::string op = b.attrs.has("op") ? b.attrs.get_str("op") : std::string("(none)");
+    if (op == "sum") {
+      c.reduction = MpiReduction::sum;
+    } else if (op == "max" && b.op == OpId::AllReduce) {
+      c.reduction = MpiReduction::max;
+    } else {
+      fail(where(b), ": op=", op, " on ", type_str(*c.in), "; the MPI executor ",
+           b.op == OpId::AllReduce ? "all-reduces with op=sum or op=max" : "reduce-scatters with op=sum");
+    }
+    if (!mpi_reduces(d))
+      fail(where(b), ": MPI cannot reduce ", dtype_name(d), " (input ", type_str(*c.in),
+           "); the MPI executor reduces ", mpi_reducible_dtypes());
+    c.op = mpi_reduce_op(d, c.reduction);
+  }
   c.type = mpi_type(d);
   c.elem = dtype_size(d);
   FSDPC_CHECK((c.in_data || numel(c.in->shape) == 0) && (c.out_data || numel(c.out->shape) == 0))
@@ -367,8 +383,7 @@ void reduce_scatter(KernelContext& kctx, const BoundSymbol& b, const std::vector
   }
   const int count = mpi_count(b, numel(c.out->shape));
   if (c.in_data == c.out_data) send = MPI_IN_PLACE;  // size 1: the sum is the input
-  FSDPC_MPI_CHECK(MPI_Ireduce_scatter_block(send, c.out_data, count, c.type, MPI_SUM, c.comm,
-                                            &p.request));
+  FSDPC_MPI_CHECK(MPI_Ireduce_scatter_block(send, c.out_data, count, c.type, c.op, c.comm, &p.request));
   started(kctx, b, c, std::move(p), count);
 }
 
@@ -380,8 +395,7 @@ void all_reduce(KernelContext& kctx, const BoundSymbol& b, const std::vector<Ten
   PendingCollective p = pending_for(c);
   const int count = mpi_count(b, numel(c.in->shape));
   const void* send = c.in_data == c.out_data ? MPI_IN_PLACE : c.in_data;
-  const MPI_Op op = b.attrs.get_str("op") == "max" ? MPI_MAX : MPI_SUM;
-  FSDPC_MPI_CHECK(MPI_Iallreduce(send, c.out_data, count, c.type, op, c.comm, &p.request));
+  FSDPC_MPI_CHECK(MPI_Iallreduce(send, c.out_data, count, c.type, c.op, c.comm, &p.request));
   started(kctx, b, c, std::move(p), count);
 }
 
@@ -529,7 +543,7 @@ const Executor& mpi_executor() {
        {OpId::AxisIndex, axis_index},
        {OpId::Send, send_to_peer},
        {OpId::Recv, recv_from_peer}},
-      moves_any, reducible});
+      moves_any, mpi_reduces});
   return executor;
 }
 

@@ -164,7 +164,9 @@ class MpiContext : public KernelContext {
 };
 
 // Claims all_gather and broadcast of any dtype (bytes are moved as they
-// are), reduce_scatter and all_reduce with op=sum of f32, f64, i64 and i32,
+// are), reduce_scatter with op=sum and all_reduce with op=sum or op=max of
+// f32, f64, i64, i32, bf16 and f16 (bf16 and f16 through MPI_Ops of ours,
+// rounded at each pairwise combination in an order mpi_reduce_ops.h gives),
 // send and recv of any dtype (bytes to or from rank `peer` of the group's
 // communicator under one tag of their own, so MPI's non-overtaking rule
 // matches them in program order per pair of ranks: MPI_Isend, and a matched

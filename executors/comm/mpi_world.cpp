@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "executors/comm/mpi_check.h"
+#include "executors/comm/mpi_reduce_ops.h"
 #include "ir/error.h"
 
 namespace fsdpc {
@@ -285,12 +286,14 @@ void mpi_init(int* argc, char*** argv) {
     int level = 0;
     FSDPC_MPI_CHECK(MPI_Query_thread(&level));
     g_progress = want == MpiProgress::thread && level >= MPI_THREAD_MULTIPLE ? want : MpiProgress::poll;
+    if (!mpi_finalized()) detail::create_mpi_reduce_ops();  // freed by their MPI_Finalize
     return;
   }
   const int need = want == MpiProgress::thread ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
   int provided = 0;
   FSDPC_MPI_CHECK(MPI_Init_thread(argc, argv, need, &provided));
   return_errors(MPI_COMM_WORLD);
+  detail::create_mpi_reduce_ops();  // freed at the start of MPI_Finalize
   std::atexit(finalize_at_exit);
   FSDPC_CHECK(provided >= MPI_THREAD_FUNNELED)
       << "MPI provides thread level " << provided << ", fsdpc needs MPI_THREAD_FUNNELED";

@@ -40,6 +40,8 @@ enum class MpiProgress { poll, thread };
 // was asked for by name (then fsdpc::Error). A value other than poll or
 // thread is an fsdpc::Error, raised before MPI starts. Registers
 // MPI_Finalize with std::atexit (the progress thread is joined first).
+// Creates the bf16 and f16 MPI_Ops (mpi_reduce_ops.h), freed at the start
+// of MPI_Finalize.
 // Started without mpirun, the world is a singleton of 1. If MPI was already
 // initialized by someone else, it is left to them, and thread mode is used
 // only if they asked for MPI_THREAD_MULTIPLE. argc/argv may be null.
