@@ -1,7 +1,9 @@
 // fuse(): each statement that fits an empty region begins one, which grows
 // with the later statements that fit it (also past statements it leaves in
 // place, up to the next collective); each region of two statements or more
-// becomes its `fusion` statement, where its first statement was.
+// becomes its `fusion` statement, where its first statement was. bf16 is a
+// storage dtype in a region: only converts and broadcasts read or define it
+// (see fusible_dtype), so a region loads and stores bf16 but computes in f32.
 #include "passes/fuse.h"
 
 #include <algorithm>
@@ -17,8 +19,23 @@ namespace fsdpc {
 
 namespace {
 
-bool fusible_dtype(DType d) { return d == DType::f32 || d == DType::boolean; }
+// The dtypes a region holds (the fusion executors lower them: llvm_lowering.cpp,
+// cuda_codegen.cpp). bf16 is storage only: a region widens a bf16 load to
+// f32 and rounds to bf16 (nearest even, as executors/bf16.h) where a value
+// is bf16, and computes everything else in f32. So only a statement that
+// moves data may read or define bf16: convert_element_type (autocast's casts
+// around each matmul: a store-rounding or a widening) and broadcast_in_dim.
+// bf16 arithmetic (add, mul of bf16) would need the unfused kernels' own
+// rounding points (after each op? each prim?) and stays out.
+bool fusible_dtype(DType d) { return d == DType::f32 || d == DType::boolean || d == DType::bf16; }
 
+bool moves_data(OpId op) { return op == OpId::ConvertElementType || op == OpId::BroadcastInDim; }
+
+// Whether `b` may read or define a value of dtype d in a region.
+bool fusible_dtype(const BoundSymbol& b, DType d) { return fusible_dtype(d) && (d != DType::bf16 || moves_data(b.op)); }
+
+// A sum or amax over the innermost dim into an f32 row value (the lowerings
+// accumulate in f64 or f32); a bf16 operand is read through its convert.
 bool is_row_reduction(const BoundSymbol& b) {
   if (b.op != OpId::Sum && b.op != OpId::Amax) return false;
   const IntList dims = b.attrs.get_ints("dims");
@@ -30,7 +47,7 @@ bool is_row_reduction(const BoundSymbol& b) {
 bool fusible_op(const BoundSymbol& b) {
   if (b.outputs.size() != 1 || !b.subsymbols.empty()) return false;
   const TensorType& out = b.outputs[0].type;
-  if (out.future || !fusible_dtype(out.dtype)) return false;
+  if (out.future || !fusible_dtype(b, out.dtype)) return false;
   return b.op == OpId::BroadcastInDim || scalar_expr(b.op) || is_row_reduction(b);
 }
 
@@ -219,7 +236,7 @@ class Fuser {
     for (const Operand& in : b.inputs) {
       if (in.is_scalar()) continue;
       auto t = types_.find(in.name);
-      if (t == types_.end() || t->second.future || !fusible_dtype(t->second.dtype)) return std::nullopt;
+      if (t == types_.end() || t->second.future || !fusible_dtype(b, t->second.dtype)) return std::nullopt;
     }
     const Shape& out = b.output().type.shape;
     const bool reduction = b.op == OpId::Sum || b.op == OpId::Amax;

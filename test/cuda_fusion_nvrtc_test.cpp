@@ -2,7 +2,9 @@
 // gpt2-tiny and gpt2 (zero3) is generated as CUDA C++ (cuda_codegen.h) and
 // compiled by NVRTC to a CUBIN for sm_80 and sm_90, so generated GPU code is
 // compile-checked on every run. Regions equal in signature (the same layer
-// at another depth) compile once, as the executor's cache does.
+// at another depth) compile once, as the executor's cache does. Also the
+// CUDA execution traces of gpt2-tiny under bf16 autocast, whose regions load
+// and store bf16.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -36,17 +38,20 @@ struct Regions {
   std::map<std::string, Region> unique;   // by signature
 };
 
-Regions regions_of(const std::string& model, int batch, int seq) {
+Regions regions_of(const std::string& model, int batch, int seq, Target target = Target::cpu,
+                   DType precision = DType::f32) {
   CaptureOptions co;
   co.batch = batch;
   if (seq) co.seq = seq;
   PipelineOptions o;
   o.mesh = flat_mesh(2);
   o.bucketing = true;
+  o.precision = precision;
   Regions out;
-  const std::vector<Trace> traces = compile(place(capture(*make_model(model), co), Device{}), o).back().traces;
+  const std::vector<Trace> traces =
+      compile(place(capture(*make_model(model), co), target_device(target)), o).back().traces;
   for (const Trace& t : traces) {
-    const Trace fused = execution_trace(t, Target::cpu, FusionMode::automatic);
+    const Trace fused = execution_trace(t, target, FusionMode::automatic);
     for (const auto& [b, in] : test::loop_regions(fused)) {
       Region r = describe_region(*b, in);
       out.unique.emplace(r.signature(), std::move(r));
@@ -56,8 +61,9 @@ Regions regions_of(const std::string& model, int batch, int seq) {
   return out;
 }
 
-void compile_all(const std::string& model, int batch, int seq) {
-  const Regions rs = regions_of(model, batch, seq);
+void compile_all(const std::string& model, int batch, int seq, Target target = Target::cpu,
+                 DType precision = DType::f32) {
+  const Regions rs = regions_of(model, batch, seq, target, precision);
   REQUIRE(rs.count > 0);
   int reductions = 0;
   for (const auto& [sig, r] : rs.unique)
@@ -88,6 +94,24 @@ TEST_CASE("NVRTC: every gpt2-tiny zero3 region compiles for sm_80 and sm_90", "[
 
 TEST_CASE("NVRTC: every gpt2 (124M) zero3 region compiles for sm_80 and sm_90", "[fusion][nvrtc]") {
   compile_all("gpt2", 1, 64);
+}
+
+// Autocast's converts around each bf16 matmul join the regions beside them
+// on the CUDA target too: regions that load bf16 (a matmul's output) and
+// store it (a matmul's operand), as unsigned short bits.
+TEST_CASE("NVRTC: every gpt2-tiny bf16 autocast region of the CUDA target compiles", "[fusion][nvrtc][bf16]") {
+  const Regions rs = regions_of("gpt2-tiny", 2, 16, Target::cuda, DType::bf16);
+  int loads = 0, stores = 0;
+  for (const auto& [sig, r] : rs.unique) {
+    for (const Load& l : r.loads) loads += l.dtype == DType::bf16;
+    for (int o : r.outputs) stores += r.steps[static_cast<size_t>(o)].dtype == DType::bf16;
+    const std::string src = cuda_source(r).source;
+    for (const Load& l : r.loads)
+      if (l.dtype == DType::bf16) CHECK_THAT(src, Catch::Contains("const unsigned short* __restrict__ in" + std::to_string(l.input)));
+  }
+  CHECK(loads > 0);
+  CHECK(stores > 0);
+  compile_all("gpt2-tiny", 2, 16, Target::cuda, DType::bf16);
 }
 
 TEST_CASE("NVRTC: every llama-tiny zero3 region (RoPE's sin/cos, silu, rms_norm) compiles", "[fusion][nvrtc]") {

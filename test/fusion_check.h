@@ -1,17 +1,23 @@
 // Shared by the fusion tests: build small traces, run them claimed and fused
-// through the interpreter, and compare with the float64 reference executor.
+// through the interpreter, and compare with the float64 reference executor;
+// for bf16 regions, claim them as the CPU target will and run them on raw
+// f32/bf16 bits (the reference does not model bf16 rounding).
 #pragma once
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "executors/bf16.h"
 #include "executors/claim.h"
 #include "executors/cpu/cpu_executor.h"
 #include "executors/reference/reference.h"
@@ -63,9 +69,10 @@ inline int count_regions(const Trace& t) {
 inline std::vector<double> read(const TensorValue& v) {
   std::vector<double> out(static_cast<size_t>(numel(v.type.shape)));
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = v.type.dtype == DType::f32   ? static_cast<const float*>(v.data())[i]
-             : v.type.dtype == DType::i64 ? static_cast<double>(static_cast<const int64_t*>(v.data())[i])
-                                          : static_cast<const uint8_t*>(v.data())[i];
+    out[i] = v.type.dtype == DType::f32    ? static_cast<const float*>(v.data())[i]
+             : v.type.dtype == DType::bf16 ? bf16_to_f32(static_cast<const uint16_t*>(v.data())[i])
+             : v.type.dtype == DType::i64  ? static_cast<double>(static_cast<const int64_t*>(v.data())[i])
+                                           : static_cast<const uint8_t*>(v.data())[i];
   return out;
 }
 
@@ -73,6 +80,7 @@ inline TensorValue write(Allocator& a, const TensorType& t, const std::vector<do
   TensorValue v = allocate_tensor(a, t, MemCategory::activations);
   for (size_t i = 0; i < data.size(); ++i) {
     if (t.dtype == DType::f32) static_cast<float*>(v.data())[i] = static_cast<float>(data[i]);
+    else if (t.dtype == DType::bf16) static_cast<uint16_t*>(v.data())[i] = f32_to_bf16(static_cast<float>(data[i]));
     else if (t.dtype == DType::i64) static_cast<int64_t*>(v.data())[i] = static_cast<int64_t>(data[i]);
     else static_cast<uint8_t*>(v.data())[i] = data[i] != 0;
   }
@@ -159,6 +167,108 @@ inline Outcome fused_vs_reference(const Trace& t, std::mt19937& rng, double lo =
     }
   }
   return o;
+}
+
+// Claims, as "cpu", the statements with a bf16 output that the CPU executor
+// does not claim (yet): the converts and broadcasts autocast puts around a
+// matmul, and the bf16 matmul itself for the pass tests, which do not run
+// it. Its kernels are the CPU executor's, so a bf16 statement that fuse
+// leaves outside a region fails when run, as it would on the CPU target.
+class CpuBf16Claims final : public Executor {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  bool claims(const BoundSymbol& b) const override {
+    for (const Proxy& p : b.outputs)
+      if (p.type.dtype == DType::bf16 && p.type.device.kind == DeviceKind::cpu && !p.type.future) return true;
+    return false;
+  }
+  KernelFn kernel(OpId op) const override { return cpu_executor().kernel(op); }
+};
+
+// `t` claimed for the CPU target with bf16 statements too (CpuBf16Claims
+// after the CPU executor) and fused.
+inline Trace fuse_bf16(const Trace& t) {
+  static CpuBf16Claims bf16;
+  Trace fused = fuse(claim(t, {&cpu_executor(), &bf16}), Target::cpu);
+  INFO(print_trace(fused));
+  REQUIRE_NOTHROW(verify(fused));
+  return fused;
+}
+
+// Runs an execution trace of the CPU target on `args`, given as f32 values
+// (a bf16 argument's values must be bf16 values), and returns its outputs as
+// f32 bit patterns: a bf16 output widened (exact, NaN payloads kept), a
+// bool as 0 or 1.
+inline std::vector<std::vector<float>> run_bits(const Trace& exec, const std::vector<std::vector<float>>& args) {
+  Allocator alloc;
+  KernelContext ctx;
+  Interpreter interp(alloc, {&cpu_executor()}, ctx);
+  REQUIRE(args.size() == exec.args.size());
+  std::vector<TensorValue> in;
+  for (size_t k = 0; k < args.size(); ++k) {
+    const TensorType& t = exec.args[k].type;
+    REQUIRE(static_cast<int64_t>(args[k].size()) == numel(t.shape));
+    REQUIRE((t.dtype == DType::f32 || t.dtype == DType::bf16 || t.dtype == DType::boolean));
+    TensorValue v = allocate_tensor(alloc, t, MemCategory::activations);
+    for (size_t i = 0; i < args[k].size(); ++i) {
+      if (t.dtype == DType::bf16) {
+        const uint16_t h = f32_to_bf16(args[k][i]);
+        if (std::bit_cast<uint32_t>(bf16_to_f32(h)) != std::bit_cast<uint32_t>(args[k][i]))
+          FAIL("run_bits: argument " << k << " element " << i << " is not a bf16 value: " << args[k][i]);
+        static_cast<uint16_t*>(v.data())[i] = h;
+      } else if (t.dtype == DType::f32) {
+        static_cast<float*>(v.data())[i] = args[k][i];
+      } else {
+        static_cast<uint8_t*>(v.data())[i] = args[k][i] != 0;  // bool
+      }
+    }
+    in.push_back(std::move(v));
+  }
+  std::vector<std::vector<float>> out;
+  for (const TensorValue& v : interp.run(exec, in)) {
+    std::vector<float> o(static_cast<size_t>(numel(v.type.shape)));
+    for (size_t i = 0; i < o.size(); ++i) {
+      switch (v.type.dtype) {
+        case DType::f32: o[i] = static_cast<const float*>(v.data())[i]; break;
+        case DType::bf16: o[i] = bf16_to_f32(static_cast<const uint16_t*>(v.data())[i]); break;
+        case DType::boolean: o[i] = static_cast<const uint8_t*>(v.data())[i]; break;
+        default: FAIL("run_bits: output dtype " << dtype_name(v.type.dtype));
+      }
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+inline uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+// The f32 values whose bf16 rounding tests store rounding hardest: ties to
+// even both ways, just above and below a tie, a carry into the exponent and
+// to infinity, subnormals, signed zeros, infinities, and NaNs (quiet,
+// signalling, negative, with payloads only in the half a store drops).
+inline std::vector<float> bf16_edge_values() {
+  const uint32_t patterns[] = {
+      0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0xbf808000u, 0xbf818000u,  // ties and near ties
+      0x3fffffffu, 0x3fff8000u, 0x3f7f8000u, 0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu,  // carries, to inf
+      0xff7f8000u, 0x00008000u, 0x00018000u, 0x00000001u, 0x807fffffu, 0x00800000u,  // subnormals
+      0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,                            // zeros, infinities
+      0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fa00000u, 0x7f80ffffu,  // NaNs
+      0x7fbf8000u, 0x7fffffffu, 0x3f800000u, 0x40490fdbu, 0xc0490fdbu, 0x33800000u};
+  std::vector<float> out;
+  for (uint32_t p : patterns) out.push_back(std::bit_cast<float>(p));
+  return out;
+}
+
+// Whether `got` is a bf16 value that rounding some value within
+// tol * max(|want|, floor) of `want` gives: round_to_bf16 is monotonic, so
+// the bracket of the rounded ends holds exactly those. NaN and infinities
+// must match.
+inline bool bf16_rounding_within(float got, double want, double tol, double floor = 0) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (round_to_bf16(got) != got && !std::isinf(got)) return false;  // not a bf16 value
+  if (std::isinf(want)) return got == want;
+  const double d = tol * std::max(std::abs(want), floor);
+  return round_to_bf16(static_cast<float>(want - d)) <= got && got <= round_to_bf16(static_cast<float>(want + d));
 }
 
 }  // namespace fsdpc::test

@@ -3,12 +3,14 @@
 // NVRTC compiles what it writes in cuda_fusion_nvrtc_test (with the
 // toolkit) and gpu_fusion_test runs it (with a GPU); here, that every
 // scalar expression translates and the kernel takes the shape the design
-// says: block reductions for row values, a flat loop otherwise.
+// says: block reductions for row values, a flat loop otherwise; bf16 loads
+// and stores as 16-bit words with the host's rounding.
 #include <catch2/catch.hpp>
 
 #include <map>
 
 #include "executors/claim.h"
+#include "ir/builder.h"
 #include "executors/fusion/cuda_codegen.h"
 #include "executors/fusion/region.h"
 #include "frontend/models/registry.h"
@@ -118,4 +120,32 @@ TEST_CASE("cuda codegen: literals keep their value: NaN and infinities by bits, 
   CHECK_THAT(cuda_source(r).source, Contains("((float)__longlong_as_double(0xfff0000000000000ULL))"));
   r.steps[0].args[2] = StepArg{StepArg::Kind::literal, 0, 3};
   CHECK_THAT(cuda_source(r).source, Contains("((float)3.0)"));
+}
+
+// bf16 -> f32 * 3 -> bf16, and a row sum of the widened values: bf16 is
+// `unsigned short` bits, widened on load, rounded by fsdpc_bf16_round (the
+// host's rule, executors/bf16.h) where a step is bf16, stored as its upper
+// half; the row sum stays f32.
+TEST_CASE("cuda codegen: bf16 loads widen, bf16 steps round, stores keep the upper half", "[fusion][cuda_codegen][bf16]") {
+  Trace t;
+  TraceBuilder b(t);
+  const Proxy h = b.add_arg(test::arg("h", test::tt({6, 40}, DType::bf16)));
+  const Proxy hf = b.emit1(OpId::ConvertElementType, {Operand::of(h.name)}, Attrs{{"dtype", std::string("f32")}});
+  const Proxy y = b.emit1(OpId::Mul, {Operand::of(hf.name), Operand::lit(3.0)});
+  const Proxy yb = b.emit1(OpId::ConvertElementType, {Operand::of(y.name)}, Attrs{{"dtype", std::string("bf16")}});
+  const Proxy s = b.emit1(OpId::Sum, {Operand::of(hf.name)}, {{"dims", IntList{1}}});
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(yb.name), ReturnTree::leaf(s.name)});
+  const Trace fused = test::fuse_bf16(t);
+  REQUIRE(test::count_regions(fused) == 1);
+  const Region r = describe_region(fused.bsyms[0], {h.type});
+  const CudaKernelSource k = cuda_source(r);
+  INFO(k.source);
+  CHECK_THAT(k.source, Contains("const unsigned short* __restrict__ in0"));
+  CHECK_THAT(k.source, Contains("unsigned short* __restrict__ out0"));
+  CHECK_THAT(k.source, Contains("float* __restrict__ out1"));
+  CHECK_THAT(k.source, Contains("fsdpc_bf16_load(in0["));
+  CHECK_THAT(k.source, Contains("= fsdpc_bf16_round("));
+  CHECK_THAT(k.source, Contains("= fsdpc_bf16_bits("));
+  CHECK_THAT(k.source, Contains("if (threadIdx.x == 0) out1[r] = (float)("));
+  CHECK(k.source.find("#include") == std::string::npos);  // NVRTC needs no include path
 }

@@ -1,7 +1,11 @@
 // The CPU fusion executor against the float64 reference executor: every
 // fusible elementwise op through a compiled region (to 1e-6 relative in f32),
 // broadcasts, empty and size-1 dims, and random DAGs of fusible ops over
-// random broadcast-compatible shapes.
+// random broadcast-compatible shapes. bf16 regions (autocast's converts
+// fused with their neighbours) against f32 arithmetic on the host and
+// executors/bf16.h's rounding, bit for bit: the store rounding on its edge
+// values, bf16 loads, broadcasts of bf16 and a bias + gelu chain between
+// bf16 buffers.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -341,4 +345,229 @@ TEST_CASE("fusion: the vectorised tanh is within 1e-6 of tanh from 1e-30 to over
   }
   CHECK(worst < 1e-6);
   std::printf("vectorised tanh: worst relative error %.2e\n", worst);
+}
+
+namespace {
+
+Proxy convert(TraceBuilder& b, const Proxy& x, DType to) {
+  return b.emit1(OpId::ConvertElementType, {Operand::of(x.name)}, Attrs{{"dtype", std::string(dtype_name(to))}});
+}
+
+// Random f32 bit patterns of every exponent (NaNs and infinities among them)
+// after the edge values, so that odd row lengths see both in their tails.
+std::vector<float> bf16_store_inputs(size_t n, std::mt19937& rng) {
+  std::vector<float> v = bf16_edge_values();
+  v.resize(std::min(v.size(), n));
+  while (v.size() < n) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  return v;
+}
+
+// Values of a bf16 tensor: f32 values from [lo, hi] rounded to bf16.
+std::vector<float> bf16_values(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = round_to_bf16(u(rng));
+  return v;
+}
+
+std::vector<float> f32_values(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("fusion: a bf16 store rounds as executors/bf16.h, bit for bit, NaN, inf and ties included",
+          "[fusion][bf16]") {
+  std::mt19937 rng(31);
+  // Odd rows (vector tails), one element, and enough elements for threads.
+  for (const Shape& shape : {Shape{3, 41}, Shape{1}, Shape{7, 1}, Shape{300, 257}, Shape{2, 0}}) {
+    INFO("shape " << shape_str(shape));
+    Trace t;
+    TraceBuilder b(t);
+    const Proxy x = b.add_arg(arg("x", tt(shape)));
+    const Proxy n = b.emit1(OpId::Neg, {Operand::of(x.name)});
+    const Proxy nb = convert(b, n, DType::bf16);
+    const Proxy xb = convert(b, x, DType::bf16);
+    t.returns = ReturnTree::tuple({ReturnTree::leaf(nb.name), ReturnTree::leaf(xb.name)});
+    const Trace fused = fuse_bf16(t);
+    INFO(print_trace(fused));
+    REQUIRE(count_regions(fused) == 1);
+    CHECK(fused.bsyms[0].outputs.size() == 2);  // neg's f32 result is not stored
+    const std::vector<float> in = bf16_store_inputs(static_cast<size_t>(numel(shape)), rng);
+    const std::vector<std::vector<float>> got = run_bits(fused, {in});
+    REQUIRE(got.size() == 2);
+    int mismatches = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      // -x by flipping the sign, as fneg does (also for NaN).
+      const uint16_t want_n = f32_to_bf16(std::bit_cast<float>(bits(in[i]) ^ 0x80000000u));
+      const uint16_t want_x = f32_to_bf16(in[i]);
+      if (bits(got[0][i]) != static_cast<uint32_t>(want_n) << 16 || bits(got[1][i]) != static_cast<uint32_t>(want_x) << 16) {
+        if (++mismatches <= 10)
+          FAIL_CHECK("element " << i << ": x bits " << std::hex << bits(in[i]) << ": got " << bits(got[1][i])
+                                << " / -x " << bits(got[0][i]) << ", want " << (static_cast<uint32_t>(want_x) << 16)
+                                << " / " << (static_cast<uint32_t>(want_n) << 16));
+      }
+    }
+    CHECK(mismatches == 0);
+  }
+  // The rule itself on its edges: ties to even, carries, NaN kept quiet.
+  CHECK(f32_to_bf16(std::bit_cast<float>(0x3f808000u)) == 0x3f80);
+  CHECK(f32_to_bf16(std::bit_cast<float>(0x3f818000u)) == 0x3f82);
+  CHECK(f32_to_bf16(std::bit_cast<float>(0x7f7f8000u)) == 0x7f80);
+  CHECK(f32_to_bf16(std::bit_cast<float>(0x7f800001u)) == 0x7fc0);
+}
+
+TEST_CASE("fusion: bf16 loads widen exactly, broadcasts of bf16 included, and feed f32 arithmetic",
+          "[fusion][bf16]") {
+  std::mt19937 rng(32);
+  for (const Shape& shape : {Shape{5, 37}, Shape{300, 257}, Shape{9}, Shape{4, 0}}) {
+    INFO("shape " << shape_str(shape));
+    const int64_t cols = shape.back();
+    Trace t;
+    TraceBuilder b(t);
+    const Proxy h = b.add_arg(arg("h", tt(shape, DType::bf16)));       // a bf16 matmul's output
+    const Proxy y = b.add_arg(arg("y", tt(shape)));                    // an f32 value
+    const Proxy c = b.add_arg(arg("c", tt({cols}, DType::bf16)));      // a bf16 row vector
+    IntList last{static_cast<int64_t>(shape.size()) - 1};
+    const Proxy cb = b.emit1(OpId::BroadcastInDim, {Operand::of(c.name)},
+                             {{"shape", IntList(shape.begin(), shape.end())}, {"broadcast_dims", last}});
+    const Proxy hf = convert(b, h, DType::f32);
+    const Proxy cf = convert(b, cb, DType::f32);
+    // (h + y) * c and max(h, c): no product feeds a sum, so no FMA can
+    // contract it on either side, and f32 results are exact to compare.
+    const Proxy s = b.emit1(OpId::Mul, {Operand::of(b.emit1(OpId::Add, {Operand::of(hf.name), Operand::of(y.name)}).name),
+                                        Operand::of(cf.name)});
+    const Proxy m = b.emit1(OpId::Maximum, {Operand::of(hf.name), Operand::of(cf.name)});
+    const Proxy mb = convert(b, m, DType::bf16);  // exact: both are bf16 values
+    const Proxy gt = b.emit1(OpId::Gt, {Operand::of(hf.name), Operand::of(y.name)});
+    t.returns = ReturnTree::tuple({ReturnTree::leaf(s.name), ReturnTree::leaf(mb.name), ReturnTree::leaf(gt.name)});
+    const Trace fused = fuse_bf16(t);
+    INFO(print_trace(fused));
+    REQUIRE(count_regions(fused) == 1);
+    const size_t n = static_cast<size_t>(numel(shape));
+    std::vector<float> hv = bf16_values(n, rng, -4, 4), yv = f32_values(n, rng, -4, 4),
+                       cv = bf16_values(static_cast<size_t>(cols), rng, -2, 2);
+    if (n > 3) {  // NaN and infinities load as themselves
+      hv[0] = std::bit_cast<float>(0x7fc10000u);
+      hv[1] = -INFINITY;
+      hv[2] = INFINITY;
+    }
+    const std::vector<std::vector<float>> got = run_bits(fused, {hv, yv, cv});
+    REQUIRE(got.size() == 3);
+    int mismatches = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const float ci = cv[i % static_cast<size_t>(cols)];
+      const float want_s = (hv[i] + yv[i]) * ci;
+      const float want_m = std::isnan(hv[i]) ? hv[i] : std::max(hv[i], ci);
+      // A NaN's payload is whichever operand's the instruction keeps: NaN only.
+      auto same = [](float g, float w) { return std::isnan(w) ? std::isnan(g) : bits(g) == bits(w); };
+      const bool ok = same(got[0][i], want_s) && same(got[1][i], want_m) && got[2][i] == (hv[i] > yv[i] ? 1.0f : 0.0f);
+      if (!ok && ++mismatches <= 10)
+        FAIL_CHECK("element " << i << ": h " << hv[i] << " y " << yv[i] << " c " << ci << ": got " << got[0][i] << ", "
+                              << got[1][i] << ", " << got[2][i] << "; want " << want_s << ", " << want_m);
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
+// Autocast's pattern after a bf16 matmul: back to f32, add the bias, gelu,
+// and to bf16 for the next matmul: one region from bf16 to bf16, its f32
+// values never stored. tanh and exp are not exact: each output must be the
+// bf16 rounding of a value within 1e-6 of the float64 reference.
+TEST_CASE("fusion: bf16 matmul output -> f32 bias + gelu -> bf16 is one region, rounded where stored",
+          "[fusion][bf16]") {
+  std::mt19937 rng(33);
+  for (const Shape& shape : {Shape{16, 96}, Shape{3, 37}, Shape{130, 257}}) {
+    INFO("shape " << shape_str(shape));
+    const int64_t cols = shape.back();
+    Trace t;
+    TraceBuilder b(t);
+    const Proxy h = b.add_arg(arg("h", tt(shape, DType::bf16)));
+    const Proxy bias = b.add_arg(arg("bias", tt({cols})));
+    const Proxy bb = b.emit1(OpId::BroadcastInDim, {Operand::of(bias.name)},
+                             {{"shape", IntList(shape.begin(), shape.end())}, {"broadcast_dims", IntList{1}}});
+    const Proxy a = b.emit1(OpId::Add, {Operand::of(convert(b, h, DType::f32).name), Operand::of(bb.name)});
+    const Proxy g = b.emit1(OpId::Gelu, {Operand::of(a.name)}, {{"approximate", std::string("tanh")}});
+    const Proxy gb = convert(b, g, DType::bf16);
+    t.returns = ReturnTree::tuple({ReturnTree::leaf(gb.name)});
+    const Trace fused = fuse_bf16(t);
+    INFO(print_trace(fused));
+    REQUIRE(count_regions(fused) == 1);
+    REQUIRE(fused.bsyms[0].op == OpId::Fusion);
+    CHECK(fused.bsyms[0].outputs.size() == 1);
+    const size_t n = static_cast<size_t>(numel(shape));
+    const std::vector<float> hv = bf16_values(n, rng, -3, 3), biasv = f32_values(static_cast<size_t>(cols), rng, -1, 1);
+    const std::vector<std::vector<float>> got = run_bits(fused, {hv, biasv});
+    int bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double x = static_cast<double>(hv[i] + biasv[i % static_cast<size_t>(cols)]);  // the f32 add, exact here
+      const double want = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+      // f32 gelu loses up to about 1e-6 of max(|gelu|, 1) where 1 + tanh cancels.
+      if (!bf16_rounding_within(got[0][i], want, 1e-6, 1.0) && ++bad <= 10)
+        FAIL_CHECK("element " << i << ": got " << got[0][i] << ", want bf16 of " << want);
+    }
+    CHECK(bad == 0);
+  }
+}
+
+// What bf16 costs in a region: the region's loop still vectorises (i16
+// loads and stores widened and rounded in vector integer ops), and a bf16
+// region moving half the bytes is not slower than the f32 one.
+TEST_CASE("fusion: a bf16 region's row loop is vectorised", "[fusion][bf16]") {
+  Trace t;
+  TraceBuilder b(t);
+  const Proxy h = b.add_arg(arg("h", tt({64, 1024}, DType::bf16)));
+  const Proxy y = b.emit1(OpId::Mul, {Operand::of(convert(b, h, DType::f32).name), Operand::lit(3.0)});
+  const Proxy yb = convert(b, b.emit1(OpId::Add, {Operand::of(y.name), Operand::lit(1.0)}), DType::bf16);
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(yb.name)});
+  const Trace fused = fuse_bf16(t);
+  REQUIRE(count_regions(fused) == 1);
+  fusion::LlvmJit jit;
+  const fusion::Region region = fusion::describe_region(fused.bsyms[0], {h.type});
+  const std::string ir = jit.optimized_ir(region);
+  INFO(ir);
+  CHECK(ir.find("x i16>") != std::string::npos);   // vector loads and stores of bf16 bits
+  CHECK(ir.find("x float>") != std::string::npos);  // the f32 arithmetic
+  CHECK(ir.find("bfloat") == std::string::npos);    // no LLVM bfloat (see llvm_lowering.cpp)
+}
+
+// Run by hand (`fusion_elementwise_test "[fusion_bench]"`): the bias + gelu
+// region over 4096 x 1024 on one thread, loading and storing bf16 vs f32
+// (f32: the same region with negations where the converts are), the
+// compiled function alone. For people: timings on a shared machine are noisy.
+TEST_CASE("fusion: bias + gelu region, bf16 vs f32 loads and stores", "[.][fusion_bench]") {
+  const Shape shape{4096, 1024};
+  const size_t n = 4096 * 1024;
+  std::vector<float> in_f(n, 0.3f), out_f(n), bias(1024, 0.1f);
+  std::vector<uint16_t> in_h(n, f32_to_bf16(0.3f)), out_h(n);
+  fusion::LlvmJit jit;
+  for (DType d : {DType::f32, DType::bf16, DType::f32, DType::bf16}) {
+    Trace t;
+    TraceBuilder b(t);
+    const Proxy h = b.add_arg(arg("h", tt(shape, d)));
+    const Proxy bs = b.add_arg(arg("bias", tt({1024})));
+    // h is read first: the region's inputs are h, bias.
+    const Proxy hf = d == DType::f32 ? b.emit1(OpId::Neg, {Operand::of(h.name)}) : convert(b, h, DType::f32);
+    const Proxy bb = b.emit1(OpId::BroadcastInDim, {Operand::of(bs.name)},
+                             {{"shape", IntList{4096, 1024}}, {"broadcast_dims", IntList{1}}});
+    const Proxy g = b.emit1(OpId::Gelu, {Operand::of(b.emit1(OpId::Add, {Operand::of(hf.name), Operand::of(bb.name)}).name)},
+                            {{"approximate", std::string("tanh")}});
+    const Proxy out = d == DType::f32 ? b.emit1(OpId::Neg, {Operand::of(g.name)}) : convert(b, g, DType::bf16);
+    t.returns = ReturnTree::tuple({ReturnTree::leaf(out.name)});
+    const Trace fused = fuse_bf16(t);
+    REQUIRE(count_regions(fused) == 1);
+    REQUIRE(fused.bsyms[0].inputs[0].name == h.name);
+    const fusion::RegionFn fn = jit.compile(fusion::describe_region(fused.bsyms[0], {h.type, bs.type}));
+    const void* ins[] = {d == DType::f32 ? static_cast<const void*>(in_f.data()) : in_h.data(), bias.data()};
+    void* outs[] = {d == DType::f32 ? static_cast<void*>(out_f.data()) : out_h.data()};
+    fn(ins, outs, 0, 4096);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) fn(ins, outs, 0, 4096);
+    const double ms = 50 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("bias + gelu [4096, 1024], %s in and out: %.2f ms per run (one thread)\n",
+                std::string(dtype_name(d)).c_str(), ms);
+  }
 }

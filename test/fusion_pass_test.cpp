@@ -1,7 +1,8 @@
 // The fuse pass on real execution traces: regions are verified, print and
 // parse back, never reorder a statement (so the communication schedule is
 // the one schedule() chose), allocate only values used outside, and lower
-// the trace's peak live bytes.
+// the trace's peak live bytes. With bf16 (autocast), the converts around a
+// matmul join the regions beside them, and bf16 arithmetic stays out.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 
 #include "executors/claim.h"
 #include "executors/fusion/fusion_kernel.h"
+#include "executors/fusion/region.h"
+#include "ir/builder.h"
 #include "frontend/models/registry.h"
 #include "ir/json.h"
 #include "ir/parser.h"
@@ -163,6 +166,111 @@ def f(x, y):
   INFO(text);
   CHECK(text.find("t2, t5 = cpu_fusion0(x, y)") != std::string::npos);
   CHECK(text.find("t5 = cpu_fusion0") < text.find("t3 = cpu_sum(t2, dims=[0])"));
+}
+
+namespace {
+
+Proxy convert(TraceBuilder& b, const std::string& x, DType to) {
+  return b.emit1(OpId::ConvertElementType, {Operand::of(x)}, Attrs{{"dtype", std::string(dtype_name(to))}});
+}
+
+std::vector<std::string> names(const std::vector<Proxy>& ps) {
+  std::vector<std::string> out;
+  for (const Proxy& p : ps) out.push_back(p.name);
+  return out;
+}
+
+std::vector<std::string> names(const std::vector<Operand>& os) {
+  std::vector<std::string> out;
+  for (const Operand& o : os) out.push_back(o.name);
+  return out;
+}
+
+}  // namespace
+
+// What autocast makes of ln -> linear -> bias + gelu: the layer_norm's f32
+// result converted to bf16 for the matmul, the weight converted too, the
+// bf16 matmul, its result back to f32 for the bias and gelu. The converts
+// join the regions beside them, so neither the normalised f32 value nor the
+// widened matmul output is ever stored.
+TEST_CASE("fuse: autocast's bf16 converts join the layer_norm and the bias + gelu regions", "[fusion][bf16]") {
+  Trace t;
+  TraceBuilder b(t);
+  const Proxy x = b.add_arg(test::arg("x", test::tt({16, 24})));
+  const Proxy w = b.add_arg(test::arg("w", test::tt({24})));
+  const Proxy c = b.add_arg(test::arg("c", test::tt({24})));
+  const Proxy wm = b.add_arg(test::arg("wm", test::tt({24, 32})));
+  const Proxy bias = b.add_arg(test::arg("bias", test::tt({32})));
+  const Proxy ln = b.emit1(OpId::LayerNorm, {Operand::of(x.name), Operand::of(w.name), Operand::of(c.name)},
+                           {{"eps", 1e-5}});
+  const Proxy lb = convert(b, ln.name, DType::bf16);
+  const Proxy wb = convert(b, wm.name, DType::bf16);
+  const Proxy mm = b.emit1(OpId::Matmul, {Operand::of(lb.name), Operand::of(wb.name)});
+  REQUIRE(mm.type.dtype == DType::bf16);
+  const Proxy mf = convert(b, mm.name, DType::f32);
+  const Proxy bb = b.emit1(OpId::BroadcastInDim, {Operand::of(bias.name)},
+                           {{"shape", IntList{16, 32}}, {"broadcast_dims", IntList{1}}});
+  const Proxy a = b.emit1(OpId::Add, {Operand::of(mf.name), Operand::of(bb.name)});
+  const Proxy g = b.emit1(OpId::Gelu, {Operand::of(a.name)}, {{"approximate", std::string("tanh")}});
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(g.name)});
+  const Trace fused = test::fuse_bf16(t);
+  const std::string text = print_trace(fused);
+  INFO(text);
+  std::vector<const BoundSymbol*> body;
+  for (const BoundSymbol& s : fused.bsyms)
+    if (s.op != OpId::Del) body.push_back(&s);
+  REQUIRE(body.size() == 4);
+  // ln's region: loads f32, stores only the bf16 operand of the matmul.
+  REQUIRE(body[0]->op == OpId::Fusion);
+  CHECK(names(body[0]->inputs) == std::vector<std::string>{"x", "w", "c"});
+  CHECK(names(body[0]->outputs) == std::vector<std::string>{lb.name});
+  CHECK(body[0]->subsymbols.back().op == OpId::ConvertElementType);
+  // The weight's convert, alone: another shape, a statement of its own.
+  CHECK(body[1]->op == OpId::ConvertElementType);
+  CHECK(body[2]->op == OpId::Matmul);
+  // The matmul's bf16 result loaded and widened, biased and gelu'd in f32.
+  REQUIRE(body[3]->op == OpId::Fusion);
+  CHECK(names(body[3]->inputs) == std::vector<std::string>{mm.name, "bias"});
+  CHECK(names(body[3]->outputs) == std::vector<std::string>{g.name});
+  CHECK(body[3]->subsymbols[0].op == OpId::ConvertElementType);
+  // The regions are loop nests: bf16 is a load of the second, a store of the first.
+  std::unordered_map<std::string, TensorType> types;
+  for (const Proxy& p : fused.args) types[p.name] = p.type;
+  types[mm.name] = mm.type;
+  auto region_of = [&](const BoundSymbol& r) {
+    std::vector<TensorType> in;
+    for (const Operand& o : r.inputs) in.push_back(types.at(o.name));
+    return fusion::describe_region(r, in);
+  };
+  const fusion::Region r0 = region_of(*body[0]), r3 = region_of(*body[3]);
+  CHECK(r0.steps[static_cast<size_t>(r0.outputs.at(0))].dtype == DType::bf16);
+  CHECK(r3.loads.at(0).dtype == DType::bf16);
+  CHECK(parse_trace(text) == fused);
+}
+
+// bf16 arithmetic has the unfused kernels' own rounding points, which a
+// region computing in f32 would not keep: it stays out, and so does a sum
+// whose output is bf16. Their converts still fuse with their f32 neighbours.
+TEST_CASE("fuse: bf16 arithmetic and bf16 reductions stay out of regions", "[fusion][bf16]") {
+  Trace t;
+  TraceBuilder b(t);
+  const Proxy x = b.add_arg(test::arg("x", test::tt({8, 12})));
+  const Proxy xb = convert(b, b.emit1(OpId::Exp, {Operand::of(x.name)}).name, DType::bf16);
+  const Proxy y = b.emit1(OpId::Mul, {Operand::of(xb.name), Operand::of(xb.name)});  // bf16 arithmetic
+  const Proxy s = b.emit1(OpId::Sum, {Operand::of(y.name)}, {{"dims", IntList{1}}});  // a bf16 row sum
+  const Proxy z = b.emit1(OpId::Tanh, {Operand::of(convert(b, y.name, DType::f32).name)});
+  t.returns = ReturnTree::tuple({ReturnTree::leaf(s.name), ReturnTree::leaf(z.name)});
+  const Trace fused = test::fuse_bf16(t);
+  INFO(print_trace(fused));
+  std::vector<const BoundSymbol*> body;
+  for (const BoundSymbol& st : fused.bsyms)
+    if (st.op != OpId::Del) body.push_back(&st);
+  REQUIRE(body.size() == 4);
+  CHECK(body[0]->op == OpId::Fusion);  // exp -> bf16
+  CHECK(names(body[0]->outputs) == std::vector<std::string>{xb.name});
+  CHECK(body[1]->op == OpId::Mul);
+  CHECK(body[2]->op == OpId::Sum);
+  CHECK(body[3]->op == OpId::Fusion);  // -> f32 -> tanh
 }
 
 TEST_CASE("fuse: --fusion takes none or auto", "[fusion]") {

@@ -2,7 +2,10 @@
 // float64 reference executor: sum and amax as row values (NaN rows, empty
 // rows, size-1 rows, odd row lengths, many rows over threads), the composites
 // a region holds whole (layer_norm, softmax, gelu), and the backward of
-// layer_norm, softmax, gelu and cross_entropy from their VJP rules.
+// layer_norm, softmax, gelu and cross_entropy from their VJP rules. bf16
+// around them, as autocast puts it: row sums and amax of bf16 loads (exact),
+// softmax from bf16 to bf16 and layer_norm to bf16, each output the bf16
+// rounding of the f32 value the region computes.
 #include <catch2/catch.hpp>
 
 #include <time.h>
@@ -284,6 +287,112 @@ TEST_CASE("fusion: norms and their VJPs, fused vs unfused", "[.][fusion_bench]")
       std::printf("%s fwd+bwd [4096, 512] fusion %s: %.2f ms CPU per run (%d threads), %d regions\n",
                   std::string(op_name(op)).c_str(), std::string(fusion_mode_name(mode)).c_str(), 1e2 * (cpu_seconds() - c0), cpu_threads(),
                   count_regions(run_trace));
+    }
+  }
+}
+
+namespace {
+
+Proxy convert(TraceBuilder& b, const Proxy& x, DType to) {
+  return b.emit1(OpId::ConvertElementType, {of(x)}, Attrs{{"dtype", std::string(dtype_name(to))}});
+}
+
+std::vector<float> as_floats(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+}  // namespace
+
+// A bf16 attention score -> f32 -> softmax -> bf16, with the row sum and
+// amax of the widened scores as f32 row outputs: the sum of bf16 values is
+// exact in the f64 accumulator, so sum and amax match the host bit for bit;
+// each probability must be the bf16 rounding of a value within 1e-6 (of
+// max(p, 1/cols)) of the float64 softmax.
+TEST_CASE("fusion: row sums and amax of bf16 loads, softmax from bf16 to bf16", "[fusion][bf16]") {
+  std::mt19937 rng(41);
+  for (const Shape& shape : kShapes) {
+    INFO("shape " << shape_str(shape));
+    const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+    const size_t cols = static_cast<size_t>(shape.back()), n = static_cast<size_t>(numel(shape));
+    Trace t;
+    TraceBuilder b(t);
+    const Proxy h = b.add_arg(arg("h", tt(shape, DType::bf16)));
+    const Proxy hf = convert(b, h, DType::f32);
+    const Proxy sm = b.emit1(OpId::Sum, {of(hf)}, {{"dims", IntList{last}}});
+    const Proxy mx = b.emit1(OpId::Amax, {of(hf)}, {{"dims", IntList{last}}});
+    const Proxy p = convert(b, b.emit1(OpId::Softmax, {of(hf)}, {{"dim", last}}), DType::bf16);
+    t.returns = ReturnTree::tuple({ReturnTree::leaf(sm.name), ReturnTree::leaf(mx.name), ReturnTree::leaf(p.name)});
+    const Trace fused = fuse_bf16(t);
+    INFO(print_trace(fused));
+    REQUIRE(count_regions(fused) == 1);
+    CHECK_FALSE(has_op(fused, OpId::Softmax));
+    std::uniform_real_distribution<float> u(-6, 6);
+    std::vector<float> hv(n);
+    for (float& x : hv) x = round_to_bf16(u(rng));
+    const std::vector<std::vector<float>> got = run_bits(fused, {hv});
+    REQUIRE(got.size() == 3);
+    int bad = 0;
+    for (size_t r = 0; cols > 0 && r < n / cols; ++r) {
+      double sum = 0, mx_want = -INFINITY;
+      for (size_t j = 0; j < cols; ++j) {
+        sum += hv[r * cols + j];
+        mx_want = std::max<double>(mx_want, hv[r * cols + j]);
+      }
+      CHECK(bits(got[0][r]) == bits(static_cast<float>(sum)));
+      CHECK(bits(got[1][r]) == bits(static_cast<float>(mx_want)));
+      double z = 0;
+      for (size_t j = 0; j < cols; ++j) z += std::exp(hv[r * cols + j] - mx_want);
+      for (size_t j = 0; j < cols; ++j) {
+        const double want = std::exp(hv[r * cols + j] - mx_want) / z;
+        if (!bf16_rounding_within(got[2][r * cols + j], want, 1e-6, 1.0 / static_cast<double>(cols)) && ++bad <= 10)
+          FAIL_CHECK("row " << r << " col " << j << ": got " << got[2][r * cols + j] << ", want bf16 of " << want);
+      }
+    }
+    if (cols == 0)  // empty rows still have their row values
+      for (size_t r = 0; r < got[0].size(); ++r) CHECK((got[0][r] == 0 && got[1][r] == -INFINITY));
+    CHECK(bad == 0);
+  }
+}
+
+// layer_norm -> convert(bf16), the operand of the next matmul: one region,
+// the f32 normalised value never stored unless it is read elsewhere. With
+// it returned as well, the bf16 output is its rounding, bit for bit (the
+// statistics stay in f64, the value is rounded to f32 and then to bf16, as
+// the unfused trace stores it); without it, the bf16 output is the rounding
+// of a value within 1e-6 (of the output's largest) of the float64 reference.
+TEST_CASE("fusion: layer_norm -> bf16 is one region storing bf16, rounded from its f32 value", "[fusion][bf16]") {
+  std::mt19937 rng(42);
+  for (const Shape& shape : kShapes) {
+    for (bool keep_f32 : {true, false}) {
+      INFO("shape " << shape_str(shape) << (keep_f32 ? ", f32 output too" : ""));
+      Trace t;
+      TraceBuilder b(t);
+      const Proxy x = b.add_arg(arg("x", tt(shape)));
+      const Proxy w = b.add_arg(arg("w", tt({shape.back()})));
+      const Proxy c = b.add_arg(arg("c", tt({shape.back()})));
+      const Proxy y = b.emit1(OpId::LayerNorm, {of(x), of(w), of(c)}, {{"eps", 1e-5}});
+      const Proxy yb = convert(b, y, DType::bf16);
+      std::vector<ReturnTree> rets = {ReturnTree::leaf(yb.name)};
+      if (keep_f32) rets.push_back(ReturnTree::leaf(y.name));
+      t.returns = ReturnTree::tuple(std::move(rets));
+      const Trace fused = fuse_bf16(t);
+      INFO(print_trace(fused));
+      REQUIRE(count_regions(fused) == 1);
+      REQUIRE(fused.bsyms[0].op == OpId::Fusion);
+      CHECK(fused.bsyms[0].outputs.size() == (keep_f32 ? 2u : 1u));
+      const std::vector<reference::Value> args = random_args(t, rng, -2.0, 2.0);
+      const std::vector<reference::Value> want = reference::run(t, args);
+      const std::vector<std::vector<float>> got =
+          run_bits(fused, {as_floats(args[0].data), as_floats(args[1].data), as_floats(args[2].data)});
+      double scale = 0;
+      for (double v : want[0].data) scale = std::max(scale, std::abs(v));
+      int bad = 0;
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        const bool ok = keep_f32 ? bits(got[0][i]) == bits(round_to_bf16(got[1][i]))
+                                 : bf16_rounding_within(got[0][i], want[0].data[i], 1e-6, scale);
+        if (!ok && ++bad <= 10)
+          FAIL_CHECK("element " << i << ": got " << got[0][i] << ", want bf16 of "
+                                << (keep_f32 ? got[1][i] : want[0].data[i]));
+      }
+      CHECK(bad == 0);
     }
   }
 }

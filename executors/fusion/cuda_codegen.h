@@ -33,12 +33,12 @@ struct CudaKernelSource {
 };
 
 // The kernel takes the fusion statement's inputs, in order, as `const T*`,
-// then its outputs as `T*` (bool as one byte per element); shapes are
-// compiled in.
+// then its outputs as `T*` (bool as one byte per element, bf16 as its 16
+// bits, `unsigned short`); shapes are compiled in.
 CudaKernelSource cuda_source(const Region& region);
 
 // What the generated code depends on besides the region: bump it when the
 // generator changes, so cached CUBINs of the old generator are not reused.
-inline constexpr const char* kCudaCodegenVersion = "fsdpc-cuda-fusion-1";
+inline constexpr const char* kCudaCodegenVersion = "fsdpc-cuda-fusion-2";  // 2: bf16 loads and stores
 
 }  // namespace fsdpc::fusion

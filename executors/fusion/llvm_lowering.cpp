@@ -5,7 +5,11 @@
 // loop vectoriser widens: loads are unit-stride or invariant (broadcast),
 // and noalias spares it runtime alias checks (outputs are fresh buffers).
 // Each step's arithmetic comes from its op's scalar expression
-// (ir/scalar_exprs.def).
+// (ir/scalar_exprs.def). bf16 is held as i16 and converted with integer
+// ops (a load widens exactly; a bf16 step rounds its f32 value to nearest
+// even, NaN kept quiet, bit for bit as executors/bf16.h), not as LLVM's
+// `bfloat`, whose x86 code generation LLVM 15 does not do reliably; the
+// integer ops vectorise as the f32 ones do.
 #include "executors/fusion/llvm_lowering.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -39,6 +43,7 @@ class Lowering {
   llvm::Type* storage(DType d) {
     switch (d) {
       case DType::f32: return b_.getFloatTy();
+      case DType::bf16: return b_.getInt16Ty();  // the upper half of an f32
       case DType::f64: return b_.getDoubleTy();
       case DType::boolean: return b_.getInt8Ty();
       case DType::i32: return b_.getInt32Ty();
@@ -46,7 +51,31 @@ class Lowering {
       default: fail("fusion JIT: dtype ", dtype_name(d), " is not lowered");
     }
   }
-  llvm::Type* compute(DType d) { return d == DType::boolean ? b_.getInt1Ty() : storage(d); }
+  // bf16 computes in f32 (its values are f32 values rounded to bf16).
+  llvm::Type* compute(DType d) {
+    if (d == DType::bf16) return b_.getFloatTy();
+    return d == DType::boolean ? b_.getInt1Ty() : storage(d);
+  }
+
+  // bf16 bits (i16) as the f32 they are: the upper half, exactly.
+  llvm::Value* widen_bf16(llvm::Value* h) {
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(h, b_.getInt32Ty()), 16), b_.getFloatTy());
+  }
+
+  // An f32 rounded to the nearest bf16, ties to even, still as an f32 (its
+  // low half zero): executors/bf16.h's f32_to_bf16 on i32. A NaN stays NaN,
+  // made quiet; a carry out of the mantissa rounds up to the next binade or
+  // to infinity.
+  llvm::Value* round_bf16(llvm::Value* f) {
+    llvm::Type* i32 = b_.getInt32Ty();
+    llvm::Value* u = b_.CreateBitCast(f, i32);
+    llvm::Value* hi = llvm::ConstantInt::get(i32, 0xffff0000u);
+    llvm::Value* nan = b_.CreateICmpUGT(b_.CreateAnd(u, 0x7fffffffu), llvm::ConstantInt::get(i32, 0x7f800000u));
+    llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(u, 16), 1u);
+    llvm::Value* rounded = b_.CreateAnd(b_.CreateAdd(b_.CreateAdd(u, llvm::ConstantInt::get(i32, 0x7fffu)), odd), hi);
+    llvm::Value* quiet = b_.CreateAnd(b_.CreateOr(u, llvm::ConstantInt::get(i32, 0x00400000u)), hi);
+    return b_.CreateBitCast(b_.CreateSelect(nan, quiet, rounded), b_.getFloatTy());
+  }
 
   int64_t cols() const { return r_.cols(); }
 
@@ -180,12 +209,15 @@ class Lowering {
     llvm::Type* st = storage(l.dtype);
     llvm::Value* v = b_.CreateLoad(st, b_.CreateInBoundsGEP(st, f_->getArg(static_cast<unsigned>(1 + k)), idx));
     if (l.dtype == DType::boolean) v = b_.CreateICmpNE(v, b_.getInt8(0));
+    if (l.dtype == DType::bf16) v = widen_bf16(v);
     return v;
   }
 
   void store(size_t m, llvm::Value* v, llvm::Value* j) {
     const Step& s = r_.steps[static_cast<size_t>(r_.outputs[m])];
     if (s.dtype == DType::boolean) v = b_.CreateZExt(v, b_.getInt8Ty());
+    // A bf16 step's value is rounded already: its upper half is the bf16.
+    if (s.dtype == DType::bf16) v = b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(v, b_.getInt32Ty()), 16), b_.getInt16Ty());
     llvm::Type* st = storage(s.dtype);
     if (v->getType() != st) v = b_.CreateFPTrunc(v, st);
     b_.CreateStore(v, b_.CreateInBoundsGEP(st, f_->getArg(static_cast<unsigned>(1 + r_.loads.size() + m)), j));
@@ -223,17 +255,21 @@ class Lowering {
   // A step computes in its dtype, except that f32 arithmetic on a value
   // derived from a sum (which the region keeps in f64, as the CPU
   // executor's layer_norm keeps its statistics) stays in f64 until it is
-  // stored: x - mean rounded to f32 would lose what 1/std amplifies.
+  // stored: x - mean rounded to f32 would lose what 1/std amplifies. A bf16
+  // step (a convert: fuse admits no bf16 arithmetic) computes in f32 and
+  // rounds to bf16 where the unfused trace stores it: an f64 operand is
+  // first rounded to f32 (the cast), as the f32 value it converts would be.
   template <class ArgFn>
   llvm::Value* emit_step(const Step& s, ArgFn&& arg_of) {
     std::vector<Val> args;
     for (const StepArg& a : s.args) args.push_back(arg_of(a));
     out_t_ = compute(s.dtype);
-    if (out_t_->isFloatTy())
+    if (s.dtype == DType::f32)
       for (const Val& a : args)
         if (!a.lit && a.v->getType()->isDoubleTy()) out_t_ = b_.getDoubleTy();
-    if (s.kind == StepKind::load) return as(args.at(0), out_t_);  // a broadcast is its load
-    return as(expr(*s.expr, s, args), out_t_);
+    if (s.kind == StepKind::load) return as(args.at(0), out_t_);  // a broadcast is its load (bf16: exact)
+    llvm::Value* v = as(expr(*s.expr, s, args), out_t_);
+    return s.dtype == DType::bf16 ? round_bf16(v) : v;
   }
 
   // A literal as a constant of `t` (IR scalars convert as the tensor's

@@ -1,6 +1,9 @@
 // describe_region(): finds the iteration shape (the largest-rank shape in the
 // region), then walks its statements once, giving every value a step and
-// every distinct (input, strides) a load.
+// every distinct (input, strides) a load. bf16 is storage only (the
+// lowerings compute in f32 and round where a value is bf16), so only a
+// convert or a broadcast may read or define it; a region with other bf16
+// statements is refused, as passes/fuse.cpp never forms one.
 #include "executors/fusion/region.h"
 
 #include <unordered_map>
@@ -126,8 +129,23 @@ class Builder {
         step.args.push_back(sa);
       }
     }
+    if (s.op != OpId::ConvertElementType && s.op != OpId::BroadcastInDim) {
+      bool bf16 = step.dtype == DType::bf16;
+      for (const StepArg& a : step.args) bf16 = bf16 || dtype_of(a) == DType::bf16;
+      if (bf16)
+        fail("fusion: ", s.output().name, " = ", op_name(s.op),
+             " computes in bf16; a region holds bf16 only in converts and broadcasts");
+    }
     step_of_[s.output().name] = static_cast<int>(r_.steps.size());
     r_.steps.push_back(std::move(step));
+  }
+
+  DType dtype_of(const StepArg& a) const {
+    switch (a.kind) {
+      case StepArg::Kind::load: return r_.loads[static_cast<size_t>(a.index)].dtype;
+      case StepArg::Kind::step: return r_.steps[static_cast<size_t>(a.index)].dtype;
+      default: return DType::f32;  // a literal takes the type it meets
+    }
   }
 
   StepArg arg(const Operand& a, bool row) {

@@ -7,7 +7,10 @@
 // turns a row value into elements, so layer_norm, softmax and their
 // backward rules are one region. Built from a `fusion` statement
 // (passes/fuse.h); its signature is the key of the compiled-code cache, so
-// equal regions (the same layer at another depth) compile once.
+// equal regions (the same layer at another depth) compile once. bf16 is a
+// storage dtype here: a bf16 load is widened to f32, a bf16 step (a convert,
+// or a broadcast of a bf16 input) is an f32 value rounded to bf16, and only
+// converts and broadcasts read or define bf16, so all arithmetic is f32.
 #pragma once
 
 #include <cstdint>
