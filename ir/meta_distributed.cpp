@@ -77,6 +77,12 @@ TensorType meta_synchronize(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   const int64_t size = group_size(a);
   check_grad_attr(a, {"mean", "sum"});
+  // reduce_dtype (mixed precision, passes/autocast.h): the float dtype the
+  // backward reduces the gradient in.
+  if (a.has("reduce_dtype")) {
+    const std::optional<DType> d = parse_dtype(a.get_str("reduce_dtype"));
+    if (!d || !is_float(*d)) a.fail("reduce_dtype '", a.get_str("reduce_dtype"), "' is not a float dtype");
+  }
   // Tensor parallelism's f: an activation every tp rank holds whole.
   if (x.dist == DistType::none && a.has("grad") && a.get_str("grad") == "sum")
     return collective_out(x, x.shape, DistType::none, false);

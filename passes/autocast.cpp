@@ -39,7 +39,7 @@ Precision policy(OpId op) {
 
 class Autocast {
  public:
-  Autocast(Trace& out, DType low) : b_(out), low_(low) {}
+  Autocast(Trace& out, DType low, DType reduce) : b_(out), low_(low), reduce_(reduce) {}
 
   // The name holding `name`'s value (renamed by re-emission).
   std::string now(const std::string& name) const {
@@ -69,8 +69,10 @@ class Autocast {
     std::vector<Operand> ins = s.inputs;
     for (Operand& o : ins)
       if (!o.is_scalar()) o.name = now(o.name);
-    if (s.op == OpId::Synchronize && is_param.count(s.inputs.at(0).name) &&
-        b_.type_of(ins[0].name).dist == DistType::fully_sharded) {
+    Attrs attrs = s.attrs;
+    const bool param_sync = s.op == OpId::Synchronize && is_param.count(s.inputs.at(0).name);
+    if (param_sync) attrs.set("reduce_dtype", std::string(dtype_name(reduce_)));
+    if (param_sync && b_.type_of(ins[0].name).dist == DistType::fully_sharded) {
       // FSDP's param_dtype: gather (and reduce the gradient) in `low`. A
       // replicated parameter (no_shard) is cast at its uses instead, and its
       // gradient all_reduced in f32, as DDP's mixed precision does.
@@ -92,7 +94,7 @@ class Autocast {
           break;
       }
     }
-    std::vector<Proxy> outs = b_.emit(s.op, std::move(ins), s.attrs);
+    std::vector<Proxy> outs = b_.emit(s.op, std::move(ins), std::move(attrs));
     FSDPC_CHECK(outs.size() == s.outputs.size()) << op_name(s.op) << ": output count changed";
     for (size_t i = 0; i < outs.size(); ++i) renamed_[s.outputs[i].name] = outs[i].name;
   }
@@ -113,16 +115,19 @@ class Autocast {
   }
 
   TraceBuilder b_;
-  DType low_;
+  DType low_, reduce_;
   std::unordered_map<std::string, std::string> renamed_;  // old output -> new name
   std::unordered_map<std::string, std::string> casts_;    // "name/dtype" -> cast
 };
 
 }  // namespace
 
-Trace autocast(const Trace& trace, DType low) {
+Trace autocast(const Trace& trace, DType low, DType reduce) {
   if (!is_float(low) || low == DType::f32 || low == DType::f64)
     fail("autocast: the low precision must be bf16 or f16, got ", dtype_name(low));
+  if (reduce != DType::f32 && reduce != low)
+    fail("autocast: gradients are reduced in f32 or in the low precision (", dtype_name(low), "), not ",
+         dtype_name(reduce));
   Trace out;
   out.name = trace.name;
   out.provenance = "autocast";
@@ -132,7 +137,7 @@ Trace autocast(const Trace& trace, DType low) {
   for (const Proxy& a : trace.args)
     if (a.is_param() && is_float(a.type.dtype)) is_param[a.name] = true;
 
-  Autocast cast(out, low);
+  Autocast cast(out, low, reduce);
   for (const BoundSymbol& s : trace.bsyms) cast.run(s, is_param);
 
   // Float results in f32: the loss, and outputs a caller reads.

@@ -78,21 +78,38 @@ Proxy loss_of(const Trace& trace) {
   return loss;
 }
 
+// Mixed precision synchronizes a cast of a parameter (passes/autocast.h):
+// cast -> parameter, for each such cast of a parameter with a gradient. The
+// synchronize's gradient then belongs to the parameter, accumulated in the
+// parameter's dtype.
+NameMap parameter_casts(const Trace& trace) {
+  std::unordered_set<std::string> params;
+  for (const Proxy& a : trace.args)
+    if (a.is_param() && a.requires_grad) params.insert(a.name);
+  NameMap casts;
+  for (const BoundSymbol& b : trace.bsyms)
+    if (b.op == OpId::ConvertElementType && params.count(b.inputs.at(0).name))
+      casts[b.output().name] = b.inputs[0].name;
+  return casts;
+}
+
 // acc_<param> arguments: one per synchronized parameter that has a gradient,
-// shaped like the gathered (full) parameter. Returns param -> acc name.
-NameMap add_acc_args(Trace& joint, const Trace& trace) {
+// shaped like the gathered (full) parameter, in the parameter's dtype.
+// Returns param -> acc name.
+NameMap add_acc_args(Trace& joint, const Trace& trace, const NameMap& casts) {
   std::unordered_map<std::string, const Proxy*> params;
   for (const Proxy& a : trace.args)
     if (a.is_param() && a.requires_grad) params[a.name] = &a;
   NameMap acc;
   for (const BoundSymbol& b : trace.bsyms) {
     if (b.op != OpId::Synchronize) continue;
-    const std::string& x = b.inputs.at(0).name;
+    const std::string& x = renamed(casts, b.inputs.at(0).name);
     if (!params.count(x) || acc.count(x)) continue;
     Proxy p;
     p.name = "acc_" + x;
     p.type = b.output().type;
     p.type.dist = DistType::none;
+    p.type.dtype = params.at(x)->type.dtype;
     acc[x] = p.name;
     joint.args.push_back(std::move(p));
   }
@@ -136,8 +153,8 @@ Forward copy_forward(Trace& joint, const Trace& trace) {
 // The reverse walk: cotangents by value name, accumulated with add.
 class Backward {
  public:
-  Backward(Trace& joint, const GradOptions& options, const NameMap& acc)
-      : b_(joint), options_(options), acc_(acc) {}
+  Backward(Trace& joint, const GradOptions& options, const NameMap& acc, const NameMap& casts)
+      : b_(joint), options_(options), acc_(acc), casts_(casts) {}
 
   void run(const std::vector<Proxy>& args, const std::vector<Step>& steps, const Proxy& loss,
            const Proxy& cotangent);
@@ -150,10 +167,12 @@ class Backward {
   void sync_step(const BoundSymbol& sync, Proxy g);
   void accumulate(const std::string& name, const Proxy& ct);
   std::optional<Proxy> take(const std::string& name);
+  Proxy as(const Proxy& x, DType d);
 
   TraceBuilder b_;
   const GradOptions& options_;
   const NameMap& acc_;
+  const NameMap& casts_;  // parameter_casts()
   std::unordered_set<std::string> requires_;           // values that depend on a parameter
   std::unordered_map<std::string, Proxy> cotangents_;  // value -> summed cotangent
   std::unordered_map<std::string, Proxy> local_;       // no_sync: param -> unsynchronized grad
@@ -198,18 +217,33 @@ void Backward::step(const Step& s) {
 }
 
 // `g` is the sum over every use of the gathered value: one reduction per
-// synchronize, however often (tied weights) it is used.
+// synchronize, however often (tied weights) it is used. The gradient of a
+// synchronized cast of a parameter (mixed precision) goes to the parameter
+// itself: accumulated (no_sync, acc_*) in the parameter's dtype, reduced in
+// the synchronize's reduce_dtype.
 void Backward::sync_step(const BoundSymbol& sync, Proxy g) {
   const std::string& x = sync.inputs[0].name;
   // Tensor parallelism's f reduces an activation's cotangent: never skipped
   // by no_sync, never accumulated.
   if (sync.attrs.has("grad") && sync.attrs.get_str("grad") == "sum")
     return accumulate(x, reduce_synchronized_grad(b_, sync, g));
-  if (auto it = acc_.find(x); it != acc_.end())
+  const std::string& owner = renamed(casts_, x);
+  const DType keep = b_.type_of(owner).dtype;
+  g = as(g, keep);
+  if (auto it = acc_.find(owner); it != acc_.end())
     g = b_.emit1(OpId::Add, {Operand::of(g.name), Operand::of(it->second)});
-  if (options_.sync_grads) return accumulate(x, reduce_synchronized_grad(b_, sync, g));
-  auto [it, fresh] = local_.emplace(x, g);
+  if (options_.sync_grads) {
+    const DType reduce =
+        sync.attrs.has("reduce_dtype") ? *parse_dtype(sync.attrs.get_str("reduce_dtype")) : keep;  // meta checked it
+    return accumulate(owner, as(reduce_synchronized_grad(b_, sync, as(g, reduce)), keep));
+  }
+  auto [it, fresh] = local_.emplace(owner, g);
   if (!fresh) it->second = b_.emit1(OpId::Add, {Operand::of(it->second.name), Operand::of(g.name)});
+}
+
+Proxy Backward::as(const Proxy& x, DType d) {
+  if (x.type.dtype == d) return x;
+  return b_.emit1(OpId::ConvertElementType, {Operand::of(x.name)}, Attrs{{"dtype", std::string(dtype_name(d))}});
 }
 
 void Backward::accumulate(const std::string& name, const Proxy& ct) {
@@ -269,7 +303,8 @@ Trace grad(const Trace& trace, const GradOptions& options) {
   joint.provenance = "grad";
   joint.args = trace.args;
   joint.next_id = trace.next_id;
-  const NameMap acc = options.accumulate_grads ? add_acc_args(joint, trace) : NameMap{};
+  const NameMap casts = parameter_casts(trace);
+  const NameMap acc = options.accumulate_grads ? add_acc_args(joint, trace, casts) : NameMap{};
   Proxy cotangent;
   cotangent.name = "cotangent";
   cotangent.type = loss.type;
@@ -287,7 +322,7 @@ Trace grad(const Trace& trace, const GradOptions& options) {
   else
     returns.push_back(std::move(original));
 
-  Backward backward(joint, options, acc);
+  Backward backward(joint, options, acc, casts);
   Proxy loss_now = loss;
   loss_now.name = renamed(forward.renamed, loss.name);
   backward.run(trace.args, forward.steps, loss_now, cotangent);

@@ -143,7 +143,7 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
   j.grad_params = gradient_params(sharded);
   record(log, o, "fsdp", {&sharded});
   if (o.precision != DType::f32) {
-    sharded = autocast(sharded, o.precision);
+    sharded = autocast(sharded, o.precision, o.reduce_dtype);
     record(log, o, "autocast", {&sharded});
   }
   std::vector<std::string> input_grads;

@@ -27,8 +27,10 @@ struct PipelineOptions {
   int prefetch = 1;            // all_gathers issued this many units ahead
   int max_inflight = 2;        // at most this many all_gathers outstanding
   double bucket_mb = 25.0;     // DDP gradient bucket size
-  // f32, or bf16/f16: mixed precision (passes/autocast.h), run after fsdp.
+  // f32, or bf16/f16: mixed precision (passes/autocast.h), run after fsdp;
+  // then the gradients are reduced in reduce_dtype (f32, or `precision`).
   DType precision = DType::f32;
+  DType reduce_dtype = DType::f32;
   bool sync_grads = true;      // false: no_sync (gradient accumulation micro-batch)
   bool accumulate_grads = false;
   RematOptions remat;          // activation checkpointing (passes/remat.h)

@@ -23,7 +23,8 @@ const Trace& stage(const std::vector<Stage>& stages, const std::string& name, si
   throw 0;
 }
 
-std::vector<Stage> compiled(const std::string& model, Strategy strategy, int world) {
+std::vector<Stage> compiled(const std::string& model, Strategy strategy, int world,
+                            DType reduce_dtype = DType::f32) {
   auto m = make_model(model);
   CaptureOptions co;
   if (model != "mlp") co.seq = 16;
@@ -31,6 +32,7 @@ std::vector<Stage> compiled(const std::string& model, Strategy strategy, int wor
   o.strategy = strategy;
   o.mesh = flat_mesh(world);
   o.precision = DType::bf16;
+  o.reduce_dtype = reduce_dtype;
   return compile(capture(*m, co), o);
 }
 
@@ -101,17 +103,51 @@ TEST_CASE("autocast runs matmuls in bf16 and everything else in f32", "[autocast
   }
 }
 
-TEST_CASE("the gathers and gradient reductions of a bf16 run move bf16", "[autocast]") {
-  const std::vector<Stage> stages = compiled("mlp", Strategy::zero3, 2);
-  int gathers = 0, reduces = 0;
-  for (const Trace& t : stages.back().traces)
-    for (const BoundSymbol& b : t.bsyms) {
-      if (b.op != OpId::AllGather && b.op != OpId::ReduceScatter) continue;
-      CHECK(b.outputs[0].type.dtype == DType::bf16);
-      (b.op == OpId::AllGather ? gathers : reduces) += 1;
+TEST_CASE("a bf16 run gathers bf16 and reduces gradients in --reduce-dtype (f32 by default)", "[autocast]") {
+  for (DType reduce : {DType::f32, DType::bf16}) {
+    INFO("reduce_dtype " << dtype_name(reduce));
+    const std::vector<Stage> stages = compiled("mlp", Strategy::zero3, 2, reduce);
+    for (const BoundSymbol& b : stage(stages, "autocast").bsyms)
+      if (b.op == OpId::Synchronize) CHECK(b.attrs.get_str("reduce_dtype") == dtype_name(reduce));
+    int gathers = 0, reduces = 0;
+    for (const Trace& t : stages.back().traces)
+      for (const BoundSymbol& b : t.bsyms) {
+        if (b.op != OpId::AllGather && b.op != OpId::ReduceScatter) continue;
+        CHECK(b.outputs[0].type.dtype == (b.op == OpId::AllGather ? DType::bf16 : reduce));
+        (b.op == OpId::AllGather ? gathers : reduces) += 1;
+      }
+    CHECK(gathers >= 2);
+    CHECK(reduces == 2);
+  }
+}
+
+TEST_CASE("under bf16, no_sync and accumulation keep each parameter's gradient in f32", "[autocast]") {
+  // The synchronized value is a cast of the parameter; its gradient belongs
+  // to the parameter (else no_sync's micro-batches would give it none).
+  auto m = make_model("mlp");
+  PipelineOptions o;
+  o.mesh = flat_mesh(2);
+  o.precision = DType::bf16;
+  for (bool sync : {false, true}) {
+    o.sync_grads = sync;
+    o.accumulate_grads = sync;
+    const Trace joint = compile_joint(capture(*m), o, nullptr).trace;
+    const ReturnTree& grads = joint.returns.items.back();
+    std::unordered_map<std::string, const BoundSymbol*> def;
+    for (const BoundSymbol& b : joint.bsyms)
+      for (const Proxy& p : b.outputs) def[p.name] = &b;
+    for (const ReturnTree& g : grads.items) {
+      INFO((sync ? "accumulate" : "no_sync") << ": gradient " << g.name);
+      REQUIRE(def.count(g.name));
+      CHECK(def.at(g.name)->op != OpId::Full);  // not the zero of an unused parameter
+      CHECK(def.at(g.name)->outputs[0].type.dtype == DType::f32);
     }
-  CHECK(gathers >= 2);
-  CHECK(reduces == 2);
+    for (const Proxy& a : joint.args)
+      if (a.name.rfind("acc_", 0) == 0) CHECK(a.type.dtype == DType::f32);
+    if (sync) CHECK(std::count_if(joint.args.begin(), joint.args.end(),
+                                  [](const Proxy& a) { return a.name.rfind("acc_", 0) == 0; }) ==
+                    static_cast<std::ptrdiff_t>(grads.items.size()));
+  }
 }
 
 TEST_CASE("autocast refuses what it cannot do", "[autocast]") {

@@ -42,8 +42,9 @@ const Golden kGoldens[] = {
     {"mlp-zero3-w2-fusion.trace", "--model mlp --world-size 2 --strategy zero3 --stage fusion --executor cpu"},
     {"gpt2-tiny-zero3-unit-fusion.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage fusion"},
-    // Mixed precision: shards cast to bf16 before their gathers, reduced
-    // gradients cast back to f32 after their waits.
+    // Mixed precision: shards cast to bf16 before their gathers; the bf16
+    // weight gradients widened to f32 before they are divided and reduced
+    // (reduce_dtype=f32, the default).
     {"mlp-zero3-w2-bf16.trace", "--model mlp --world-size 2 --strategy zero3 --precision bf16 --stage autocast,del"},
     // Activation checkpointing: block saves each block's input and recomputes
     // the block where its backward first reads it; selective also keeps the

@@ -1,5 +1,5 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
-// --bucket-mb, --precision, --remat, --tp, --pp: shared by fsdpc dump and fsdpc train.
+// --bucket-mb, --precision, --reduce-dtype, --remat, --tp, --pp: shared by fsdpc dump and fsdpc train.
 #include <sstream>
 
 #include "ir/error.h"
@@ -37,6 +37,11 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
   cmd->add_option("--bucket-mb", s.bucket_mb, "DDP gradient bucket size in MiB")->capture_default_str();
   cmd->add_option("--precision", s.precision,
                   "f32 | bf16 (mixed: parameters gathered and matmuls run in bf16, f32 master weights)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--reduce-dtype", s.reduce_dtype,
+                  "With --precision bf16: the dtype gradients are reduced in, f32 (as FSDP2's "
+                  "MixedPrecisionPolicy(reduce_dtype=float32)) | bf16 (half the reduce_scatter's bytes)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--remat", s.remat,
@@ -110,6 +115,10 @@ PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::stri
   o.max_inflight = s.max_inflight;
   o.bucket_mb = s.bucket_mb;
   o.precision = *parse_dtype(s.precision);
+  o.reduce_dtype = *parse_dtype(s.reduce_dtype);
+  if (o.reduce_dtype != DType::f32 && o.reduce_dtype != o.precision)
+    fail("--reduce-dtype ", s.reduce_dtype, " needs --precision ", s.reduce_dtype,
+         ": gradients are reduced in f32 or in the training precision");
   o.remat = parse_remat(s.remat);
   o.sequence_parallel = s.sequence_parallel;
   return o;

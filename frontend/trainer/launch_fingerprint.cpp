@@ -63,6 +63,7 @@ LaunchFingerprint launch_fingerprint(const TrainOptions& t, const JitOptions& o,
   f.add("--prefetch", std::to_string(p.prefetch));
   f.add("--max-inflight", std::to_string(p.max_inflight));
   f.add("--precision", std::string(dtype_name(p.precision)));
+  f.add("--reduce-dtype", std::string(dtype_name(p.reduce_dtype)));
   f.add("--executor", std::string(target_name(e.target)));
   // Fused kernels may round differently as regions grow (reductions), so the
   // ranks of one job fuse alike even though the collectives do not change.
