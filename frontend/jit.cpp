@@ -56,9 +56,8 @@ std::unique_ptr<Compiled> jit(Model& model, const JitOptions& options) {
   // tensor lives on its device from the first stage on.
   EngineOptions engine = options.engine;
   executors_for(engine.target);  // an unavailable one (cuda without CUDA) fails before compiling
-  if (options.pipeline.precision != DType::f32 && engine.target == Target::cpu)
-    fail("--precision ", dtype_name(options.pipeline.precision),
-         " needs --executor cuda: the CPU kernels compute in f32 only");
+  if (options.pipeline.precision == DType::f16 && engine.target == Target::cpu)
+    fail("precision f16 needs --executor cuda: the CPU kernels hold f32 and bf16 (--precision bf16)");
   // The model family's tp plan, unless the caller gave one; the engine
   // cuts and checks parameters by the same plan the passes split by.
   PipelineOptions pipeline = options.pipeline;

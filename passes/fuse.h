@@ -29,7 +29,10 @@
 // Fusible: elementwise ops with a scalar expression (ir/scalar_expr.h), sum
 // and amax over the innermost dim (per-row values), broadcast_in_dim of a
 // value defined before the region, or of a row value along its row, all in
-// f32 or bool (what the CPU fusion executor lowers).
+// f32 or bool (what the fusion executors lower); bf16 only in
+// convert_element_type and broadcast_in_dim, so a region loads and stores
+// bf16 (autocast's casts around the products) but computes in f32, and bf16
+// arithmetic keeps the rounding points of its unfused kernels.
 #pragma once
 
 #include "ir/target.h"

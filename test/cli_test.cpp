@@ -145,7 +145,7 @@ TEST_CASE("user errors print one line and exit 2", "[cli]") {
       {"train --model gpt2-tiny --optimizer adam", "adam"},
       {"train --model gpt2-tiny --mem-cap lots", "--mem-cap 'lots'"},
       {"train --model gpt2-tiny --strategy hybrid --mesh 2,2", "has 4 ranks but mpirun started 1"},
-      {"train --model gpt2-tiny --precision bf16", "--precision bf16 needs --executor cuda"},
+      {"train --model gpt2-tiny --reduce-dtype bf16", "--reduce-dtype bf16 needs --precision bf16"},
       {"train --model gpt2-tiny --precision fp8", "fp8"},
       {"train --model gpt2-tiny --executor tpu", "tpu"},
       {"train --model gpt2-tiny --strategy no_shard --grad-accum 2 --keep-gathered", "needs a sharded strategy"},

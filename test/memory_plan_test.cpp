@@ -2,8 +2,8 @@
 // measurement: every record of `mpirun -np N fsdpc train --log-json` carries
 // both, and they must agree to the byte, per category and in total, for
 // every strategy on 1..4 ranks, both models, with and without fusion (which
-// must lower gpt2-tiny's peak) and gradient accumulation and every --remat
-// mode; a --mem-cap below the plan's peak is refused before training, the
+// must lower gpt2-tiny's peak) and gradient accumulation, every --remat
+// mode and bf16; a --mem-cap below the plan's peak is refused before training, the
 // peak itself is a cap that trains, and a cap that --remat none exceeds
 // trains under --remat block.
 #include <catch2/catch.hpp>
@@ -102,6 +102,14 @@ TEST_CASE("memory plan equals the measured peak: no_shard on 1..4 ranks", "[mpi]
 TEST_CASE("memory plan equals the measured peak: hybrid on 1..4 ranks", "[mpi][memory_plan]") { check_strategy("hybrid"); }
 TEST_CASE("memory plan equals the measured peak: hybrid_zero2 on 1..4 ranks", "[mpi][memory_plan]") {
   check_strategy("hybrid_zero2");
+}
+
+TEST_CASE("memory plan equals the measured peak under --precision bf16 (zero3, zero2, hybrid)", "[mpi][memory_plan]") {
+  // bf16 gathers, casts and products: 2-byte tensors beside the f32 shards.
+  check_predicted_equals_measured(2, "--precision bf16 --strategy zero3 --model gpt2-tiny --seq 32 --grad-accum 2");
+  check_predicted_equals_measured(2, "--precision bf16 --strategy zero2 --model gpt2-tiny --seq 32 --fusion none");
+  check_predicted_equals_measured(4, "--precision bf16 --strategy hybrid --mesh 2,2 --model gpt2-tiny --seq 32 --no-sync "
+                                     "--grad-accum 2 --reduce-dtype bf16");
 }
 
 TEST_CASE("memory plan: the other halves of each axis (gpt2 no_sync fused, mlp unfused, evaluation, bucketing)",

@@ -27,6 +27,7 @@ std::string train_header(const TrainOptions& o, const Model& model, int world, i
   if (e.target == Target::cpu) {
     const int t = cpu_threads();
     executor += ": " + std::to_string(t) + " thread" + (t == 1 ? "" : "s") + " per rank; " + cpu_backend_info();
+    if (o.pipeline.precision == DType::bf16) executor += "; " + cpu_bf16_matmul_info();
   }
   const std::string strategy(strategy_name(o.pipeline.strategy));
   const int tp = o.pipeline.mesh.tp, pp = o.pipeline.pp;

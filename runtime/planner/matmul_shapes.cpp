@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "executors/bf16.h"
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
 #include "runtime/io/files.h"
@@ -28,10 +29,11 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-MatmulSample square_matmul(int64_t n) {
+MatmulSample square_matmul(int64_t n, DType dtype) {
   MatmulSample s;
   TensorType t;
   t.shape = {n, n};
+  t.dtype = dtype;
   s.statement.op = OpId::Matmul;
   Proxy out;
   out.name = "out";
@@ -54,6 +56,7 @@ struct SampleCall::Buffers {
     std::memset(data, 0, static_cast<size_t>(numel(t.shape)) * dtype_size(t.dtype));  // masks, indices
     if (t.dtype == DType::f32) std::fill_n(static_cast<float*>(data), numel(t.shape), 0.01f);
     if (t.dtype == DType::f64) std::fill_n(static_cast<double*>(data), numel(t.shape), 0.01);
+    if (t.dtype == DType::bf16) std::fill_n(static_cast<uint16_t*>(data), numel(t.shape), f32_to_bf16(0.01f));
     return data;
   }
 };

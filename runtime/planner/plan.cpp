@@ -65,9 +65,8 @@ Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t)>& ca
   s.hw = load_hardware(r.hardware, r.world);
   s.target = choose_target(r, s.hw);
   s.precision = r.precision.value_or(s.hw.precision);
-  if (s.precision != DType::f32 && s.target == Target::cpu)
-    fail("--precision ", dtype_name(s.precision),
-         ": the cpu executor's kernels are f32 only (a cuda profile or --executor cuda runs bf16)");
+  if (s.precision == DType::f16 && s.target == Target::cpu)
+    fail("--precision f16: the cpu executor's kernels hold f32 and bf16 (a cuda profile or --executor cuda runs f16)");
   p.cap_source = "--mem-cap";
   if (r.mem_cap) {
     s.cap = *r.mem_cap;

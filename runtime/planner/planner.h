@@ -111,8 +111,8 @@ class SampleCall {
 // `min_reps` timed calls, more while they fill less than `budget` seconds,
 // at most `max_reps` (runtime/planner/hardware_lookup.cpp).
 double best_seconds(const std::function<void()>& f, double budget, int min_reps = 3, int max_reps = 50);
-// An n x n x n f32 matmul statement.
-MatmulSample square_matmul(int64_t n);
+// An n x n x n matmul statement, of f32 (or bf16) operands.
+MatmulSample square_matmul(int64_t n, DType dtype = DType::f32);
 // Best seconds of one call of `s`'s CPU executor kernel on buffers of its
 // types (best_seconds).
 double kernel_call_seconds(const MatmulSample& s, double budget, int min_reps);
