@@ -1,6 +1,8 @@
 // Single-thread sgemm of the CPU executor (oneDNN through its matmul and
-// linear kernels): GFLOP/s for square sizes and GPT-2-like shapes, as JSON on
-// stdout. The peak that later CPU figures (a training step) are read against.
+// linear kernels): GFLOP/s for square sizes and GPT-2-like shapes, in f32
+// and in bf16 (f32 accumulation; widened to f32 where oneDNN has no bf16
+// kernel, which "bf16_kernels" says), as JSON on stdout. The peaks that later
+// CPU figures (a training step) are read against.
 // A benchmark, not a test: it reports figures and asserts nothing.
 #include <algorithm>
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "executors/bf16.h"
 #include "executors/cpu/cpu_executor.h"
 
 namespace {
@@ -22,31 +25,38 @@ struct Case {
   OpId op;              // matmul or linear
   Shape a, b, bias;     // bias empty: none
   int64_t batch, m, k, n;  // for the FLOP count
+  DType dtype = DType::f32;
 };
 
-TensorType f32(Shape s) {
+TensorType typed(Shape s, DType d) {
   TensorType t;
   t.shape = std::move(s);
+  t.dtype = d;
   return t;
 }
 
-std::vector<float> random_floats(int64_t n) {
+// n random elements of dtype d (f32 or bf16) in 4-byte words.
+std::vector<float> random_elements(int64_t n, DType d) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
+  if (d == DType::bf16) {
+    auto* h = reinterpret_cast<uint16_t*>(v.data());
+    for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(v[i]);  // the first n halves; v[i] is read before it is overwritten
+  }
   return v;
 }
 
 // Best of several timed runs after one warm-up run (which builds the cached
 // primitive), repeated until about a second has passed.
 double best_seconds(const Case& c) {
-  const TensorType ta = f32(c.a), tb = f32(c.b), tbias = f32(c.bias);
+  const TensorType ta = typed(c.a, c.dtype), tb = typed(c.b, c.dtype), tbias = typed(c.bias, c.dtype);
   Shape out_shape = c.a;
   out_shape.back() = c.op == OpId::Linear ? c.b[0] : c.b.back();
-  const TensorType tout = f32(out_shape);
-  std::vector<float> a = random_floats(numel(c.a)), b = random_floats(numel(c.b));
-  std::vector<float> bias = random_floats(numel(c.bias)), out(numel(out_shape));
+  const TensorType tout = typed(out_shape, c.dtype);
+  std::vector<float> a = random_elements(numel(c.a), c.dtype), b = random_elements(numel(c.b), c.dtype);
+  std::vector<float> bias = random_elements(numel(c.bias), c.dtype), out(numel(out_shape));
   BoundSymbol bsym;
   bsym.op = c.op;
   std::vector<TensorView> in{{a.data(), &ta}, {b.data(), &tb}};
@@ -90,22 +100,30 @@ std::vector<Case> cases() {
                 1024, 64, 1024});
   cs.push_back({"attention p.v [96,1024,1024]x[96,1024,64]", OpId::Matmul, {96, 1024, 1024}, {96, 1024, 64}, {}, 96,
                 1024, 1024, 64});
+  // The same shapes in bf16: the peak --precision bf16 is read against.
+  const size_t f32_cases = cs.size();
+  for (size_t i = 0; i < f32_cases; ++i) {
+    Case c = cs[i];
+    c.dtype = DType::bf16;
+    cs.push_back(std::move(c));
+  }
   return cs;
 }
 
 }  // namespace
 
 int main() {
-  std::printf("{\"benchmark\": \"sgemm\", \"cpu\": \"%s\", \"backend\": \"%s\", \"results\": [\n",
-              cpu_model().c_str(), cpu_backend_info().c_str());
+  std::printf("{\"benchmark\": \"sgemm\", \"cpu\": \"%s\", \"backend\": \"%s\", \"bf16_kernels\": \"%s\", "
+              "\"results\": [\n",
+              cpu_model().c_str(), cpu_backend_info().c_str(), cpu_bf16_matmul_info().c_str());
   const std::vector<Case> cs = cases();
   for (size_t i = 0; i < cs.size(); ++i) {
     const Case& c = cs[i];
     const double s = best_seconds(c);
     const double flop = 2.0 * static_cast<double>(c.batch * c.m) * static_cast<double>(c.k * c.n);
-    std::printf("  {\"name\": \"%s\", \"op\": \"%s\", \"batch\": %lld, \"m\": %lld, \"k\": %lld, \"n\": %lld, "
+    std::printf("  {\"name\": \"%s\", \"dtype\": \"%s\", \"op\": \"%s\", \"batch\": %lld, \"m\": %lld, \"k\": %lld, \"n\": %lld, "
                 "\"ms\": %.3f, \"gflops\": %.1f}%s\n",
-                c.name.c_str(), std::string(op_name(c.op)).c_str(), static_cast<long long>(c.batch),
+                c.name.c_str(), std::string(dtype_name(c.dtype)).c_str(), std::string(op_name(c.op)).c_str(), static_cast<long long>(c.batch),
                 static_cast<long long>(c.m), static_cast<long long>(c.k), static_cast<long long>(c.n), s * 1e3,
                 flop / s / 1e9, i + 1 < cs.size() ? "," : "");
     std::fflush(stdout);

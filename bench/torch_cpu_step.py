@@ -2,9 +2,11 @@
 """PyTorch's training step on the CPU, for the comparison beside fsdpc's
 bench/train_bench: the same GPT-2 (pre-norm blocks, GELU with the tanh
 approximation, tied input and output embeddings, layer norm eps 1e-5), the
-same tokens per step, AdamW (lr 1e-3, no weight decay), f32, one process,
-torch.set_num_threads(--threads). Runs eager and torch.compile (inductor)
-and prints one JSON line each: the median step's wall and process-CPU
+same tokens per step, AdamW (lr 1e-3, no weight decay), one process,
+torch.set_num_threads(--threads); f32, or with --precision bf16 the forward
+under torch.autocast("cpu", torch.bfloat16) (f32 weights and optimizer, as
+fsdpc --precision bf16). Runs eager and torch.compile (inductor) and prints
+one JSON line each: the median step's wall and process-CPU
 milliseconds and, for compile, the seconds spent before the first step ends.
 A benchmark: it asserts nothing, and no build or test needs it.
 
@@ -69,7 +71,7 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
-def run(mode, model_name, steps, threads):
+def run(mode, model_name, steps, threads, precision):
     layers, heads, width, vocab, context, batch, seq = MODELS[model_name]
     torch.manual_seed(0)
     model = GPT2(layers, heads, width, vocab, context)
@@ -81,7 +83,8 @@ def run(mode, model_name, steps, threads):
 
     def step(s):
         idx, tgt = batches[s % len(batches)]
-        loss = fwd(idx, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = fwd(idx, tgt)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -98,7 +101,8 @@ def run(mode, model_name, steps, threads):
         cpus.append((time.process_time() - c0) * 1e3)
     params = sum(p.numel() for p in model.parameters())
     return {
-        "impl": "pytorch-" + mode, "torch": torch.__version__, "model": model_name, "threads": threads,
+        "impl": "pytorch-" + mode + ("-bf16" if precision == "bf16" else ""), "torch": torch.__version__,
+        "precision": precision, "model": model_name, "threads": threads,
         "tokens_per_step": batch * seq, "parameters": params, "step_ms": round(statistics.median(walls), 1),
         "step_cpu_ms": round(statistics.median(cpus), 1), "first_step_s": round(first_s, 2),
         "loss": round(loss, 4) if math.isfinite(loss) else None,
@@ -111,6 +115,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--modes", default="eager,compile", help="eager, compile, or both (comma-separated)")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     if a.threads < 1 or a.steps < 1:
         print("torch_cpu_step.py: --threads and --steps must be at least 1", file=sys.stderr)
@@ -120,7 +125,7 @@ def main():
         if mode not in ("eager", "compile"):
             print(f"torch_cpu_step.py: unknown mode {mode!r} (eager or compile)", file=sys.stderr)
             return 2
-        print(json.dumps(run(mode, a.model, a.steps, a.threads)), flush=True)
+        print(json.dumps(run(mode, a.model, a.steps, a.threads, a.precision)), flush=True)
     return 0
 
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # fsdpc beside PyTorch on the CPU, in one run on one machine: the same model
-# and tokens per step, one process, THREADS threads each. Prints
-# build/bench/train_bench's JSON lines (fusion none and auto), then
-# bench/torch_cpu_step.py's (eager and torch.compile), then one summary line
-# with each step time as a ratio of fsdpc's fused step. A benchmark: it
-# asserts nothing; PyTorch comes from bench/torch_venv.sh's venv.
+# and tokens per step, one process, THREADS threads each, in f32 and in bf16
+# mixed precision. Prints build/bench/train_bench's JSON lines (f32 fusion
+# none and auto, then bf16 fused), then bench/torch_cpu_step.py's (eager and
+# torch.compile, f32 and under CPU autocast bf16), then one summary line with
+# each step time as a ratio of fsdpc's fused step of the same precision and
+# the f32 and bf16 gemm peaks. A benchmark: it asserts nothing; PyTorch comes
+# from bench/torch_venv.sh's venv.
 # Usage: bench/torch_cpu_step.sh [MODEL (gpt2-4x512 | gpt2-tiny)] [THREADS] [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,15 +20,24 @@ py=$("$root/bench/torch_venv.sh")
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # Unbound: Open MPI would pin the one rank to one core, whatever THREADS says.
-FSDPC_CPU_THREADS=$threads mpirun --allow-run-as-root --bind-to none -n 1 "$build/bench/train_bench" "$model" \
-  | grep '^{' | tee -a "$out"
-OMP_NUM_THREADS=$threads "$py" "$root/bench/torch_cpu_step.py" --model "$model" --threads "$threads" | tee -a "$out"
+for precision in f32 bf16; do
+  FSDPC_CPU_THREADS=$threads mpirun --allow-run-as-root --bind-to none -n 1 "$build/bench/train_bench" "$model" \
+    "$precision" | grep '^{' | tee -a "$out"
+done
+for precision in f32 bf16; do
+  OMP_NUM_THREADS=$threads "$py" "$root/bench/torch_cpu_step.py" --model "$model" --threads "$threads" \
+    --precision "$precision" | tee -a "$out"
+done
 "$py" - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-name = lambda r: r.get("impl") or "fsdpc-fusion-" + r["fusion"]
-ref = next(r for r in rows if name(r) == "fsdpc-fusion-auto")
-print(json.dumps({"summary": ref["model"], "threads": rows[-1]["threads"], "sgemm_peak_gflops": ref["sgemm_peak_gflops"],
+def name(r):
+    return r.get("impl") or "fsdpc-" + ("fusion-" + r["fusion"] if r["precision"] == "f32" else "bf16")
+ref = {"f32": next(r for r in rows if name(r) == "fsdpc-fusion-auto"), "bf16": next(r for r in rows if name(r) == "fsdpc-bf16")}
+print(json.dumps({"summary": ref["f32"]["model"], "threads": rows[-1]["threads"],
+                  "gemm_peak_gflops": {p: ref[p]["sgemm_peak_gflops"] for p in ref},
+                  "fsdpc_bf16_gemm_fraction": round(ref["bf16"]["gflops_per_rank"] / ref["bf16"]["sgemm_peak_gflops"], 2),
                   "step_ms": {name(r): r["step_ms"] for r in rows},
-                  "vs_fsdpc_fused": {name(r): round(r["step_ms"] / ref["step_ms"], 2) for r in rows}}))
+                  "vs_fsdpc_fused_same_precision": {name(r): round(r["step_ms"] / ref[r.get("precision", "f32")]["step_ms"], 2)
+                                                    for r in rows}}))
 PY

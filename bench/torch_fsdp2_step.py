@@ -5,7 +5,10 @@ TORCH=1; across the emulated nodes through tools/netns_cluster.sh --each).
 
 The model is frontend/gpt2's GPT-2 at 4 layers x 8 heads x 512 wide, vocab
 8192, context 256 (tied embeddings, GELU tanh, layer norm eps 1e-5), 4x256
-tokens per rank, AdamW lr 1e-3, f32 on the CPU, one thread per rank.
+tokens per rank, AdamW lr 1e-3, f32 on the CPU, one thread per rank; with
+--precision bf16, FSDP2's MixedPrecisionPolicy(param_dtype=bfloat16,
+reduce_dtype=float32) and the forward under CPU autocast, as fsdpc
+--precision bf16 (DDP: autocast only).
 torch.distributed on gloo, rendezvous env:// (RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT; GLOO_SOCKET_IFNAME picks the interface). Strategies:
   zero3     fully_shard per block and at the root, reshard_after_forward=True
@@ -15,7 +18,7 @@ MASTER_PORT; GLOO_SOCKET_IFNAME picks the interface). Strategies:
             --mesh R,S (default 2,WORLD/2)
 Rank 0 prints one JSON line: the median step over --steps after one warm-up
 step. A benchmark: it asserts nothing.
-Usage: python bench/torch_fsdp2_step.py STRATEGY [--mesh R,S] [--steps N]
+Usage: python bench/torch_fsdp2_step.py STRATEGY [--mesh R,S] [--steps N] [--precision f32|bf16]
 """
 import argparse
 import json
@@ -76,6 +79,7 @@ def main():
     ap.add_argument("strategy", choices=["zero3", "zero2", "no_shard", "hybrid"])
     ap.add_argument("--mesh", default="")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     args = ap.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="env://")
@@ -88,7 +92,7 @@ def main():
         replicas, shards = world, 1
     else:
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         if args.strategy == "hybrid":
             if args.mesh:
@@ -103,9 +107,11 @@ def main():
         else:
             mesh = init_device_mesh("cpu", (world,))
         reshard = args.strategy != "zero2"
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+            if args.precision == "bf16" else MixedPrecisionPolicy()
         for block in model.h:
-            fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
-        fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+            fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
     api = {"no_shard": "ddp", "hybrid": "fsdp2-hsdp"}.get(args.strategy, "fsdp2")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1000 + rank)
@@ -115,7 +121,8 @@ def main():
         tgt = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(idx, tgt)
         loss.backward()
         opt.step()
         loss = loss.item()
@@ -130,6 +137,7 @@ def main():
     times.sort()
     if rank == 0:
         print(json.dumps({"strategy": args.strategy, "mesh": f"{replicas}x{shards}", "world": world,
+                          "precision": args.precision,
                           "progress": "pytorch", "framework": f"torch {torch.__version__} {api}/gloo",
                           "steps": args.steps, "step_ms": round(times[len(times) // 2] * 1e3, 1),
                           "step_ms_min": round(times[0] * 1e3, 1), "threads": torch.get_num_threads(),

@@ -71,11 +71,14 @@ double matmul_flops(const Trace& t) {
   return f;
 }
 
-// Single-thread sgemm GFLOP/s of the CPU executor on a 1024^3 product.
-double sgemm_peak() {
+// GFLOP/s of the CPU executor on a 1024^3 product, f32 or bf16 (f32
+// accumulation): the peak a step's matmul rate is read against.
+double gemm_peak(DType dtype) {
   TensorType a, c;
   a.shape = c.shape = {1024, 1024};
-  std::vector<float> x(1024 * 1024, 0.5f), y(1024 * 1024, 0.25f), z(1024 * 1024);
+  a.dtype = c.dtype = dtype;
+  // 4-byte elements hold 2-byte ones too; 0 in bf16 and f32 alike.
+  std::vector<float> x(1024 * 1024, 0.0f), y(1024 * 1024, 0.0f), z(1024 * 1024);
   BoundSymbol mm;
   mm.op = OpId::Matmul;
   mm.inputs = {Operand::of("a"), Operand::of("b")};
@@ -122,7 +125,7 @@ double collectives_alone(const std::vector<const Trace*>& traces, const ProcessG
 }
 
 void run(const char* label, std::unique_ptr<LanguageModel> owned, int64_t batch, int64_t seq, double peak,
-         FusionMode fusion) {
+         FusionMode fusion, DType precision) {
   const int world = mpi_world_size(), rank = mpi_world_rank();
   LanguageModel& model = *owned;
   JitOptions o;
@@ -133,6 +136,7 @@ void run(const char* label, std::unique_ptr<LanguageModel> owned, int64_t batch,
   o.pipeline.verify = false;
   o.engine.optimizer.lr = 1e-3;
   o.engine.fusion = fusion;
+  o.pipeline.precision = precision;
   const fusion::JitCacheStats jit0 = fusion::jit_cache_stats();
   auto compiled = jit(model, o);
   Engine& e = compiled->engine();
@@ -172,13 +176,13 @@ void run(const char* label, std::unique_ptr<LanguageModel> owned, int64_t batch,
       "\"tokens_per_s\": %.0f, \"gflops_per_rank\": %.1f, \"sgemm_peak_gflops\": %.1f, \"mfu\": %.3f, "
       "\"compute_ms\": %.1f, \"wait_ms\": %.2f, \"collectives_alone_ms\": %.2f, \"hidden_fraction\": %.2f, "
       "\"peak_bytes\": %lld, \"zero_state_bytes\": %.0f, \"bytes_sent\": %.0f, \"zero3_formula_bytes\": %.0f, "
-      "\"fusion\": \"%s\", \"step_cpu_ms\": %.1f, \"non_matmul_ms\": %.1f, \"regions_compiled\": %lld, \"jit_compile_ms\": %.1f, "
+      "\"precision\": \"%s\", \"fusion\": \"%s\", \"step_cpu_ms\": %.1f, \"non_matmul_ms\": %.1f, \"regions_compiled\": %lld, \"jit_compile_ms\": %.1f, "
       "\"backend\": \"%s\"}\n",
       label, world, static_cast<long long>(batch * seq * world), t * 1e3, batch * seq * world / t,
       flops / t / 1e9, peak, flops / t / 1e9 / peak, tm.compute_s / steps * 1e3, waited * 1e3, alone * 1e3,
       alone > 0 ? std::clamp(1.0 - waited / alone, 0.0, 1.0) : 1.0, static_cast<long long>(e.memory().total_peak),
       16.0 * psi / world, sf.collective_bytes + sb.collective_bytes, 3.0 * 4 * psi * (world - 1) / world,
-      std::string(fusion_mode_name(fusion)).c_str(), cpu_t * 1e3, (cpu_t - flops / (peak * 1e9)) * 1e3,
+      std::string(dtype_name(precision)).c_str(), std::string(fusion_mode_name(fusion)).c_str(), cpu_t * 1e3, (cpu_t - flops / (peak * 1e9)) * 1e3,
       static_cast<long long>(jit1.compiled - jit0.compiled), (jit1.compile_s - jit0.compile_s) * 1e3,
       cpu_backend_info().c_str());
   std::fflush(stdout);
@@ -201,21 +205,27 @@ LlamaConfig llama_4x512() {
 
 }  // namespace
 
-// `train_bench [gpt2-tiny|gpt2-4x512|llama-4x512]`: one model only; all by default.
+// `train_bench [gpt2-tiny|gpt2-4x512|llama-4x512] [f32|bf16]`: one model
+// only, all by default; f32 (unfused and fused) by default, or bf16 mixed
+// precision (fused), whose "sgemm_peak_gflops" is then the bf16 gemm's.
 int main(int argc, char** argv) {
   mpi_init();
-  const char* only = argc > 1 ? argv[1] : nullptr;
-  const double peak = sgemm_peak();
+  const char* only = argc > 1 && std::strcmp(argv[1], "all") != 0 ? argv[1] : nullptr;
+  const DType precision = argc > 2 && std::strcmp(argv[2], "bf16") == 0 ? DType::bf16 : DType::f32;
+  const double peak = gemm_peak(precision);
+  const std::vector<FusionMode> fusions = precision == DType::f32
+                                              ? std::vector<FusionMode>{FusionMode::none, FusionMode::automatic}
+                                              : std::vector<FusionMode>{FusionMode::automatic};
   auto gpt2 = [](const char* label, const GPT2Config& c) { return std::make_unique<GPT2>(label, c); };
   if (!only || std::strcmp(only, "gpt2-tiny") == 0)
-    for (FusionMode fusion : {FusionMode::none, FusionMode::automatic})
-      run("gpt2-tiny", gpt2("gpt2-tiny", GPT2Config{2, 2, 64, 256, 64, 1e-5}), 8, 64, peak, fusion);
+    for (FusionMode fusion : fusions)
+      run("gpt2-tiny", gpt2("gpt2-tiny", GPT2Config{2, 2, 64, 256, 64, 1e-5}), 8, 64, peak, fusion, precision);
   // About a second per step on one core of the development machine.
   if (!only || std::strcmp(only, "gpt2-4x512") == 0)
-    for (FusionMode fusion : {FusionMode::none, FusionMode::automatic})
-      run("gpt2-4x512", gpt2("gpt2-4x512", GPT2Config{4, 8, 512, 8192, 256, 1e-5}), 4, 256, peak, fusion);
+    for (FusionMode fusion : fusions)
+      run("gpt2-4x512", gpt2("gpt2-4x512", GPT2Config{4, 8, 512, 8192, 256, 1e-5}), 4, 256, peak, fusion, precision);
   if (!only || std::strcmp(only, "llama-4x512") == 0)
-    for (FusionMode fusion : {FusionMode::none, FusionMode::automatic})
-      run("llama-4x512", std::make_unique<Llama>("llama-4x512", llama_4x512()), 4, 256, peak, fusion);
+    for (FusionMode fusion : fusions)
+      run("llama-4x512", std::make_unique<Llama>("llama-4x512", llama_4x512()), 4, 256, peak, fusion, precision);
   return 0;
 }
