@@ -1,7 +1,8 @@
 // grad: reverse-mode autodiff of a trace into one joint forward+backward
 // trace, as Thunder's grad transform does. The forward is copied with its
 // names; synchronize is lowered on the way (gathered in the forward, divided
-// and reduced in the backward, once per parameter however often it is used).
+// and reduced in the backward, once per parameter however often it is used,
+// in its reduce_dtype when mixed precision set one).
 //
 // Pre:  the first return is a float tensor (normally the scalar loss); every
 //       op has a VJP rule (passes/vjp_rules.h).

@@ -105,6 +105,26 @@ double dump_comm_bytes(const std::string& args) {
 
 }  // namespace
 
+TEST_CASE("advise prices bf16 on the cpu executor with the memory and bytes of dump --precision bf16") {
+  const std::string profile = cpu_profile().string();
+  const Json f32 = advise("--model gpt2-tiny --world-size 2 --hardware " + profile);
+  const Json bf16 = advise("--model gpt2-tiny --world-size 2 --precision bf16 --hardware " + profile);
+  REQUIRE(bf16["candidates"].size() == f32["candidates"].size());
+  std::map<std::string, const Json*> f32_by_name;
+  for (const Json& c : f32["candidates"]) f32_by_name[c["candidate"].get<std::string>()] = &c;
+  for (const Json& c : bf16["candidates"]) {
+    INFO(c["candidate"]);
+    const std::string flags = "--model gpt2-tiny --world-size 2 --precision bf16 " + c["flags"].get<std::string>();
+    CHECK(c["peak_bytes"].get<int64_t>() == dump_peak(flags));
+    CHECK(c["comm_bytes"].get<double>() == Approx(dump_comm_bytes(flags)));
+    const Json& same = *f32_by_name.at(c["candidate"].get<std::string>());
+    if (c["strategy"].get<std::string>() == "no_shard")  // nothing gathered; gradients reduced in f32 either way
+      CHECK(c["comm_bytes"].get<double>() == same["comm_bytes"].get<double>());
+    else
+      CHECK(c["comm_bytes"].get<double>() < same["comm_bytes"].get<double>());  // gathered in bf16
+  }
+}
+
 TEST_CASE("advise lists every candidate, with the memory of dump --memory and the bytes of dump --stats") {
   const std::string profile = cpu_profile().string();
   // World 1: compile() elides the collectives over one rank, and so must advise.
@@ -475,7 +495,6 @@ TEST_CASE("advise refuses bad input with one line and exit code 2") {
       {"--model gpt2-tiny --world-size 4 --mesh 3,2 --hardware " + cpu_profile().string(),
        "--mesh 3,2 has 6 ranks but --world-size is 4"},
       {"--model gpt2-tiny --world-size 2 --hardware " + bad.string(), bad.string() + ": intra_node.latency: missing"},
-      {"--model gpt2-tiny --world-size 2 --precision bf16 --hardware " + cpu_profile().string(), "f32 only"},
       {"--world-size 2", "one of --model or --config is required"},
       {"--model gpt2-tiny --world-size 2 --mem-cap 1X --hardware " + cpu_profile().string(), "unit must be B, K, M or G"},
       {"--model gpt2-tiny --world-size 2 --measure --measure-steps 0", "--measure-steps"},
