@@ -13,7 +13,7 @@
 // lr-sized steps whose sign depends on the summation order. For AdamW the
 // losses agree to 1e-5; the gathered weights, as one vector, agree to 1e-5
 // relative (||w_N - w_1|| / ||w_1||, the usual relative error of a vector;
-// measured: 1e-6 to 4e-6); 99.5% of single weights agree to 1e-5, and the
+// measured: 1e-6 to 4e-6); 99% of single weights agree to 1e-5 (99.5% on AVX-512), and the
 // rest stay within the 2*lr*steps such a random walk can reach.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -93,8 +93,12 @@ struct Case {
   // Tensor parallelism adds noise to every gradient: each row-parallel
   // product, and the vocab-parallel LM head and cross-entropy, sum their
   // halves in another order. SGD, which does not amplify it, holds every
-  // weight of these same runs to 1e-5.
-  double adamw_loose = 5e-3;
+  // weight of these same runs to 1e-5. The share depends on the kernels'
+  // summation order, so on the CPU: on the AVX-512 VM it stayed below 0.5%;
+  // on the AVX2 VM of 2026-11-29 (oneDNN's gemm:jit avx2 kernels), the same
+  // code put 0.72% past it at np 3 zero3 and 0.51% at np 2 tp 2, with the
+  // losses and the whole vector still within 1e-5.
+  double adamw_loose = 1e-2;
 };
 
 const std::vector<Case> kCases = {
