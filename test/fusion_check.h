@@ -169,27 +169,9 @@ inline Outcome fused_vs_reference(const Trace& t, std::mt19937& rng, double lo =
   return o;
 }
 
-// Claims, as "cpu", the statements with a bf16 output that the CPU executor
-// does not claim (yet): the converts and broadcasts autocast puts around a
-// matmul, and the bf16 matmul itself for the pass tests, which do not run
-// it. Its kernels are the CPU executor's, so a bf16 statement that fuse
-// leaves outside a region fails when run, as it would on the CPU target.
-class CpuBf16Claims final : public Executor {
- public:
-  std::string_view name() const override { return "cpu"; }
-  bool claims(const BoundSymbol& b) const override {
-    for (const Proxy& p : b.outputs)
-      if (p.type.dtype == DType::bf16 && p.type.device.kind == DeviceKind::cpu && !p.type.future) return true;
-    return false;
-  }
-  KernelFn kernel(OpId op) const override { return cpu_executor().kernel(op); }
-};
-
-// `t` claimed for the CPU target with bf16 statements too (CpuBf16Claims
-// after the CPU executor) and fused.
+// `t` claimed for the CPU target (bf16 included) and fused, verified.
 inline Trace fuse_bf16(const Trace& t) {
-  static CpuBf16Claims bf16;
-  Trace fused = fuse(claim(t, {&cpu_executor(), &bf16}), Target::cpu);
+  Trace fused = fuse(claim(t, {&cpu_executor()}), Target::cpu);
   INFO(print_trace(fused));
   REQUIRE_NOTHROW(verify(fused));
   return fused;

@@ -61,10 +61,7 @@ void narrow_to_bf16(const float* x, uint16_t* y, int64_t n) {
 
 void run_in_f32(const Views& in, const Views& out, const std::function<void(const Views&, const Views&)>& f) {
   auto is_bf16 = [](const TensorView& v) { return v.type && v.type->dtype == DType::bf16; };
-  bool any = false;
-  for (const TensorView& v : in) any = any || is_bf16(v);
-  for (const TensorView& v : out) any = any || is_bf16(v);
-  if (!any) return f(in, out);
+  if (!any_bf16(in, out)) return f(in, out);
   // The f32 types the kernel sees; reserved so the views' pointers stay put.
   std::vector<TensorType> types;
   types.reserve(in.size() + out.size());

@@ -164,12 +164,23 @@ void narrow_to_bf16(const float* x, uint16_t* y, int64_t n);
 // Without a bf16 operand, f gets the views themselves.
 void run_in_f32(const Views& in, const Views& out, const std::function<void(const Views&, const Views&)>& f);
 
-// Kernel K, which computes in f32, run through run_in_f32. The kernels that
-// hold bf16 themselves (the oneDNN products, conversions, data movement)
-// are not wrapped; the products call run_in_f32 themselves on a CPU for
-// which oneDNN has no bf16 kernel (bf16_products_native(), cpu_dnnl.h).
+// Whether any of the views holds bf16.
+inline bool any_bf16(const Views& in, const Views& out) {
+  for (const Views* vs : {&in, &out})
+    for (const TensorView& v : *vs)
+      if (v.type && v.type->dtype == DType::bf16) return true;
+  return false;
+}
+
+// Kernel K, which computes in f32, run through run_in_f32 when an operand is
+// bf16, and called directly otherwise (the f32 step's path stays a call).
+// The kernels that hold bf16 themselves (the oneDNN products, conversions,
+// data movement) are not wrapped; the products call run_in_f32 themselves
+// on a CPU for which oneDNN has no bf16 kernel (bf16_products_native(),
+// cpu_dnnl.h).
 template <KernelFn K>
 FSDPC_CPU_KERNEL(in_f32) {
+  if (!any_bf16(in, out)) return K(ctx, b, in, out);
   run_in_f32(in, out, [&](const Views& in32, const Views& out32) { K(ctx, b, in32, out32); });
 }
 
