@@ -45,7 +45,16 @@ TensorType meta_matmul(const MetaArgs& a) {
            " (b must be [K, N] or have a's batch dimensions)");
   Shape out = batch_of(x, 1);
   out.push_back(y.shape[ry - 1]);
-  return compute_out(x, std::move(out), x.dtype);
+  // out_dtype (XLA's preferred_element_type): a bf16 or f16 product written
+  // straight from its f32 accumulator, never rounded to the narrow type.
+  DType out_dtype = x.dtype;
+  if (a.has("out_dtype")) {
+    out_dtype = a.get_dtype("out_dtype");
+    if (out_dtype != x.dtype && out_dtype != DType::f32)
+      a.fail("out_dtype ", dtype_name(out_dtype), " for ", desc(x), " operands; expected ", dtype_name(x.dtype),
+             " or f32 (the accumulator's dtype)");
+  }
+  return compute_out(x, std::move(out), out_dtype);
 }
 
 TensorType meta_full(const MetaArgs& a) {

@@ -24,8 +24,14 @@ std::pair<int64_t, int64_t> rows_cols(const Shape& s, bool transposed) {
 // operand: a [..., M, K] (stored [..., K, M] when transposed), b [..., K, N]
 // or [K, N] shared by every batch (stored with its last two dims swapped
 // when transposed).
+// The output is the operands' dtype or, for bf16 operands, f32 (matmul's
+// out_dtype): oneDNN then writes its f32 accumulator as it is.
 void matmul_of(const BoundSymbol& b, const TensorView& a, bool a_t, const TensorView& bv, bool b_t, const TensorView& out) {
-  const DType d = product_dtype(b, {{a, "a"}, {bv, "b"}, {out, "the output"}});
+  const DType d = product_dtype(b, {{a, "a"}, {bv, "b"}});
+  const DType out_dtype = out.type->dtype;
+  if (out_dtype != d && out_dtype != DType::f32)
+    fail("cpu_matmul: the output is ", dtype_name(out_dtype), shape_str(out.type->shape), " for ", dtype_name(d),
+         " operands; expected ", dtype_name(d), " or f32");
   if (d == DType::bf16 && !bf16_products_native())
     return run_in_f32({a, bv}, {out}, [&](const Views& in, const Views& o) { matmul_of(b, in[0], a_t, in[1], b_t, o[0]); });
   const Shape& as = shape_of(a);
@@ -37,7 +43,8 @@ void matmul_of(const BoundSymbol& b, const TensorView& a, bool a_t, const Tensor
   g.a_transposed = a_t;
   g.b_transposed = b_t;
   g.batched_b = bs.size() > 2;  // else one [K, N] shared by every batch
-  g.in = g.out = g.bias = d;
+  g.in = d;
+  g.out = g.bias = out_dtype;  // no bias; its dtype must be the output's
   gemm(g, a.data, bv.data, nullptr, out.data);
 }
 

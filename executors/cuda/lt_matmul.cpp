@@ -170,7 +170,7 @@ namespace {
 struct LtKey {
   int64_t m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c;
   bool trans_a, trans_b, bias, tf32;
-  DType dtype;
+  DType dtype, out_dtype;
   uint32_t align_a, align_b, align_c, align_bias;
   int device;
   size_t workspace;
@@ -184,7 +184,7 @@ struct LtKeyHash {
     for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc, k.batch, k.stride_a, k.stride_b, k.stride_c})
       mix(static_cast<uint64_t>(v));
     mix(uint64_t{k.trans_a} | uint64_t{k.trans_b} << 1 | uint64_t{k.bias} << 2 | uint64_t{k.tf32} << 3);
-    mix(static_cast<uint64_t>(k.dtype));
+    mix(static_cast<uint64_t>(k.dtype) | static_cast<uint64_t>(k.out_dtype) << 8);
     mix(uint64_t{k.align_a} | uint64_t{k.align_b} << 16 | uint64_t{k.align_c} << 32 | uint64_t{k.align_bias} << 48);
     mix(static_cast<uint64_t>(k.device));
     mix(k.workspace);
@@ -242,7 +242,7 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
 
 LtEntry make_entry(CudaContext& ctx, const GemmPlan& plan, const LtKey& key, const void* bias) {
   const LtProblem lt = lt_problem(plan);
-  const cudaDataType_t type = lt_type(key.dtype);
+  const cudaDataType_t type = lt_type(key.dtype), out_type = lt_type(key.out_dtype);
   LtEntry e;
   const cublasComputeType_t compute = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   FSDPC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&e.desc, compute, CUDA_R_32F));
@@ -252,13 +252,13 @@ LtEntry make_entry(CudaContext& ctx, const GemmPlan& plan, const LtKey& key, con
     // bias[n] runs along D's rows (n x m column-major): one value per
     // output feature, the same for every batch entry (batch stride 0).
     set_desc<uint32_t>(e.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    set_desc<int32_t>(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type);
+    set_desc<int32_t>(e.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, out_type);
     // The heuristic reads the pointer's alignment from it.
     set_desc<const void*>(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
   e.a = make_layout(lt.a, type, lt.batch);
   e.b = make_layout(lt.b, type, lt.batch);
-  e.d = make_layout(lt.d, type, lt.batch);
+  e.d = make_layout(lt.d, out_type, lt.batch);
 
   cublasLtMatmulPreference_t pref = nullptr;
   FSDPC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -276,7 +276,7 @@ LtEntry make_entry(CudaContext& ctx, const GemmPlan& plan, const LtKey& key, con
   // NOT_SUPPORTED means no algorithm: say which problem had none.
   if (status != CUBLAS_STATUS_NOT_SUPPORTED) FSDPC_CUBLAS_CHECK(status);
   FSDPC_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS)
-      << "cuBLASLt has no algorithm for " << dtype_name(key.dtype) << " C[" << plan.m << ", " << plan.n
+      << "cuBLASLt has no algorithm for " << dtype_name(key.dtype) << " -> " << dtype_name(key.out_dtype) << " C[" << plan.m << ", " << plan.n
       << "] = A" << (plan.trans_a ? "^T" : "") << " B" << (plan.trans_b ? "^T" : "") << " (k " << plan.k
       << ", batch " << plan.batch << (plan.bias ? ", bias" : "") << ", alignments " << key.align_a << "/"
       << key.align_b << "/" << key.align_c << " bytes)";
@@ -322,16 +322,19 @@ void outer_offsets(const GemmPlan& plan, int64_t index, int64_t& off_a, int64_t&
 }  // namespace
 
 void lt_matmul(CudaContext& ctx, const GemmPlan& plan, const void* a, const void* b, const void* bias, void* c,
-               DType dtype) {
+               DType dtype, DType out_dtype) {
   FSDPC_CHECK((bias != nullptr) == plan.bias) << "lt_matmul: bias pointer and plan disagree";
   lt_type(dtype);  // rejects other dtypes before any work
+  lt_type(out_dtype);
+  FSDPC_CHECK(out_dtype == dtype || out_dtype == DType::f32)
+      << "lt_matmul: " << dtype_name(dtype) << " operands into " << dtype_name(out_dtype);
   if (plan.empty()) return;
   if (plan.k == 0) {
     FSDPC_CHECK(plan.ldc == plan.n) << "lt_matmul: an empty product into a strided output";
-    fill_empty_product(plan, bias, c, dtype, ctx.compute());
+    fill_empty_product(plan, bias, c, out_dtype, ctx.compute());
     return;
   }
-  const int64_t elem = dtype_size(dtype);
+  const int64_t elem = dtype_size(dtype), out_elem = dtype_size(out_dtype);
   std::vector<int64_t> steps_a{plan.stride_a}, steps_b{plan.stride_b}, steps_c{plan.stride_c};
   for (const OuterLoop& l : plan.outer) {
     steps_a.push_back(l.step_a);
@@ -344,10 +347,11 @@ void lt_matmul(CudaContext& ctx, const GemmPlan& plan, const void* a, const void
                   .trans_a = plan.trans_a, .trans_b = plan.trans_b, .bias = plan.bias,
                   .tf32 = dtype == DType::f32 && ctx.allow_tf32(),
                   .dtype = dtype,
+                  .out_dtype = out_dtype,
                   .align_a = lt_alignment(a, elem, steps_a),
                   .align_b = lt_alignment(b, elem, steps_b),
-                  .align_c = lt_alignment(c, elem, steps_c),
-                  .align_bias = bias ? lt_alignment(bias, elem, {}) : 0u,
+                  .align_c = lt_alignment(c, out_elem, steps_c),
+                  .align_bias = bias ? lt_alignment(bias, out_elem, {}) : 0u,
                   .device = ctx.device(),
                   .workspace = ctx.workspace_bytes()};
 
@@ -365,7 +369,7 @@ void lt_matmul(CudaContext& ctx, const GemmPlan& plan, const void* a, const void
   for (int64_t call = 0, calls = plan.calls(); call < calls; ++call) {
     int64_t off_a = 0, off_b = 0, off_c = 0;
     outer_offsets(plan, call, off_a, off_b, off_c);
-    void* out = pc + off_c * elem;
+    void* out = pc + off_c * out_elem;
     // C^T = B^T A^T: our b is cuBLASLt's A, our a its B; C is D (beta 0).
     FSDPC_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), e.desc, &alpha, pb + off_b * elem, e.a, pa + off_a * elem, e.b,
                                       &beta, out, e.d, out, e.d, &e.algo, ctx.workspace(), ctx.workspace_bytes(),

@@ -96,7 +96,9 @@ uint32_t lt_alignment(const void* ptr, int64_t elem_bytes, const std::vector<int
 // when plan.bias. Never synchronises the host. K = 0 writes zeros (or the
 // bias) without calling cuBLASLt, whose support for empty reductions
 // varies by version.
+// `dtype` is a's and b's; c (and the bias) are `out_dtype`, which is
+// `dtype` or, for bf16 operands, f32: the accumulator written unrounded.
 void lt_matmul(CudaContext& ctx, const GemmPlan& plan, const void* a, const void* b, const void* bias, void* c,
-               DType dtype);
+               DType dtype, DType out_dtype);
 
 }  // namespace fsdpc::cuda
