@@ -19,6 +19,7 @@
 #include "passes/split.h"
 #include "passes/tensor_parallel.h"
 #include "passes/stats.h"
+#include "passes/widen_accumulation.h"
 #include "passes/wrap.h"
 
 namespace fsdpc {
@@ -155,6 +156,12 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
   if (Trace elided = elide_identities(j.trace); elided.bsyms.size() != j.trace.bsyms.size()) {
     j.trace = std::move(elided);
     record(log, o, "elide", {&j.trace});
+  }
+  // Mixed precision's gradients leave bf16 through a cast to f32: their
+  // products and sums accumulate into f32 instead (shown when any did).
+  if (Trace widened = widen_accumulation(j.trace); widened.provenance == "widen") {
+    j.trace = std::move(widened);
+    record(log, o, "widen", {&j.trace});
   }
   return j;
 }

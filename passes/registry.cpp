@@ -12,6 +12,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"autocast", "mixed precision (--precision bf16): cast parameters before gathering; matmuls in bf16, the rest in f32"},
       {"grad", "joint forward+backward trace; lowers synchronize to all_gather/wait and div/reduce_scatter/wait"},
       {"elide", "drop collectives over a group of one rank and divisions by 1 (world size 1, or a mesh dimension of 1)"},
+      {"widen", "a bf16 matmul, sum or index_add whose result is cast to f32 at once accumulates into f32 instead (the gradients mixed precision hands to its f32 parameters)"},
       {"split", "cut the joint trace into forward and backward; zero3 re-gathers parameters in the backward"},
       {"p2p", "pipeline stages (--pp P > 1): recv the boundary activation and send the output; the backward the other way"},
       {"dce", "remove statements whose results are never used"},

@@ -1,0 +1,144 @@
+// widen_accumulation(): one walk counts each value's uses (statements at
+// every depth, and the returns); a second finds each narrow-to-f32 convert
+// whose input has no other use and rewrites that input's producer in place.
+#include "passes/widen_accumulation.h"
+
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace fsdpc {
+
+namespace {
+
+// grad()'s name for the loss's cotangent argument of a joint trace.
+constexpr const char* kCotangent = "cotangent";
+
+bool narrow_float(DType d) { return d == DType::bf16 || d == DType::f16; }
+
+// The ops that sum: a product's dot products, a reduction, a scatter-add,
+// and the add that autodiff uses to sum a value's cotangent contributions
+// (a tied embedding's gradient is its lookup's plus its head's).
+bool accumulates(OpId op) {
+  return op == OpId::Matmul || op == OpId::Sum || op == OpId::IndexAdd || op == OpId::Add;
+}
+
+// The value x widened to `to`, a fresh statement appended to `out`.
+std::string widened(Trace& out, const Operand& x, const TensorType& type, DType to) {
+  BoundSymbol c;
+  c.op = OpId::ConvertElementType;
+  c.inputs = {x};
+  c.attrs.set("dtype", std::string(dtype_name(to)));
+  Proxy wide;
+  wide.name = out.fresh_name();
+  wide.type = type;
+  wide.type.dtype = to;
+  c.outputs = {std::move(wide)};
+  out.bsyms.push_back(std::move(c));
+  return out.bsyms.back().output().name;
+}
+
+// One round: every pattern in `trace` as it is; nullopt when there is none.
+std::optional<Trace> widen_once(const Trace& trace) {
+  std::unordered_map<std::string, int> uses;
+  for_each_bsym(trace.bsyms, [&](const BoundSymbol& b) {
+    for (const Operand& in : b.inputs)
+      if (!in.is_scalar()) ++uses[in.name];
+  });
+  std::vector<std::string> returned;
+  trace.returns.collect_names(returned);
+  for (const std::string& r : returned) ++uses[r];
+
+  // Values computed from the loss's cotangent: the backward's.
+  std::unordered_set<std::string> gradient = {kCotangent};
+  for (const BoundSymbol& b : trace.bsyms)
+    for (const Operand& in : b.inputs)
+      if (!in.is_scalar() && gradient.count(in.name)) {
+        for (const Proxy& o : b.outputs) gradient.insert(o.name);
+        break;
+      }
+
+  std::unordered_map<std::string, const TensorType*> types;
+  for (const Proxy& a : trace.args) types[a.name] = &a.type;
+  for_each_bsym(trace.bsyms, [&](const BoundSymbol& b) {
+    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
+  });
+
+  // Narrow results of the accumulating ops, and of casts down of an f32
+  // gradient, by name -> their statement's index; then the index of the
+  // convert that is the only use of one.
+  std::unordered_map<std::string, size_t> producer, rounded;
+  std::unordered_map<std::string, size_t> widened_by, round_trip;
+  for (size_t i = 0; i < trace.bsyms.size(); ++i) {
+    const BoundSymbol& b = trace.bsyms[i];
+    const bool one_narrow = b.outputs.size() == 1 && narrow_float(b.output().type.dtype);
+    if (one_narrow && accumulates(b.op) &&
+        !(b.op == OpId::Matmul && b.attrs.has("out_dtype") && b.attrs.get_dtype("out_dtype") != b.output().type.dtype))
+      producer[b.output().name] = i;
+    const bool widens = b.op == OpId::ConvertElementType && b.inputs.size() == 1 && !b.inputs[0].is_scalar() &&
+                        b.output().type.dtype == DType::f32;
+    if (one_narrow && b.op == OpId::ConvertElementType && !b.inputs[0].is_scalar() &&
+        types.at(b.inputs[0].name)->dtype == DType::f32 && gradient.count(b.output().name))
+      rounded[b.output().name] = i;
+    if (!widens) continue;
+    const std::string& x = b.inputs[0].name;
+    if (uses[x] != 1) continue;
+    if (producer.count(x)) widened_by[x] = i;
+    if (auto r = rounded.find(x); r != rounded.end()) round_trip[x] = i;
+  }
+  if (widened_by.empty() && round_trip.empty()) return std::nullopt;
+
+  Trace out = without_statements(trace, "widen");
+  std::vector<bool> dropped(trace.bsyms.size(), false);
+  for (const auto& [name, i] : widened_by) dropped[i] = true;
+  // A gradient rounded to bf16 only to be widened again is its f32 value:
+  // both casts go, and the widened value's uses read the f32 one.
+  std::unordered_map<std::string, std::string> renamed;
+  for (const auto& [name, i] : round_trip) {
+    const size_t down = rounded.at(name);
+    dropped[down] = dropped[i] = true;
+    renamed[trace.bsyms[i].output().name] = trace.bsyms[down].inputs[0].name;
+  }
+  for (auto& [from, to] : renamed)  // a round trip of a round trip's result
+    for (auto next = renamed.find(to); next != renamed.end(); next = renamed.find(to)) to = next->second;
+  for (size_t i = 0; i < trace.bsyms.size(); ++i) {
+    if (dropped[i]) continue;
+    BoundSymbol b = trace.bsyms[i];
+    rename_uses(b, renamed);
+    auto w = b.outputs.size() == 1 ? widened_by.find(b.output().name) : widened_by.end();
+    if (w == widened_by.end()) {
+      out.bsyms.push_back(std::move(b));
+      continue;
+    }
+    const BoundSymbol& convert = trace.bsyms[w->second];
+    if (b.op == OpId::Matmul) {
+      b.attrs.set("out_dtype", std::string(dtype_name(DType::f32)));
+    } else {
+      // sum's x, add's tensors, or index_add's a and src (idx stays an index).
+      for (size_t k = 0; k < b.inputs.size(); ++k) {
+        const Operand& x = b.inputs[k];
+        if ((b.op == OpId::IndexAdd && k == 1) || x.is_scalar()) continue;
+        b.inputs[k] = Operand::of(widened(out, x, *types.at(x.name), DType::f32));
+      }
+    }
+    b.outputs[0] = convert.output();
+    out.bsyms.push_back(std::move(b));
+  }
+  rename_returns(out.returns, renamed);
+  return out;
+}
+
+}  // namespace
+
+Trace widen_accumulation(const Trace& trace) {
+  // A widened input may itself be a pattern (the head's product feeding the
+  // add of a tied embedding's gradient): again until nothing matches. Each
+  // round removes at least one narrow result, so the rounds end.
+  std::optional<Trace> t = widen_once(trace);
+  if (!t) return trace;
+  while (std::optional<Trace> next = widen_once(*t)) t = std::move(next);
+  return *std::move(t);
+}
+
+}  // namespace fsdpc
