@@ -8,6 +8,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ir/meta.h"
+
 namespace fsdpc {
 
 namespace {
@@ -24,19 +26,28 @@ bool accumulates(OpId op) {
   return op == OpId::Matmul || op == OpId::Sum || op == OpId::IndexAdd || op == OpId::Add;
 }
 
-// The value x widened to `to`, a fresh statement appended to `out`.
-std::string widened(Trace& out, const Operand& x, const TensorType& type, DType to) {
+// The output type meta gives b (a distribution follows from its inputs').
+TensorType inferred(const BoundSymbol& b, const std::unordered_map<std::string, TensorType>& types) {
+  std::vector<OperandType> ins;
+  for (const Operand& x : b.inputs) ins.push_back(x.is_scalar() ? OperandType::scalar() : OperandType::of(types.at(x.name)));
+  return infer_types(b.op, ins, b.attrs).at(0);
+}
+
+// The value x widened to `to`, a fresh statement appended to `out`; its
+// type is recorded in `types`.
+std::string widened(Trace& out, const Operand& x, DType to, std::unordered_map<std::string, TensorType>& types) {
   BoundSymbol c;
   c.op = OpId::ConvertElementType;
   c.inputs = {x};
   c.attrs.set("dtype", std::string(dtype_name(to)));
   Proxy wide;
   wide.name = out.fresh_name();
-  wide.type = type;
-  wide.type.dtype = to;
+  wide.type = inferred(c, types);
   c.outputs = {std::move(wide)};
   out.bsyms.push_back(std::move(c));
-  return out.bsyms.back().output().name;
+  const Proxy& o = out.bsyms.back().output();
+  types[o.name] = o.type;
+  return o.name;
 }
 
 // One round: every pattern in `trace` as it is; nullopt when there is none.
@@ -59,10 +70,10 @@ std::optional<Trace> widen_once(const Trace& trace) {
         break;
       }
 
-  std::unordered_map<std::string, const TensorType*> types;
-  for (const Proxy& a : trace.args) types[a.name] = &a.type;
+  std::unordered_map<std::string, TensorType> types;
+  for (const Proxy& a : trace.args) types[a.name] = a.type;
   for_each_bsym(trace.bsyms, [&](const BoundSymbol& b) {
-    for (const Proxy& o : b.outputs) types[o.name] = &o.type;
+    for (const Proxy& o : b.outputs) types[o.name] = o.type;
   });
 
   // Narrow results of the accumulating ops, and of casts down of an f32
@@ -79,7 +90,7 @@ std::optional<Trace> widen_once(const Trace& trace) {
     const bool widens = b.op == OpId::ConvertElementType && b.inputs.size() == 1 && !b.inputs[0].is_scalar() &&
                         b.output().type.dtype == DType::f32;
     if (one_narrow && b.op == OpId::ConvertElementType && !b.inputs[0].is_scalar() &&
-        types.at(b.inputs[0].name)->dtype == DType::f32 && gradient.count(b.output().name))
+        types.at(b.inputs[0].name).dtype == DType::f32 && gradient.count(b.output().name))
       rounded[b.output().name] = i;
     if (!widens) continue;
     const std::string& x = b.inputs[0].name;
@@ -119,10 +130,14 @@ std::optional<Trace> widen_once(const Trace& trace) {
       for (size_t k = 0; k < b.inputs.size(); ++k) {
         const Operand& x = b.inputs[k];
         if ((b.op == OpId::IndexAdd && k == 1) || x.is_scalar()) continue;
-        b.inputs[k] = Operand::of(widened(out, x, *types.at(x.name), DType::f32));
+        b.inputs[k] = Operand::of(widened(out, x, DType::f32, types));
       }
     }
+    // The convert's name; the type meta gives the rewritten statement,
+    // which is the convert's dtype and shape (checked by verify()).
     b.outputs[0] = convert.output();
+    b.outputs[0].type = inferred(b, types);
+    types[b.outputs[0].name] = b.outputs[0].type;
     out.bsyms.push_back(std::move(b));
   }
   rename_returns(out.returns, renamed);
