@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "test/run_cli.h"
@@ -56,36 +57,58 @@ double compare(const std::vector<double>& got, const std::vector<double>& want, 
 
 }  // namespace
 
-// Not to 1e-5: each rank rounds the bf16 product of its part of the batch
-// (a weight's gradient, xᵀ·g) to bf16 before the f32 reduction, where one
-// process rounds the whole batch's once, as FSDP2 under autocast does; over
-// 8 AdamW steps that moved the losses by up to 5.5e-5 (2 ranks, zero3,
-// 2026-11-29). The bound below is what was measured, with a margin.
-constexpr double kRanksRtol = 3e-4;
+// N ranks against one process run with the same cast and fusion flags
+// (no_shard and --keep-gathered cast replicated parameters at their uses,
+// the sharded strategies before the gather; fused regions round fewer
+// intermediates than unfused ops). The widen pass
+// (passes/widen_accumulation.h) sums every gradient into f32, so ranks
+// differ from one process only in f32's summation order, as in f32: the
+// issue's command (2 ranks, zero3) stays within 1e-5 (4.1e-6 over 8 steps).
+// Not every run does: a weight one f32 ulp apart can round to another bf16
+// value when it is cast, and from then on the forward differs at bf16's
+// precision; over 8 AdamW steps that reached 1.5e-5 (4 ranks, --fusion
+// none), hence 3e-5. Three runs keep a bf16 rounding that depends on the
+// ranks, each bounded by what was measured (2026-11-29, an AVX-512 BF16 VM)
+// with a margin:
+// - N = 3: each rank's cotangent is scaled by 1/(its tokens), a power of
+//   two here, where one process's 1/(3·its tokens) is not; the bf16
+//   gradients round differently from the first step on (6.0e-5);
+// - --reduce-dtype bf16: the reduction itself rounds each partial sum (3.9e-5);
+// - --tp 2: each rank's row-parallel partial product is rounded to bf16
+//   before the all_reduce that sums them (1.7e-4).
+struct RanksRun {
+  int np;
+  std::string flags, one_process_flags;
+  double rtol;
+};
 
 TEST_CASE("bf16: every strategy, mesh, tp and pp trains one process's bf16 losses", "[bf16][mpi][train]") {
   const std::string common = "--precision bf16 --steps 8";
-  const Trained one = train(1, common);
-  CHECK_THAT(one.output, Catch::Contains("bf16 matmuls"));
-  CHECK(one.losses.back() < one.losses.front());  // it learns
-  const std::vector<std::pair<int, std::string>> runs = {
-      {2, "--strategy zero3"},
-      {3, "--strategy zero2"},
-      {4, "--strategy zero3 --fusion none"},
-      {2, "--strategy no_shard"},
-      {4, "--strategy hybrid --mesh 2,2"},
-      {4, "--strategy hybrid_zero2 --mesh 2,2"},
-      {2, "--strategy zero3 --reduce-dtype bf16"},
-      {2, "--strategy zero3 --tp 2"},
-      {2, "--strategy zero3 --pp 2 --grad-accum 2"},
-      {2, "--strategy zero3 --keep-gathered --grad-accum 2"},
-      {2, "--strategy zero3 --remat block"},
+  const std::vector<RanksRun> runs = {
+      {2, "--strategy zero3", "", 1e-5},
+      {4, "--strategy zero3 --fusion none", "--fusion none", 3e-5},
+      {2, "--strategy no_shard", "--strategy no_shard", 3e-5},
+      {4, "--strategy hybrid --mesh 2,2", "", 3e-5},
+      {4, "--strategy hybrid_zero2 --mesh 2,2", "", 3e-5},
+      {2, "--strategy zero3 --pp 2 --grad-accum 2", "--grad-accum 2", 3e-5},
+      {2, "--strategy zero3 --keep-gathered --grad-accum 2", "--keep-gathered --grad-accum 2", 3e-5},
+      {2, "--strategy zero3 --remat block", "--remat block", 3e-5},
+      {3, "--strategy zero2", "", 2e-4},
+      {2, "--strategy zero3 --reduce-dtype bf16", "", 2e-4},
+      {2, "--strategy zero3 --tp 2", "", 5e-4},
   };
-  for (const auto& [np, flags] : runs) {
-    const Trained t = train(np, common + " " + flags);
-    INFO("np " << np << " " << flags);
-    const double worst = compare(t.losses, one.losses, kRanksRtol);
-    std::printf("bf16 np %d %s: losses %.6f -> %.6f, at most %.2e from one process\n", np, flags.c_str(),
+  std::map<std::string, Trained> one;
+  for (const RanksRun& run : runs) {
+    if (!one.count(run.one_process_flags)) {
+      one[run.one_process_flags] = train(1, common + " " + run.one_process_flags);
+      const Trained& o = one[run.one_process_flags];
+      CHECK_THAT(o.output, Catch::Contains("bf16 matmuls"));
+      CHECK(o.losses.back() < o.losses.front());  // it learns
+    }
+    const Trained t = train(run.np, common + " " + run.flags);
+    INFO("np " << run.np << " " << run.flags << " against one process with '" << run.one_process_flags << "'");
+    const double worst = compare(t.losses, one[run.one_process_flags].losses, run.rtol);
+    std::printf("bf16 np %d %s: losses %.6f -> %.6f, at most %.2e from one process\n", run.np, run.flags.c_str(),
                 t.losses.front(), t.losses.back(), worst);
   }
 }
@@ -113,9 +136,12 @@ TEST_CASE("bf16: gradient accumulation with no_sync equals accumulation that red
   // no_sync keeps each parameter's unreduced gradient in f32 across the
   // micro-batches: the gradient of the cast that is gathered belongs to the
   // parameter, not to the cast.
+  // The two sum the same f32 gradients in another order (each micro-batch
+  // reduced, or the micro-batches' sum reduced once); a weight an f32 ulp
+  // apart may cast to another bf16 value (measured 1.4e-6 over 6 steps).
   const Trained synced = train(2, "--precision bf16 --steps 6 --grad-accum 2");
   const Trained local = train(2, "--precision bf16 --steps 6 --grad-accum 2 --no-sync");
-  compare(local.losses, synced.losses, 1e-6);
+  compare(local.losses, synced.losses, 1e-5);
   CHECK(local.losses.back() < local.losses.front());
 }
 
