@@ -19,7 +19,8 @@ bool is_collective(const BoundSymbol& b) { return op_info(b.op).category == OpCa
 
 bool foldable_permute(const BoundSymbol& b, const std::string& executor) {
   return b.op == OpId::Permute && b.executor == executor && b.outputs.size() == 1 &&
-         b.output().type.dtype == DType::f32 && swaps_last_two(b.attrs.get_ints("dims"));
+         (b.output().type.dtype == DType::f32 || b.output().type.dtype == DType::bf16) &&
+         swaps_last_two(b.attrs.get_ints("dims"));
 }
 
 BoundSymbol region_of(const std::vector<const BoundSymbol*>& permutes, const BoundSymbol& matmul) {

@@ -37,15 +37,19 @@ Shape swapped(Shape s) {
 // out = op(a) @ op(b) for a [..., M, K] and b [..., K, N] or [K, N]: a
 // transposed operand is an argument stored with its last two dims swapped
 // and permuted back, as the matmul VJP writes it.
-Trace matmul_trace(const Shape& a, const Shape& b, bool a_t, bool b_t) {
+// Operands of `dtype`; a bf16 product may write f32 (out_dtype).
+Trace matmul_trace(const Shape& a, const Shape& b, bool a_t, bool b_t, DType dtype = DType::f32,
+                   bool wide_out = false) {
   Trace t;
   t.name = "f";
   TraceBuilder tb(t);
-  Proxy x = tb.add_arg(arg("x", tt(a_t ? swapped(a) : a)));
-  Proxy y = tb.add_arg(arg("y", tt(b_t ? swapped(b) : b)));
+  Proxy x = tb.add_arg(arg("x", tt(a_t ? swapped(a) : a, dtype)));
+  Proxy y = tb.add_arg(arg("y", tt(b_t ? swapped(b) : b, dtype)));
   if (a_t) x = tb.emit1(OpId::Permute, {of(x)}, {{"dims", swap_last_two(a.size())}});
   if (b_t) y = tb.emit1(OpId::Permute, {of(y)}, {{"dims", swap_last_two(b.size())}});
-  const Proxy out = tb.emit1(OpId::Matmul, {of(x), of(y)});
+  Attrs attrs;
+  if (wide_out) attrs.set("out_dtype", std::string("f32"));
+  const Proxy out = tb.emit1(OpId::Matmul, {of(x), of(y)}, attrs);
   t.returns = ReturnTree::tuple({ReturnTree::leaf(out.name)});
   return t;
 }
@@ -88,11 +92,20 @@ TEST_CASE("fold_transposes: a folded matmul equals the reference for transposed 
       {{2, 520, 16}, {2, 16, 24}},   // packed b, batched
       {{3, 0}, {0, 4}},              // an empty sum: zeros
   };
+  // f32; bf16 (f32 accumulation, one rounding of the output: 2^-9 of the
+  // largest entry, plus the sum's own error); bf16 into f32 (out_dtype).
+  struct Precision {
+    DType dtype;
+    bool wide_out;
+    double bound;
+  };
   std::mt19937 rng(11);
+  for (const Precision& p : {Precision{DType::f32, false, 1e-5}, Precision{DType::bf16, false, 1e-2},
+                             Precision{DType::bf16, true, 1e-5}})
   for (const Case& c : cases)
     for (int mode = 1; mode < 4; ++mode) {
       const bool a_t = mode & 1, b_t = mode & 2;
-      const Trace t = matmul_trace(c.a, c.b, a_t, b_t);
+      const Trace t = matmul_trace(c.a, c.b, a_t, b_t, p.dtype, p.wide_out);
       const Trace exec = execution_trace(t, Target::cpu, FusionMode::automatic);
       INFO(print_trace(exec));
       REQUIRE_NOTHROW(verify(exec));
@@ -112,7 +125,7 @@ TEST_CASE("fold_transposes: a folded matmul equals the reference for transposed 
       CHECK(trace_from_json(trace_to_json(exec)) == exec);
       // --fusion none keeps the permutes.
       CHECK(count_op(execution_trace(t, Target::cpu, FusionMode::none), OpId::Permute) == a_t + b_t);
-      CHECK(worst_error(t, exec, rng) < 1e-5);
+      CHECK(worst_error(t, exec, rng) < p.bound);
     }
 }
 

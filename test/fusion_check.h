@@ -88,7 +88,7 @@ inline TensorValue write(Allocator& a, const TensorType& t, const std::vector<do
 }
 
 // Inputs drawn from [lo, hi] (bools 0/1, i64 0..2: class indices), rounded
-// to f32 so that the reference sees exactly what the kernels see.
+// to f32 (or bf16) so that the reference sees exactly what the kernels see.
 inline std::vector<reference::Value> random_args(const Trace& t, std::mt19937& rng, double lo, double hi) {
   std::uniform_real_distribution<double> u(lo, hi);
   std::vector<reference::Value> args;
@@ -97,6 +97,7 @@ inline std::vector<reference::Value> random_args(const Trace& t, std::mt19937& r
     for (double& x : v.data)
       x = p.type.dtype == DType::boolean ? static_cast<double>(rng() % 2)
           : p.type.dtype == DType::i64   ? static_cast<double>(rng() % 3)
+          : p.type.dtype == DType::bf16  ? round_to_bf16(static_cast<float>(u(rng)))
                                          : static_cast<float>(u(rng));
     args.push_back(std::move(v));
   }
