@@ -156,6 +156,13 @@ Proxy causal_mask(TraceBuilder& b, const Proxy& scores) {
 
 // Recomputes the probabilities p = softmax(mask(q kᵀ scale)); then
 // gv = pᵀ g, gs = scale * softmax_backward(g vᵀ), gq = gs k, gk = gsᵀ q.
+// With bf16 (or f16) q, k and v the products stay bf16 and everything
+// between them is f32, as in the forward kernel (cpu_attention.cpp keeps
+// its scores in f32 and rounds its probabilities once for p·v): q kᵀ and
+// g vᵀ write their f32 accumulators (matmul's out_dtype), the mask, softmax
+// and its backward run in f32 (and fuse), and p and gs are rounded once
+// for the products that read them. Run in bf16 instead, each of those
+// [.., Tq, Tk] elementwise steps rounded its result, and none could fuse.
 Cotangents sdpa_grad(const VjpCall& c) {
   TraceBuilder& b = c.b;
   const Proxy q = c.in(0), k = c.in(1), v = c.in(2);
@@ -163,14 +170,21 @@ Cotangents sdpa_grad(const VjpCall& c) {
   const int64_t last = rank(q) - 1;
   const IntList t = swap_last_two(rank(q));
   const double scale = c.bsym.attrs.get_double("scale");
-  Proxy s = binary(b, OpId::Mul, matmul(b, q, permute(b, k, t)), scale);
+  const DType low = q.type.dtype;
+  const bool mixed = low == DType::bf16 || low == DType::f16;
+  auto scores = [&](const Proxy& x, const Proxy& y) {  // x @ y, in f32 when mixed
+    if (!mixed) return matmul(b, x, y);
+    return b.emit1(OpId::Matmul, {op(x), op(y)}, Attrs{{"out_dtype", std::string(dtype_name(DType::f32))}});
+  };
+  auto as_low = [&](const Proxy& x) { return mixed ? convert(b, x, low) : x; };
+  Proxy s = binary(b, OpId::Mul, scores(q, permute(b, k, t)), scale);
   if (c.bsym.attrs.get_bool_or("is_causal", false)) s = causal_mask(b, s);
   Proxy p = softmax(b, s, last);
   Cotangents r = c.none();
-  if (c.need(2)) r[2] = matmul(b, permute(b, p, t), g);
+  if (c.need(2)) r[2] = matmul(b, permute(b, as_low(p), t), g);
   if (!c.need(0) && !c.need(1)) return r;
-  Proxy gp = matmul(b, g, permute(b, v, t));
-  Proxy gs = binary(b, OpId::Mul, softmax_backward(b, gp, p, last), scale);
+  Proxy gp = scores(g, permute(b, v, t));
+  Proxy gs = as_low(binary(b, OpId::Mul, softmax_backward(b, gp, p, last), scale));
   if (c.need(0)) r[0] = matmul(b, gs, k);
   if (c.need(1)) r[1] = matmul(b, permute(b, gs, t), q);
   return r;
