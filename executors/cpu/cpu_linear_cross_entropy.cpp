@@ -14,7 +14,7 @@
 // zero3, at the very peak the fusion exists to lower, and a forward whose
 // outputs depend on what needs gradients. Recomputing costs one more
 // [rows, C] x [C, V] product a step (the head's share of the FLOPs goes from
-// 3 to 4 such products); see docs/design.md for the measured step time.
+// 3 to 4 such products).
 //
 // With bf16 h and w each value is rounded where the decomposition rounds it
 // (linear's bf16 logits, the bf16 cotangent linear's rule multiplies), so
