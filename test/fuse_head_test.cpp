@@ -1,7 +1,7 @@
 // fuse_head (passes/fuse_head.h): which heads it fuses and which it leaves,
 // and, through the whole pipeline, that a fused model's traces hold no
-// [tokens, vocab] value at any stage after it: GPT-2 (tied wte) and Llama
-// (untied lm_head), zero3 on 1 and 2 ranks, with remat and bf16; --loss-chunk
+// [tokens, vocab] value at any stage after it: GPT-2 (tied wte), Llama
+// (untied lm_head) and Qwen2 (untied and tied), zero3 on 1 and 2 ranks, with remat and bf16; --loss-chunk
 // off keeps today's head (so the walk can fail), and --tp leaves it unfused.
 #include <catch2/catch.hpp>
 
@@ -12,6 +12,7 @@
 
 #include "frontend/model.h"
 #include "frontend/models/gpt2/gpt2.h"
+#include "frontend/models/llama/llama.h"
 #include "frontend/models/registry.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
@@ -78,10 +79,31 @@ std::string logits_sized_value(const Trace& t, int64_t tokens, int64_t vocab) {
   return "";
 }
 
+// Qwen2 (q/k/v biases, the head untied or tied to the embedding) at a
+// small size, with a vocabulary of 300.
+LlamaConfig qwen2_config(bool tied) {
+  LlamaConfig c;
+  c.model_type = "qwen2";
+  c.vocab_size = 300;
+  c.hidden_size = 33;
+  c.intermediate_size = 47;
+  c.head_dim = 6;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 6;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 32;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = tied;
+  c.qkv_bias = true;
+  return c;
+}
+
 // gpt2-tiny with a vocabulary of 300, not its 256: gpt2-tiny's MLP is 256
 // wide, and its [batch, seq, 256] activations would look like logits.
 std::unique_ptr<Model> model_named(const std::string& name) {
   if (name == "gpt2-tiny-v300") return std::make_unique<GPT2>(name, GPT2Config{2, 2, 64, 300, 64, 1e-5});
+  if (name == "qwen2-v300") return std::make_unique<Llama>(name, qwen2_config(false));
+  if (name == "qwen2-tied-v300") return std::make_unique<Llama>(name, qwen2_config(true));
   return make_model(name);
 }
 
@@ -100,7 +122,7 @@ Walk walk(const std::string& model, int world, PipelineOptions o, int64_t batch 
   const Trace captured = capture(*m, c);
   o.mesh = flat_mesh(world);
   o.tensor_parallel_plan = m->tensor_parallel_plan();
-  const int64_t vocab = model == "gpt2-tiny-v300" ? 300 : 256;
+  const int64_t vocab = model.ends_with("-v300") ? 300 : 256;
   Walk w;
   for (const Stage& s : compile(captured, o)) {
     w.stages.push_back(s.name);
@@ -160,9 +182,9 @@ TEST_CASE("fuse_head leaves a head it cannot fuse as it is", "[fuse_head]") {
   SECTION("--loss-chunk off") { CHECK(fuse_head(head_trace("linear"), LossChunk{false, 0}) == head_trace("linear")); }
 }
 
-TEST_CASE("fused GPT-2 and Llama hold no [tokens, vocab] value after fuse_head at any stage; off keeps the logits",
+TEST_CASE("fused GPT-2, Llama and Qwen2 hold no [tokens, vocab] value after fuse_head at any stage; off keeps the logits",
           "[fuse_head][pipeline]") {
-  for (const std::string model : {"gpt2-tiny-v300", "llama-tiny"})
+  for (const std::string model : {"gpt2-tiny-v300", "llama-tiny", "qwen2-v300", "qwen2-tied-v300"})
     for (int world : {1, 2}) {
       INFO(model << " on " << world << " ranks");
       PipelineOptions o;
