@@ -68,19 +68,24 @@ std::vector<Proxy> TraceBuilder::emit(OpId op, std::vector<Operand> inputs, Attr
   }
 
   if (op_info(op).composite && options_.record_decompositions) {
-    FSDPC_CHECK(b.outputs.size() == 1) << "composite " << op_name(op) << " with several outputs";
     std::vector<BoundSymbol>* saved = sink_;
     sink_ = &b.subsymbols.mut();
-    Proxy result = decompose(*this, b);
+    const std::vector<Proxy> results = decompose(*this, b);
     sink_ = saved;
-    FSDPC_CHECK(!b.subsymbols.empty() && result.type == b.outputs[0].type)
-        << "decomposition of " << op_name(op) << " gives " << type_str(result.type)
-        << ", meta says " << type_str(b.outputs[0].type);
-    bool renamed = false;
-    for (auto it = b.subsymbols.rbegin(); it != b.subsymbols.rend() && !renamed; ++it)
-      renamed = rename_definition(*it, result.name, b.outputs[0].name);
-    FSDPC_CHECK(renamed) << "decomposition of " << op_name(op) << " returned a value it did not define";
-    types_.erase(result.name);
+    FSDPC_CHECK(!b.subsymbols.empty() && results.size() == b.outputs.size())
+        << "decomposition of " << op_name(op) << " gives " << results.size() << " results for "
+        << b.outputs.size() << " outputs";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Proxy& result = results[i];
+      FSDPC_CHECK(result.type == b.outputs[i].type)
+          << "decomposition of " << op_name(op) << " gives " << type_str(result.type) << " for output " << i
+          << ", meta says " << type_str(b.outputs[i].type);
+      bool renamed = false;
+      for (auto it = b.subsymbols.rbegin(); it != b.subsymbols.rend() && !renamed; ++it)
+        renamed = rename_definition(*it, result.name, b.outputs[i].name);
+      FSDPC_CHECK(renamed) << "decomposition of " << op_name(op) << " returned a value it did not define";
+      types_.erase(result.name);
+    }
   }
 
   sink_->push_back(std::move(b));

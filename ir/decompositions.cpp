@@ -3,6 +3,7 @@
 // definitions exactly so the reference executor and gradient checks agree.
 #include "ir/decompositions.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -11,6 +12,7 @@
 #include <variant>
 
 #include "ir/error.h"
+#include "ir/meta.h"
 
 namespace fsdpc {
 
@@ -223,18 +225,75 @@ Proxy decompose_cross_entropy(TraceBuilder& b, const BoundSymbol& c) {
   return binary(b, OpId::Div, unary(b, OpId::Neg, picked), static_cast<double>(n));
 }
 
+// h [..., C] as [n, C] rows and targets [...] as [n].
+std::pair<Proxy, Proxy> head_rows(TraceBuilder& b, const BoundSymbol& c) {
+  Proxy h = input(b, c, 0);
+  Proxy targets = input(b, c, 2);
+  const int64_t features = h.type.shape.back();
+  const int64_t n = numel(h.type.shape) / std::max<int64_t>(features, 1);
+  if (rank(h) != 2) h = reshape(b, h, {n, features});
+  if (rank(targets) != 1) targets = reshape(b, targets, {n});
+  return {h, targets};
+}
+
+// The head's logits [n, V] = linear(h, w), in the loss's dtype.
+Proxy head_logits(TraceBuilder& b, const Proxy& h, const BoundSymbol& c) {
+  Proxy logits = binary(b, OpId::Linear, h, input(b, c, 1));
+  return convert(b, logits, linear_cross_entropy_loss_dtype(h.type.dtype));
+}
+
+// linear then cross_entropy: the unfused head, exactly (`chunk` only tiles
+// a kernel's work).
+Proxy decompose_linear_cross_entropy(TraceBuilder& b, const BoundSymbol& c) {
+  auto [h, targets] = head_rows(b, c);
+  return binary(b, OpId::CrossEntropy, head_logits(b, h, c), targets);
+}
+
+// What autodiff makes of the decomposition above: the logits' cotangent
+// (softmax - onehot) * g / n (cross_entropy's rule, passes/vjp_rules_nn.cpp,
+// the one-hot subtracted by an index_add), cast to h's dtype, then linear's
+// rule: dh = dlogits w, dw = dlogitsᵀ h. Only executors without the fused
+// kernel run this; it holds [n, V] values, as the unfused head does.
+std::vector<Proxy> decompose_linear_cross_entropy_grad(TraceBuilder& b, const BoundSymbol& c) {
+  auto [h, targets] = head_rows(b, c);
+  const Proxy w = input(b, c, 1);
+  Proxy logits = head_logits(b, h, c);
+  const int64_t n = logits.type.shape[0], v = logits.type.shape[1];
+  const DType dt = logits.type.dtype;
+  const std::string device = device_name(logits.type.device);
+  Proxy p = b.emit1(OpId::Softmax, {op(logits)}, Attrs{{"dim", int64_t{1}}});
+  Proxy rows = b.emit1(OpId::Iota, {},
+                       Attrs{{"length", n}, {"dtype", std::string(dtype_name(targets.type.dtype))}, {"device", device}});
+  Proxy at = binary(b, OpId::Add, binary(b, OpId::Mul, rows, static_cast<double>(v)), targets);
+  Proxy minus_one = b.emit1(OpId::Full, {},
+                            Attrs{{"shape", IntList{n}}, {"value", -1.0}, {"dtype", std::string(dtype_name(dt))},
+                                  {"device", device}});
+  Proxy diff = reshape(
+      b, b.emit1(OpId::IndexAdd, {op(reshape(b, p, {n * v})), op(at), op(minus_one)}, Attrs{{"dim", int64_t{0}}}),
+      {n, v});
+  Proxy scale = broadcast(b, binary(b, OpId::Div, input(b, c, 3), static_cast<double>(n)), {n, v}, {});
+  Proxy dlogits = convert(b, binary(b, OpId::Mul, diff, scale), h.type.dtype);
+  Proxy dh = binary(b, OpId::Matmul, dlogits, w);
+  const Shape h_shape = input(b, c, 0).type.shape;
+  if (dh.type.shape != h_shape) dh = reshape(b, dh, h_shape);
+  Proxy dw = binary(b, OpId::Matmul, permute(b, dlogits, {1, 0}), h);
+  return {dh, dw};
+}
+
 }  // namespace
 
-Proxy decompose(TraceBuilder& b, const BoundSymbol& composite) {
+std::vector<Proxy> decompose(TraceBuilder& b, const BoundSymbol& composite) {
   switch (composite.op) {
-    case OpId::Linear: return decompose_linear(b, composite);
-    case OpId::Gelu: return decompose_gelu(b, composite);
-    case OpId::Softmax: return decompose_softmax(b, composite);
-    case OpId::LayerNorm: return decompose_layer_norm(b, composite);
-    case OpId::ScaledDotProductAttention: return decompose_sdpa(b, composite);
-    case OpId::CrossEntropy: return decompose_cross_entropy(b, composite);
-    case OpId::Silu: return decompose_silu(b, composite);
-    case OpId::RmsNorm: return decompose_rms_norm(b, composite);
+    case OpId::Linear: return {decompose_linear(b, composite)};
+    case OpId::Gelu: return {decompose_gelu(b, composite)};
+    case OpId::Softmax: return {decompose_softmax(b, composite)};
+    case OpId::LayerNorm: return {decompose_layer_norm(b, composite)};
+    case OpId::ScaledDotProductAttention: return {decompose_sdpa(b, composite)};
+    case OpId::CrossEntropy: return {decompose_cross_entropy(b, composite)};
+    case OpId::Silu: return {decompose_silu(b, composite)};
+    case OpId::RmsNorm: return {decompose_rms_norm(b, composite)};
+    case OpId::LinearCrossEntropy: return {decompose_linear_cross_entropy(b, composite)};
+    case OpId::LinearCrossEntropyGrad: return decompose_linear_cross_entropy_grad(b, composite);
     // prims, and fusion (a region's statements are already prims): the check below
     FSDPC_CASES_EXCEPT_COMPOSITE
       break;

@@ -5,8 +5,8 @@
 
 namespace fsdpc {
 
-// Emits prims computing `composite`'s output from its inputs into `b` and
-// returns the proxy holding the result.
-Proxy decompose(TraceBuilder& b, const BoundSymbol& composite);
+// Emits prims (and other composites) computing `composite`'s outputs from
+// its inputs into `b` and returns the proxies holding them, one per output.
+std::vector<Proxy> decompose(TraceBuilder& b, const BoundSymbol& composite);
 
 }  // namespace fsdpc

@@ -165,7 +165,7 @@ Types dispatch(const MetaArgs& a) {
     case OpId::Full: return {meta_full(a)};
     case OpId::Iota: return {meta_iota(a)};
     case OpId::AxisIndex: return {meta_axis_index(a)};
-    FSDPC_COMPOSITE_CASES return {meta_composite(a)};
+    FSDPC_COMPOSITE_CASES return meta_composite(a);
     FSDPC_COLLECTIVE_CASES return {meta_collective(a)};
     case OpId::Pack: return {meta_pack(a)};
     case OpId::Unpack: return meta_unpack(a);
@@ -183,6 +183,8 @@ Types dispatch(const MetaArgs& a) {
 
 }  // namespace
 }  // namespace meta
+
+DType linear_cross_entropy_loss_dtype(DType h) { return dtype_size(h) < 4 ? DType::f32 : h; }
 
 std::vector<TensorType> infer_types(OpId op, const std::vector<OperandType>& inputs,
                                     const Attrs& attrs) {

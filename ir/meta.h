@@ -23,4 +23,10 @@ struct OperandType {
 std::vector<TensorType> infer_types(OpId op, const std::vector<OperandType>& inputs,
                                     const Attrs& attrs);
 
+// The dtype of linear_cross_entropy's loss for activations of dtype `h`: h's,
+// widened to f32 when narrower. The unfused head under autocast runs linear
+// in bf16 and cross_entropy in f32 on its cast logits; the fused op keeps
+// that loss, where a bf16 loss would round away the third digit.
+DType linear_cross_entropy_loss_dtype(DType h);
+
 }  // namespace fsdpc

@@ -182,16 +182,52 @@ TensorType meta_cross_entropy(const MetaArgs& a) {
   return compute_out(logits, {}, logits.dtype);
 }
 
-TensorType meta_composite(const MetaArgs& a) {
+// h [..., C], w [V, C] (linear's weight layout), targets [...]: the mean
+// over the positions of cross_entropy(linear(h, w), targets), in
+// linear_cross_entropy_loss_dtype(h). `chunk` (optional): rows of logits a
+// kernel holds at once; it tiles the work and never changes the value.
+TensorType meta_linear_cross_entropy(const MetaArgs& a) {
+  const TensorType& h = a.tensor(0);
+  const TensorType& w = a.tensor(1);
+  const TensorType& targets = a.tensor(2);
+  require_float(a, h, "h");
+  require_same_dtype(a, h, "h", w, "w");
+  require_rank_at_least(a, h, "h", 1, "[..., C]");
+  if (w.shape.size() != 2) a.fail("w is ", desc(w), "; expected rank 2 ([V, C])");
+  if (h.shape.back() != w.shape[1])
+    a.fail("features differ: h is ", desc(h), ", w is ", desc(w), " (h.shape[-1] must equal w.shape[1])");
+  require_index(a, targets, "targets");
+  if (targets.shape != batch_of(h, 1))
+    a.fail("targets is ", desc(targets), ", h is ", desc(h), "; expected targets ", shape_str(batch_of(h, 1)),
+           " (h.shape[:-1])");
+  if (a.has("chunk") && a.get_int("chunk") < 1) a.fail("chunk ", a.get_int("chunk"), " must be >= 1 (rows)");
+  return compute_out(h, {}, linear_cross_entropy_loss_dtype(h.dtype));
+}
+
+// linear_cross_entropy's gradients for its loss's cotangent g (a scalar of
+// the loss's dtype): dh of h's type, dw of w's.
+Types meta_linear_cross_entropy_grad(const MetaArgs& a) {
+  const TensorType loss = meta_linear_cross_entropy(a);
+  const TensorType& g = a.tensor(3);
+  if (!g.shape.empty() || g.dtype != loss.dtype)
+    a.fail("g is ", desc(g), "; expected a ", dtype_name(loss.dtype), " scalar (the loss's cotangent)");
+  const TensorType& h = a.tensor(0);
+  const TensorType& w = a.tensor(1);
+  return {compute_out(h, h.shape, h.dtype), compute_out(h, w.shape, w.dtype)};
+}
+
+Types meta_composite(const MetaArgs& a) {
   switch (a.op()) {
-    case OpId::Linear: return meta_linear(a);
-    case OpId::Gelu: return meta_gelu(a);
-    case OpId::Softmax: return meta_softmax(a);
-    case OpId::LayerNorm: return meta_layer_norm(a);
-    case OpId::ScaledDotProductAttention: return meta_sdpa(a);
-    case OpId::CrossEntropy: return meta_cross_entropy(a);
-    case OpId::Silu: return meta_silu(a);
-    case OpId::RmsNorm: return meta_rms_norm(a);
+    case OpId::Linear: return {meta_linear(a)};
+    case OpId::Gelu: return {meta_gelu(a)};
+    case OpId::Softmax: return {meta_softmax(a)};
+    case OpId::LayerNorm: return {meta_layer_norm(a)};
+    case OpId::ScaledDotProductAttention: return {meta_sdpa(a)};
+    case OpId::CrossEntropy: return {meta_cross_entropy(a)};
+    case OpId::Silu: return {meta_silu(a)};
+    case OpId::RmsNorm: return {meta_rms_norm(a)};
+    case OpId::LinearCrossEntropy: return {meta_linear_cross_entropy(a)};
+    case OpId::LinearCrossEntropyGrad: return meta_linear_cross_entropy_grad(a);
     // not composites: the check below
     FSDPC_CASES_EXCEPT_COMPOSITE
       break;

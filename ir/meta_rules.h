@@ -95,8 +95,8 @@ TensorType meta_full(const MetaArgs& a);
 TensorType meta_iota(const MetaArgs& a);
 TensorType meta_axis_index(const MetaArgs& a);
 // The composites, each by its own rule: one switch in meta_nn.cpp, so a new
-// composite's rule and its case sit together there.
-TensorType meta_composite(const MetaArgs& a);
+// composite's rule and its case sit together there. One type per output.
+Types meta_composite(const MetaArgs& a);
 
 // Distributed and buffers (meta_distributed.cpp).
 // The collectives, send and recv, wait: one switch in meta_distributed.cpp,

@@ -15,7 +15,10 @@ enum class Precision { low, f32, keep };
 // torch.autocast's split: matmuls in the low precision, ops that accumulate
 // or exponentiate in f32; data movement as its input.
 Precision policy(OpId op) {
-  if (op == OpId::Linear || op == OpId::ScaledDotProductAttention) return Precision::low;  // the matmul composites
+  // the matmul composites; the fused head's loss is f32 by its meta rule
+  // (its gradient comes after grad, which runs after autocast)
+  if (op == OpId::Linear || op == OpId::ScaledDotProductAttention || op == OpId::LinearCrossEntropy)
+    return Precision::low;
   switch (op) {
     FSDPC_MATMUL_CASES
       return Precision::low;

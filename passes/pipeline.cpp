@@ -12,6 +12,7 @@
 #include "passes/del.h"
 #include "passes/autocast.h"
 #include "passes/fsdp.h"
+#include "passes/fuse_head.h"
 #include "passes/grad.h"
 #include "passes/pipeline_split.h"
 #include "passes/remat.h"
@@ -130,6 +131,18 @@ void record(StageLog* log, const PipelineOptions& o, const std::string& name, st
 
 JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageLog* log) {
   record(log, o, "trace", {&captured});
+  // The head fused with its loss first, on the captured trace, so that every
+  // pass after it (fsdp's gathers, autocast, grad's rule for the fused op)
+  // sees one statement. Not under tensor parallelism: tp rewrites the plain
+  // cross_entropy into its vocabulary-parallel form. Shown only when a head
+  // was fused.
+  Trace fused_head;
+  const bool fuse = o.loss_chunk.fuse && o.mesh.tp == 1;
+  if (fuse) {
+    fused_head = fuse_head(captured, o.loss_chunk);
+    if (fused_head.bsyms.size() != captured.bsyms.size()) record(log, o, "fuse_head", {&fused_head});
+  }
+  const Trace& source = fuse ? fused_head : captured;
   // Tensor parallelism splits the layers first; fsdp then shards the local
   // parameters over the data-parallel ranks.
   Trace split_layers;
@@ -139,7 +152,7 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
     record(log, o, "tp", {&split_layers});
   }
   JointTrace j;
-  Trace sharded = fsdp(o.mesh.tp > 1 ? split_layers : captured, FsdpOptions{o.strategy, o.mesh});
+  Trace sharded = fsdp(o.mesh.tp > 1 ? split_layers : source, FsdpOptions{o.strategy, o.mesh});
   j.units = wrap_units(sharded, o.wrap);  // FSDP units, for bucketing and schedule
   j.grad_params = gradient_params(sharded);
   record(log, o, "fsdp", {&sharded});

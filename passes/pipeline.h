@@ -10,6 +10,7 @@
 
 #include "ir/mesh.h"
 #include "ir/trace.h"
+#include "passes/fuse_head.h"
 #include "passes/pipeline_p2p.h"
 #include "passes/remat.h"
 #include "passes/split.h"
@@ -34,6 +35,9 @@ struct PipelineOptions {
   bool sync_grads = true;      // false: no_sync (gradient accumulation micro-batch)
   bool accumulate_grads = false;
   RematOptions remat;          // activation checkpointing (passes/remat.h)
+  // --loss-chunk: the language-model head fused with its loss
+  // (passes/fuse_head.h), on by default; off keeps linear then cross_entropy.
+  LossChunk loss_chunk;
   bool sequence_parallel = false;  // --sequence-parallel (with --tp T > 1; passes/tensor_parallel.h)
   // Which parameters tp cuts (mesh.tp > 1): the model family's plan, which
   // the frontend hands down (Model::tensor_parallel_plan()).

@@ -52,7 +52,9 @@ bool is_communication(OpId op) { return op_info(op).category == OpCategory::coll
 // Recomputing these costs FLOPs comparable to the layer itself.
 // So does communication (every collective), and packing its buffers.
 bool is_expensive(OpId op) {
-  if (op == OpId::Linear || op == OpId::ScaledDotProductAttention) return true;  // the matmul composites
+  if (op == OpId::Linear || op == OpId::ScaledDotProductAttention || op == OpId::LinearCrossEntropy ||
+      op == OpId::LinearCrossEntropyGrad)
+    return true;  // the matmul composites
   switch (op) {
     FSDPC_MATMUL_CASES
     FSDPC_COLLECTIVE_CASES

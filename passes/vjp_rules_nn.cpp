@@ -222,6 +222,26 @@ Proxy cross_entropy_grad(const VjpCall& c) {
   return reshape(b, binary(b, OpId::Mul, diff, scale), logits.type.shape);
 }
 
+// The fused head's gradients in one statement, linear_cross_entropy_grad,
+// which recomputes each chunk of logits from h and w (its kernel holds one
+// [chunk, V] block at a time) rather than reading logits saved by the
+// forward: the forward then saves h, w and the targets only, as linear
+// alone would, and no [tokens, V] value exists on either side of split.
+// Both gradients come from one pass over the chunks; one not needed is
+// computed anyway and left unused (the head's weight is a parameter, and
+// its input always needs its gradient).
+Cotangents linear_cross_entropy_grad(const VjpCall& c) {
+  Cotangents r = c.none();
+  if (!c.need(0) && !c.need(1)) return r;
+  Attrs attrs;
+  if (const AttrValue* chunk = c.bsym.attrs.find("chunk")) attrs.set("chunk", *chunk);
+  std::vector<Proxy> grads = c.b.emit(OpId::LinearCrossEntropyGrad, {op(c.in(0)), op(c.in(1)), op(c.in(2)), op(c.g())},
+                                      std::move(attrs));
+  if (c.need(0)) r[0] = grads[0];
+  if (c.need(1)) r[1] = grads[1];
+  return r;
+}
+
 }  // namespace
 
 Cotangents vjp_nn(const VjpCall& c) {
@@ -236,6 +256,9 @@ Cotangents vjp_nn(const VjpCall& c) {
     case OpId::CrossEntropy:
       if (!c.need(0)) return c.none();
       return {cross_entropy_grad(c), std::nullopt};
+    case OpId::LinearCrossEntropy: return linear_cross_entropy_grad(c);
+    case OpId::LinearCrossEntropyGrad:
+      fail("linear_cross_entropy_grad has no VJP rule: fsdpc takes first derivatives only");
     // not composites with a rule here: the check below
     FSDPC_CASES_EXCEPT_COMPOSITE
       break;

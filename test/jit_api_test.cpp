@@ -157,13 +157,14 @@ TEST_CASE("jit: stages() holds each pass's verified traces in pipeline order", "
   const std::vector<Stage>& stages = compiled->stages();
   // The registry's order, less autocast and widen (f32 has no mixed
   // precision to cast or widen), tp (no tensor-parallel dimension) and pp
-  // and p2p (no pipeline stages);
-  // elide runs, since at world size 1 every collective is over one rank.
+  // and p2p (no pipeline stages); elide runs, since at world size 1 every
+  // collective is over one rank; fuse_head runs, gpt2-tiny's head being
+  // fused by default (--loss-chunk).
   std::vector<std::string> expected;
   for (const PassInfo& p : pass_registry())
     if (p.name != "autocast" && p.name != "widen" && p.name != "tp" && p.name != "pp" && p.name != "p2p")
       expected.push_back(p.name);
-  REQUIRE(expected == std::vector<std::string>{"trace", "fsdp", "grad", "elide", "split", "dce", "cse",
+  REQUIRE(expected == std::vector<std::string>{"trace", "fuse_head", "fsdp", "grad", "elide", "split", "dce", "cse",
                                                "bucketing", "schedule", "del"});
   std::vector<std::string> names;
   for (const Stage& s : stages) names.push_back(s.name);
@@ -173,7 +174,7 @@ TEST_CASE("jit: stages() holds each pass's verified traces in pipeline order", "
     const Stage& s = stages[i];
     INFO(s.name);
     // One trace until split cuts it in two (forward, backward).
-    const bool split_done = i >= 4;
+    const bool split_done = i >= 5;
     REQUIRE(s.traces.size() == (split_done ? 2u : 1u));
     for (const Trace& t : s.traces) {
       CHECK(t.provenance == s.name);
@@ -189,7 +190,8 @@ TEST_CASE("jit: stages() holds each pass's verified traces in pipeline order", "
   const Trace& captured = stages[0].traces[0];
   REQUIRE(captured.args.size() == 2 + model->named_parameters().size());
   CHECK(captured.args[0].name == "idx");
-  for (const Proxy& a : stages[1].traces[0].args)
+  REQUIRE(stages[2].name == "fsdp");
+  for (const Proxy& a : stages[2].traces[0].args)
     if (a.is_param()) CHECK(a.type.dist == DistType::fully_sharded);
   // The engine runs what the last stage holds, claimed by the CPU executor
   // and fused (fusion auto is the engine's default).

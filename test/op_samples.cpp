@@ -108,6 +108,11 @@ OpSample op_sample(OpId op) {
               {{"is_causal", true}, {"scale", 0.125}},
               {on1({2, 10, 16})}};
     case OpId::CrossEntropy: return {{at({4, 10, 50}), at({4, 10}, i64)}, {}, {on1({})}};
+    // bf16 activations: the loss is f32 (linear_cross_entropy_loss_dtype).
+    case OpId::LinearCrossEntropy:
+      return {{at({2, 8, 16}, bf16), at({50, 16}, bf16), at({2, 8}, i32)}, {{"chunk", int64_t{3}}}, {on1({})}};
+    case OpId::LinearCrossEntropyGrad:
+      return {{at({2, 8, 16}), at({50, 16}), at({2, 8}, i64), at({})}, {}, {on1({2, 8, 16}), on1({50, 16})}};
     // ceil(50 / 4) = 13 rows per rank.
     case OpId::Synchronize:
       return {{at({13, 64}, f32, kSharded)},

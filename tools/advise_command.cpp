@@ -19,7 +19,7 @@ struct AdviseArgs {
   std::vector<std::string> strategies;
   std::vector<int> tps{1}, pps{1};
   int micro_batches = 0;
-  std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output;
+  std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output, loss_chunk = "auto";
 };
 
 // The model flags of `fsdpc train` that capture the trace advise compiled:
@@ -52,6 +52,7 @@ void run_advise(const AdviseArgs& a) {
   r.micro_batches = a.micro_batches;
   r.sequence_parallel = a.sequence_parallel;
   r.tensor_parallel_plan = source_tensor_parallel_plan(a.src);
+  r.loss_chunk = parse_loss_chunk(a.loss_chunk);
   r.threads = a.threads;
   const std::string mpirun = a.measure ? find_mpirun() : "";
   if (a.measure && mpirun.empty())
@@ -62,8 +63,9 @@ void run_advise(const AdviseArgs& a) {
     return load_source_trace(src);
   });
   if (a.measure)
-    measure_candidates(plan.setup, mpirun, train_model_flags(a.src, plan.setup.captured, a.world), a.measure_steps,
-                       plan.candidates);
+    measure_candidates(plan.setup, mpirun,
+                       train_model_flags(a.src, plan.setup.captured, a.world) + " --loss-chunk " + a.loss_chunk,
+                       a.measure_steps, plan.candidates);
   const std::string model = a.src.model.empty() ? a.src.config : a.src.model;
   write_output(a.output, a.format == "json" ? plan_json(plan, model, a.measure) : plan_table(plan, model, a.measure));
 }
@@ -78,6 +80,7 @@ Command add_advise_command(CLI::App& app) {
   add_model_options(cmd, a->src, /*allow_trace_file=*/false);
   cmd->add_option("--world-size", a->world, "Number of ranks")->required()->check(whole_number(1));
   cmd->add_option("--mesh", a->mesh, "R,S: the hybrid strategies on this mesh only (default: every R x S = N, R, S > 1)");
+  add_loss_chunk_option(cmd, a->loss_chunk);
   cmd->add_option("--hardware", a->hardware,
                   "local (this host, measured and cached) | a profile name (hardware/NAME.json) | a .json file")
       ->capture_default_str();

@@ -105,6 +105,34 @@ RematOptions parse_remat(const std::string& text) {
   return r;
 }
 
+LossChunk parse_loss_chunk(const std::string& text) {
+  LossChunk c;
+  if (text == "auto") return c;
+  if (text == "off") {
+    c.fuse = false;
+    return c;
+  }
+  size_t used = 0;
+  long long rows = 0;
+  try {
+    rows = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || rows < 1)
+    fail("--loss-chunk '", text, "': expected auto, off, or the rows of logits per chunk (a whole number >= 1)");
+  c.rows = rows;
+  return c;
+}
+
+void add_loss_chunk_option(CLI::App* cmd, std::string& value) {
+  cmd->add_option("--loss-chunk", value,
+                  "The language-model head and its cross-entropy fused, the logits computed a chunk of rows at a "
+                  "time and never whole: auto (chunks of 32 MiB of f32 logits) | ROWS (rows per chunk) | off (the "
+                  "head unfused). Not with --tp, nor on the cuda executor (unfused there)")
+      ->capture_default_str();
+}
+
 namespace {
 
 // "a, b or c".

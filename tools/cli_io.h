@@ -13,6 +13,7 @@
 #include "ir/mesh.h"
 #include "ir/target.h"
 #include "ir/trace.h"
+#include "passes/fuse_head.h"
 #include "passes/remat.h"
 
 namespace fsdpc::cli {
@@ -36,6 +37,10 @@ int64_t parse_mem_cap(const std::string& text);
 int64_t parse_byte_size(const std::string& option, const std::string& text);
 // --remat: none | block | selective | auto | auto:BYTES.
 RematOptions parse_remat(const std::string& text);
+// --loss-chunk: auto | ROWS (a whole number >= 1) | off (passes/fuse_head.h).
+LossChunk parse_loss_chunk(const std::string& text);
+// The --loss-chunk option itself, shared by train, dump and advise.
+void add_loss_chunk_option(CLI::App* cmd, std::string& value);
 
 // --executor and --fusion, the edge where their spellings become enums:
 // fsdpc::Error naming the flag, the value and the spellings otherwise

@@ -42,7 +42,7 @@ void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file);
 // How a model is sharded: the flags dump and train share.
 struct ShardingArgs {
   std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", precision = "f32", reduce_dtype = "f32",
-              remat = "none";
+              remat = "none", loss_chunk = "auto";
   int prefetch = 1, max_inflight = 2;
   int tp = 1;  // --tp: tensor-parallel ranks per group
   bool sequence_parallel = false;  // --sequence-parallel

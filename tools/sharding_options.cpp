@@ -1,5 +1,6 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
-// --bucket-mb, --precision, --reduce-dtype, --remat, --tp, --pp: shared by fsdpc dump and fsdpc train.
+// --bucket-mb, --precision, --reduce-dtype, --remat, --loss-chunk, --tp, --pp: shared by fsdpc dump and
+// fsdpc train.
 #include <sstream>
 
 #include "ir/error.h"
@@ -49,6 +50,7 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
                   "matmul and attention outputs) | auto[:BYTES] (minimum cut; with BYTES, the least recomputation "
                   "whose activation peak fits)")
       ->capture_default_str();
+  add_loss_chunk_option(cmd, s.loss_chunk);
 }
 
 namespace {
@@ -120,6 +122,7 @@ PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::stri
     fail("--reduce-dtype ", s.reduce_dtype, " needs --precision ", s.reduce_dtype,
          ": gradients are reduced in f32 or in the training precision");
   o.remat = parse_remat(s.remat);
+  o.loss_chunk = parse_loss_chunk(s.loss_chunk);
   o.sequence_parallel = s.sequence_parallel;
   return o;
 }

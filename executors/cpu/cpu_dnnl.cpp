@@ -142,11 +142,10 @@ dnnl::memory::desc batched_desc(int64_t batch, int64_t rows, int64_t cols, int64
 CachedPrimitive make_gemm(const Gemm& g, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
                           const dnnl::memory::desc* bias_md, const dnnl::memory::desc& c_md, int64_t m) {
   dnnl::primitive_attr attr;
-  if (g.scale != 1.0f) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, g.scale, 0.0f);
-    attr.set_post_ops(ops);
-  }
+  dnnl::post_ops ops;
+  if (g.scale != 1.0f) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, g.scale, 0.0f);
+  if (g.accumulate) ops.append_sum(1.0f);  // after the scale: c's old value is added unscaled
+  if (ops.len() > 0) attr.set_post_ops(ops);
   const dnnl::memory::desc want_b =
       m >= kPackRows ? dnnl::memory::desc(b_md.dims(), b_md.data_type(), dnnl::memory::format_tag::any)
                      : b_md;
@@ -178,6 +177,8 @@ void gemm(const Gemm& g, const void* a, const void* b, const void* bias, void* c
   if (batch == 0 || m == 0 || n == 0) return;
   FSDPC_CHECK(g.out == g.bias) << "a gemm's bias has its output's dtype";
   if (k == 0) {  // an empty sum; oneDNN is not asked about zero-sized reductions
+    FSDPC_CHECK(!g.accumulate || !bias) << "an accumulating gemm with a bias";
+    if (g.accumulate) return;  // c += 0
     auto value = [&](int64_t j) {
       if (!bias) return 0.0f;
       return g.scale * (g.bias == DType::bf16 ? bf16_to_f32(static_cast<const uint16_t*>(bias)[j])
@@ -203,7 +204,8 @@ void gemm(const Gemm& g, const void* a, const void* b, const void* bias, void* c
   const auto c_md = batched_desc(batch, m, n, sc, n, 1, g.out);
   const auto bias_md = batch == 1 ? desc_of({1, n}, g.bias) : desc_of({1, 1, n}, g.bias);
   const PrimKey key{int64_t(PrimTag::gemm), batch, m, k, n, g.a_transposed, g.b_transposed, broadcast_b,
-                    bias != nullptr, float_bits(g.scale), sa, sb, sc, int64_t(g.in), int64_t(g.out)};
+                    bias != nullptr, float_bits(g.scale), sa, sb, sc, int64_t(g.in), int64_t(g.out),
+                    g.accumulate};
   CachedPrimitive& p =
       cached_primitive(key, [&] { return make_gemm(g, a_md, b_md, bias ? &bias_md : nullptr, c_md, m); });
   dnnl::memory b_mem = wrap(b_md, b);

@@ -66,6 +66,10 @@ struct Gemm {
   float scale = 1.0f;
   int64_t a_step = 0, b_step = 0, c_step = 0;
   DType in = DType::f32, out = DType::f32, bias = DType::f32;
+  // c += scale * (op(a) @ op(b) + bias) instead of c = ...: a sum over
+  // blocks of k (the fused head's weight gradient, a chunk of rows at a time)
+  // accumulates in c without a second buffer.
+  bool accumulate = false;
 };
 void gemm(const Gemm& g, const void* a, const void* b, const void* bias, void* c);
 

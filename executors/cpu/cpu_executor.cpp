@@ -28,7 +28,8 @@ bool is_one_of(DType d, std::initializer_list<DType> set) {
 bool holds_bf16(OpId op) {
   const OpCategory c = op_info(op).category;
   if (c == OpCategory::shape || c == OpCategory::buffer || c == OpCategory::matmul) return true;
-  for (OpId id : {OpId::Linear, OpId::ScaledDotProductAttention, OpId::ConvertElementType, OpId::Where, OpId::Eq,
+  for (OpId id : {OpId::Linear, OpId::ScaledDotProductAttention, OpId::LinearCrossEntropy,
+                  OpId::LinearCrossEntropyGrad, OpId::ConvertElementType, OpId::Where, OpId::Eq,
                   OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge, OpId::Take, OpId::Full, OpId::Iota})
     if (op == id) return true;
   return false;
@@ -41,6 +42,7 @@ bool holds_bf16(OpId op) {
 KernelFn kernel_of(OpId op) {
 #define FSDPC_KERNEL(id, kernel) \
   if (op == OpId::id) return holds_bf16(op) ? kernel : in_f32<kernel>;
+#define FSDPC_CPU_ONLY_KERNEL FSDPC_KERNEL
 #include "executors/kernel_families.def"
 #undef FSDPC_KERNEL
   return op_info(op).category == OpCategory::elementwise ? in_f32<expr_kernel> : nullptr;

@@ -60,6 +60,14 @@ FSDPC_CPU_KERNEL(layer_norm_kernel);
 FSDPC_CPU_KERNEL(cross_entropy_kernel);
 FSDPC_CPU_KERNEL(silu_kernel);
 FSDPC_CPU_KERNEL(rms_norm_kernel);
+// cross_entropy's pieces the fused head shares: the targets, each checked
+// against `classes` (a message naming b's op), and each row's loss
+// logsumexp(z) - z[target] of f32 logits [rows, v], in double.
+std::vector<int64_t> checked_targets(const BoundSymbol& b, const TensorView& t, int64_t classes);
+void row_losses(const float* logits, const int64_t* targets, int64_t rows, int64_t v, double* losses);
+// cpu_linear_cross_entropy.cpp
+FSDPC_CPU_KERNEL(linear_cross_entropy_kernel);
+FSDPC_CPU_KERNEL(linear_cross_entropy_grad_kernel);
 // cpu_attention.cpp
 FSDPC_CPU_KERNEL(sdpa_kernel);
 

@@ -95,22 +95,6 @@ void softmax_strided(const float* x, float* y, int64_t outer, int64_t n, int64_t
   }
 }
 
-// Targets as int64, each checked against the V classes (the reference's
-// message, so both executors tell the user the same thing).
-std::vector<int64_t> checked_targets(const BoundSymbol& b, const TensorView& t, int64_t classes) {
-  std::vector<int64_t> out(count_of(t));
-  const DType d = t.type->dtype;
-  if (d != DType::i64 && d != DType::i32)
-    fail("cross_entropy: targets have dtype ", dtype_name(d), "; expected i32 or i64");
-  for (size_t r = 0; r < out.size(); ++r) {
-    out[r] = d == DType::i64 ? cdata<int64_t>(t)[r] : cdata<int32_t>(t)[r];
-    if (out[r] < 0 || out[r] >= classes)
-      fail(op_name(b.op), ": target ", out[r], " at position ", r, " is out of range for ", classes,
-           " classes");
-  }
-  return out;
-}
-
 // A NaN is skipped here but still poisons the row through its exponential.
 FSDPC_CPU_CLONES float row_max(const float* z, int64_t n) {
   float lane[kLanes];
@@ -135,18 +119,34 @@ FSDPC_CPU_CLONES double row_sum(const float* p, int64_t n) {
   return s;
 }
 
-// Sum over rows of logsumexp(z) - z[target]. With m the row's max,
-// logsumexp = m + log(sum exp(z - m)), and that sum is 1 (m's own term,
-// exp(0), exact) plus the rest: log1p of the rest keeps a small loss (a
-// confident right answer) to f32 precision where log(1 + rest) would lose
-// ~1e-7 absolute.
-double summed_losses(const float* logits, const std::vector<int64_t>& targets, int64_t rows, int64_t v) {
+}  // namespace
+
+// Targets as int64, each checked against the V classes (the reference's
+// message, so both executors tell the user the same thing).
+std::vector<int64_t> checked_targets(const BoundSymbol& b, const TensorView& t, int64_t classes) {
+  std::vector<int64_t> out(count_of(t));
+  const DType d = t.type->dtype;
+  if (d != DType::i64 && d != DType::i32)
+    fail(op_name(b.op), ": targets have dtype ", dtype_name(d), "; expected i32 or i64");
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r] = d == DType::i64 ? cdata<int64_t>(t)[r] : cdata<int32_t>(t)[r];
+    if (out[r] < 0 || out[r] >= classes)
+      fail(op_name(b.op), ": target ", out[r], " at position ", r, " is out of range for ", classes,
+           " classes");
+  }
+  return out;
+}
+
+// Each row's logsumexp(z) - z[target]. With m the row's max, logsumexp =
+// m + log(sum exp(z - m)), and that sum is 1 (m's own term, exp(0), exact)
+// plus the rest: log1p of the rest keeps a small loss (a confident right
+// answer) to f32 precision where log(1 + rest) would lose ~1e-7 absolute.
+// Each row's loss is its own: rows split over the rank's threads, and a
+// caller sums them in row order, so the total does not depend on their count.
+void row_losses(const float* logits, const int64_t* targets, int64_t rows, int64_t v, double* losses) {
   const int64_t block = std::clamp<int64_t>(kScratchFloats / std::max<int64_t>(v, 1), 1, std::max<int64_t>(rows, 1));
   float* e = scratch_floats(block * v, 0);
   std::vector<float> maxes(block);
-  // Each row's loss on its own, summed in row order afterwards: rows split
-  // over the rank's threads and the total does not depend on their count.
-  std::vector<double> losses(static_cast<size_t>(rows));
   for (int64_t r0 = 0; r0 < rows; r0 += block) {
     const int64_t n = std::min(block, rows - r0);
     FSDPC_CPU_PARALLEL_FOR(n * v)
@@ -164,6 +164,14 @@ double summed_losses(const float* logits, const std::vector<int64_t>& targets, i
       losses[r0 + r] = std::log1p(rest) + (static_cast<double>(maxes[r]) - picked);
     }
   }
+}
+
+namespace {
+
+// Sum over rows of logsumexp(z) - z[target], in row order.
+double summed_losses(const float* logits, const std::vector<int64_t>& targets, int64_t rows, int64_t v) {
+  std::vector<double> losses(static_cast<size_t>(rows));
+  row_losses(logits, targets.data(), rows, v, losses.data());
   double total = 0.0;
   for (double l : losses) total += l;
   return total;

@@ -65,9 +65,14 @@ void run_local(const BoundSymbol& b, Env& env) {
     for (size_t i = 0; i < parts.size(); ++i) store(b.outputs[i], std::move(parts[i]), env);
     return;
   }
+  if (op_info(b.op).composite) {
+    std::vector<Data> results = run_composite(b, in);
+    FSDPC_CHECK(results.size() == b.outputs.size()) << op_name(b.op) << ": " << results.size() << " results";
+    for (size_t i = 0; i < results.size(); ++i) store(b.outputs[i], std::move(results[i]), env);
+    return;
+  }
   const Proxy& out = b.output();
-  Data data = op_info(b.op).composite ? run_composite(b, in, out.type) : run_prim(b, in, out.type);
-  store(out, std::move(data), env);
+  store(out, run_prim(b, in, out.type), env);
 }
 
 void run_bsyms(const std::vector<BoundSymbol>& bsyms, const Mesh& mesh, Mailbox* mailbox,

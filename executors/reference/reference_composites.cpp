@@ -164,18 +164,87 @@ Data cross_entropy(const std::vector<Input>& in) {
   return Data{-picked / static_cast<double>(n)};
 }
 
+// One row's log-softmax over v logits z, into logp (the stable form of
+// cross_entropy above).
+void log_softmax_row(const double* z, int64_t v, double* logp) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < v; ++j) m = std::max(m, z[j]);
+  double s = 0.0;
+  for (int64_t j = 0; j < v; ++j) s += std::exp(z[j] - m);
+  const double lse = m + std::log(s);
+  for (int64_t j = 0; j < v; ++j) logp[j] = z[j] - lse;
+}
+
+int64_t checked_target(const Value& targets, int64_t r, int64_t v) {
+  const auto t = static_cast<int64_t>(targets.data[r]);
+  if (t < 0 || t >= v)
+    fail("linear_cross_entropy: target ", t, " at position ", r, " is out of range for ", v, " classes");
+  return t;
+}
+
+// h [n, C] times w [V, C] transposed, one row of logits at a time: the
+// oracle needs no [n, V] buffer either.
+void logits_row(const Value& h, const Value& w, int64_t r, double* z) {
+  const int64_t c = w.type.shape[1], v = w.type.shape[0];
+  for (int64_t j = 0; j < v; ++j) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < c; ++i) acc += h.data[r * c + i] * w.data[j * c + i];
+    z[j] = acc;
+  }
+}
+
+// Mean over the positions of -log_softmax(h wᵀ)[target].
+Data linear_cross_entropy(const std::vector<Input>& in) {
+  const Value& h = *in[0].value;
+  const Value& w = *in[1].value;
+  const int64_t v = w.type.shape[0], n = rows_of(h.type.shape);
+  Data z(v), logp(v);
+  double picked = 0.0;
+  for (int64_t r = 0; r < n; ++r) {
+    logits_row(h, w, r, z.data());
+    log_softmax_row(z.data(), v, logp.data());
+    picked += logp[checked_target(*in[2].value, r, v)];
+  }
+  return Data{-picked / static_cast<double>(n)};
+}
+
+// dlogits = (softmax - onehot) g / n per row; dh = dlogits w, dw = dlogitsᵀ h.
+std::vector<Data> linear_cross_entropy_grad(const std::vector<Input>& in) {
+  const Value& h = *in[0].value;
+  const Value& w = *in[1].value;
+  const double g = in[3].value->data.at(0);
+  const int64_t v = w.type.shape[0], c = w.type.shape[1], n = rows_of(h.type.shape);
+  Data dh(numel(h.type.shape), 0.0), dw(numel(w.type.shape), 0.0), z(v), logp(v);
+  for (int64_t r = 0; r < n; ++r) {
+    logits_row(h, w, r, z.data());
+    log_softmax_row(z.data(), v, logp.data());
+    const int64_t t = checked_target(*in[2].value, r, v);
+    for (int64_t j = 0; j < v; ++j) {
+      const double d = (std::exp(logp[j]) - (j == t ? 1.0 : 0.0)) * g / static_cast<double>(n);
+      for (int64_t i = 0; i < c; ++i) {
+        dh[r * c + i] += d * w.data[j * c + i];
+        dw[j * c + i] += d * h.data[r * c + i];
+      }
+    }
+  }
+  return {std::move(dh), std::move(dw)};
+}
+
 }  // namespace
 
-Data run_composite(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out) {
+std::vector<Data> run_composite(const BoundSymbol& b, const std::vector<Input>& in) {
+  const TensorType& out = b.outputs.at(0).type;
   switch (b.op) {
-    case OpId::Linear: return linear(in, out);
-    case OpId::Gelu: return gelu(*in[0].value);
-    case OpId::Softmax: return softmax(b, *in[0].value);
-    case OpId::LayerNorm: return layer_norm(b, in);
-    case OpId::ScaledDotProductAttention: return sdpa(b, in, out);
-    case OpId::CrossEntropy: return cross_entropy(in);
-    case OpId::Silu: return silu(*in[0].value);
-    case OpId::RmsNorm: return rms_norm(b, in);
+    case OpId::Linear: return {linear(in, out)};
+    case OpId::Gelu: return {gelu(*in[0].value)};
+    case OpId::Softmax: return {softmax(b, *in[0].value)};
+    case OpId::LayerNorm: return {layer_norm(b, in)};
+    case OpId::ScaledDotProductAttention: return {sdpa(b, in, out)};
+    case OpId::CrossEntropy: return {cross_entropy(in)};
+    case OpId::Silu: return {silu(*in[0].value)};
+    case OpId::RmsNorm: return {rms_norm(b, in)};
+    case OpId::LinearCrossEntropy: return {linear_cross_entropy(in)};
+    case OpId::LinearCrossEntropyGrad: return linear_cross_entropy_grad(in);
     // not composites it runs: the check below
     FSDPC_CASES_EXCEPT_COMPOSITE
       break;

@@ -76,8 +76,8 @@ Data run_shape_op(const BoundSymbol& b, const std::vector<Input>& in, const Tens
 std::vector<Data> run_unpack(const BoundSymbol& b, const Value& buf);
 
 // A composite computed directly, for one recorded without its decomposition
-// (reference_composites.cpp).
-Data run_composite(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out);
+// (reference_composites.cpp): one result per output.
+std::vector<Data> run_composite(const BoundSymbol& b, const std::vector<Input>& in);
 
 // Ops that combine values across ranks (reference_collectives.cpp).
 bool is_cross_rank(OpId op);

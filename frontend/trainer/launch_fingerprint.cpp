@@ -64,6 +64,8 @@ LaunchFingerprint launch_fingerprint(const TrainOptions& t, const JitOptions& o,
   f.add("--max-inflight", std::to_string(p.max_inflight));
   f.add("--precision", std::string(dtype_name(p.precision)));
   f.add("--reduce-dtype", std::string(dtype_name(p.reduce_dtype)));
+  // A fused head sums its loss in chunks: the ranks of one job fuse alike.
+  f.add("--loss-chunk", loss_chunk_name(p.loss_chunk));
   f.add("--executor", std::string(target_name(e.target)));
   // Fused kernels may round differently as regions grow (reductions), so the
   // ranks of one job fuse alike even though the collectives do not change.

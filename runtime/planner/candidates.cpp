@@ -268,6 +268,7 @@ PipelineOptions candidate_pipeline(const AdviseSetup& s, const Candidate& c) {
   o.remat.mode = c.remat;
   o.sequence_parallel = c.sequence_parallel;
   o.tensor_parallel_plan = s.tensor_parallel_plan;
+  o.loss_chunk = s.loss_chunk;
   o.pp = c.pp;
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
   return o;

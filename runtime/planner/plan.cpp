@@ -58,6 +58,7 @@ Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t)>& ca
   s.strategies = r.strategies;
   s.sequence_parallel = r.sequence_parallel;
   s.tensor_parallel_plan = r.tensor_parallel_plan;
+  s.loss_chunk = r.loss_chunk;
   s.tps = sorted_unique(r.tps);  // each size once, smallest first
   s.pps = sorted_unique(r.pps);
   s.micro_batches = r.micro_batches;

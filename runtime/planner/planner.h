@@ -140,6 +140,7 @@ struct AdviseSetup {
   // --sequence-parallel: every tp > 1 candidate also with sequence parallelism.
   bool sequence_parallel = false;
   TensorParallelPlan tensor_parallel_plan;  // the model family's, for the tp > 1 candidates
+  LossChunk loss_chunk;  // --loss-chunk, every candidate's
   // The model captured for each tp > 1 in tps at T times the batch: a tp
   // group's T ranks train on one data-parallel rank's batch, so every
   // candidate trains the same global batch (and tokens per step).
@@ -172,6 +173,7 @@ struct PlanRequest {
   int micro_batches = 0;                // of each pp candidate; 0: the most up to 4P that divide the rows
   bool sequence_parallel = false;       // every tp > 1 candidate also with sequence parallelism
   TensorParallelPlan tensor_parallel_plan;  // the model family's (Model::tensor_parallel_plan())
+  LossChunk loss_chunk;                 // --loss-chunk, every candidate's (passes/fuse_head.h)
   int threads = 0;                      // candidates compiled at once; 0: the cores
 };
 
