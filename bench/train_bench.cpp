@@ -65,6 +65,15 @@ double matmul_flops(const Trace& t) {
         f += 2.0 * static_cast<double>(numel(out)) * static_cast<double>(types.at(b.inputs[0].name)->shape.back());
       else if (b.op == OpId::ScaledDotProductAttention)
         f += 4.0 * static_cast<double>(numel(out)) * static_cast<double>(out[out.size() - 2]);
+      else if (b.op == OpId::LinearCrossEntropy || b.op == OpId::LinearCrossEntropyGrad) {
+        // h [..., C] times w [V, C]ᵀ: the logits, once in the forward; the
+        // gradient recomputes them and forms dh and dw, three products
+        // executed (cpu_linear_cross_entropy.cpp).
+        const Shape& h = types.at(b.inputs[0].name)->shape;
+        const Shape& w = types.at(b.inputs[1].name)->shape;
+        const double product = 2.0 * static_cast<double>(numel(h)) * static_cast<double>(w[0]);
+        f += b.op == OpId::LinearCrossEntropy ? product : 3.0 * product;
+      }
     }
   };
   count(count, t.bsyms);
