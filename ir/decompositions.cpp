@@ -276,7 +276,9 @@ std::vector<Proxy> decompose_linear_cross_entropy_grad(TraceBuilder& b, const Bo
   Proxy dh = binary(b, OpId::Matmul, dlogits, w);
   const Shape h_shape = input(b, c, 0).type.shape;
   if (dh.type.shape != h_shape) dh = reshape(b, dh, h_shape);
-  Proxy dw = binary(b, OpId::Matmul, permute(b, dlogits, {1, 0}), h);
+  Attrs dw_attrs;
+  if (c.attrs.has("dw_dtype")) dw_attrs.set("out_dtype", c.attrs.get_str("dw_dtype"));
+  Proxy dw = b.emit1(OpId::Matmul, {op(permute(b, dlogits, {1, 0})), op(h)}, std::move(dw_attrs));
   return {dh, dw};
 }
 

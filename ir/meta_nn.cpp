@@ -205,7 +205,7 @@ TensorType meta_linear_cross_entropy(const MetaArgs& a) {
 }
 
 // linear_cross_entropy's gradients for its loss's cotangent g (a scalar of
-// the loss's dtype): dh of h's type, dw of w's.
+// the loss's dtype): dh of h's type, dw of w's (or dw_dtype).
 Types meta_linear_cross_entropy_grad(const MetaArgs& a) {
   const TensorType loss = meta_linear_cross_entropy(a);
   const TensorType& g = a.tensor(3);
@@ -213,7 +213,15 @@ Types meta_linear_cross_entropy_grad(const MetaArgs& a) {
     a.fail("g is ", desc(g), "; expected a ", dtype_name(loss.dtype), " scalar (the loss's cotangent)");
   const TensorType& h = a.tensor(0);
   const TensorType& w = a.tensor(1);
-  return {compute_out(h, h.shape, h.dtype), compute_out(h, w.shape, w.dtype)};
+  // dw_dtype: f32 for bf16 operands writes dw from its f32 accumulator
+  // (passes/widen_accumulation.h), as matmul's out_dtype does.
+  DType dw = w.dtype;
+  if (a.has("dw_dtype")) {
+    dw = a.get_dtype("dw_dtype");
+    if (dw != w.dtype && dw != DType::f32)
+      a.fail("dw_dtype ", dtype_name(dw), " for w ", desc(w), "; expected ", dtype_name(w.dtype), " or f32");
+  }
+  return {compute_out(h, h.shape, h.dtype), compute_out(h, w.shape, dw)};
 }
 
 Types meta_composite(const MetaArgs& a) {

@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ir/builder.h"
 #include "ir/meta.h"
 
 namespace fsdpc {
@@ -26,7 +27,14 @@ bool accumulates(OpId op) {
   return op == OpId::Matmul || op == OpId::Sum || op == OpId::IndexAdd || op == OpId::Add;
 }
 
-// The output type meta gives b (a distribution follows from its inputs').
+// The fused head's gradient: its dw (output 1) sums dlogitsᵀ·h over the
+// chunks in f32 and can be written as it is (dw_dtype).
+bool fused_head_dw(const BoundSymbol& b) {
+  return b.op == OpId::LinearCrossEntropyGrad && b.outputs.size() == 2 && narrow_float(b.outputs[1].type.dtype) &&
+         !b.attrs.has("dw_dtype");
+}
+
+// The type meta gives b's output (a distribution follows from its inputs').
 TensorType inferred(const BoundSymbol& b, const std::unordered_map<std::string, TensorType>& types) {
   std::vector<OperandType> ins;
   for (const Operand& x : b.inputs) ins.push_back(x.is_scalar() ? OperandType::scalar() : OperandType::of(types.at(x.name)));
@@ -87,6 +95,7 @@ std::optional<Trace> widen_once(const Trace& trace) {
     if (one_narrow && accumulates(b.op) &&
         !(b.op == OpId::Matmul && b.attrs.has("out_dtype") && b.attrs.get_dtype("out_dtype") != b.output().type.dtype))
       producer[b.output().name] = i;
+    if (fused_head_dw(b)) producer[b.outputs[1].name] = i;
     const bool widens = b.op == OpId::ConvertElementType && b.inputs.size() == 1 && !b.inputs[0].is_scalar() &&
                         b.output().type.dtype == DType::f32;
     if (one_narrow && b.op == OpId::ConvertElementType && !b.inputs[0].is_scalar() &&
@@ -117,6 +126,22 @@ std::optional<Trace> widen_once(const Trace& trace) {
     if (dropped[i]) continue;
     BoundSymbol b = trace.bsyms[i];
     rename_uses(b, renamed);
+    if (b.op == OpId::LinearCrossEntropyGrad && b.outputs.size() == 2) {
+      auto w = widened_by.find(b.outputs[1].name);
+      if (w == widened_by.end()) {
+        out.bsyms.push_back(std::move(b));
+        continue;
+      }
+      // Emitted again, so that its decomposition (an f32 dw product) is
+      // recorded too; later statements read its fresh names.
+      b.attrs.set("dw_dtype", std::string(dtype_name(DType::f32)));
+      TraceBuilder tb(out);
+      const std::vector<Proxy> grads = tb.emit(b.op, b.inputs, b.attrs);
+      renamed[b.outputs[0].name] = grads[0].name;
+      renamed[trace.bsyms[w->second].output().name] = grads[1].name;
+      for (const Proxy& g : grads) types[g.name] = g.type;
+      continue;
+    }
     auto w = b.outputs.size() == 1 ? widened_by.find(b.output().name) : widened_by.end();
     if (w == widened_by.end()) {
       out.bsyms.push_back(std::move(b));

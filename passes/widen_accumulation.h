@@ -20,6 +20,8 @@
 //         sum        z = sum(convert_element_type(x, f32), dims)
 //         index_add  z = index_add(convert(a), idx, convert(src), dim)
 //         add        z = add(convert(a), convert(b))
+//         linear_cross_entropy_grad's dw (the fused head's weight gradient)
+//                    dh, z = linear_cross_entropy_grad(..., dw_dtype=f32)
 //       and for every y = convert_element_type(x, bf16) of an f32 gradient
 //       x (computed from the `cotangent` argument) whose only use is
 //       z = convert_element_type(y, f32), both casts go and z's uses read

@@ -63,19 +63,19 @@ double compare(const std::vector<double>& got, const std::vector<double>& want, 
 // intermediates than unfused ops). The widen pass
 // (passes/widen_accumulation.h) sums every gradient into f32, so ranks
 // differ from one process only in f32's summation order, as in f32: the
-// issue's command (2 ranks, zero3) stays within 1e-5 (4.1e-6 over 8 steps).
+// issue's command (2 ranks, zero3) stays within 1e-5 (5.4e-6 over 8 steps).
 // Not every run does: a weight one f32 ulp apart can round to another bf16
 // value when it is cast, and from then on the forward differs at bf16's
-// precision; over 8 AdamW steps that reached 1.5e-5 (4 ranks, --fusion
-// none), hence 3e-5. Three runs keep a bf16 rounding that depends on the
+// precision; over 8 AdamW steps that reached 1.8e-5 (2 ranks,
+// --keep-gathered), hence 3e-5. Three runs keep a bf16 rounding that depends on the
 // ranks, each bounded by what was measured (2026-11-29, an AVX-512 BF16 VM)
 // with a margin:
 // - N = 3: each rank's cotangent is scaled by 1/(its tokens), a power of
 //   two here, where one process's 1/(3·its tokens) is not; the bf16
 //   gradients round differently from the first step on (6.0e-5);
-// - --reduce-dtype bf16: the reduction itself rounds each partial sum (3.9e-5);
-// - --tp 2: each rank's row-parallel partial product is rounded to bf16
-//   before the all_reduce that sums them (1.7e-4).
+// - --reduce-dtype bf16: the reduction itself rounds each partial sum (4.0e-5);
+// - --tp 2 (its head unfused): each rank's row-parallel partial product is
+//   rounded to bf16 before the all_reduce that sums them (1.7e-4).
 struct RanksRun {
   int np;
   std::string flags, one_process_flags;

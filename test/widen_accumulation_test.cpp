@@ -154,6 +154,8 @@ std::map<OpId, int> rounded_then_widened(const Trace& t) {
   for (const BoundSymbol& b : t.bsyms) {
     const bool sums = b.op == OpId::Matmul || b.op == OpId::Sum || b.op == OpId::IndexAdd || b.op == OpId::Add;
     if (sums && b.outputs.size() == 1 && b.output().type.dtype == DType::bf16) narrow[b.output().name] = b.op;
+    if (b.op == OpId::LinearCrossEntropyGrad && b.outputs[1].type.dtype == DType::bf16)  // the fused head's dw
+      narrow[b.outputs[1].name] = b.op;
     if (b.op == OpId::ConvertElementType && b.output().type.dtype == DType::f32 && !b.inputs[0].is_scalar())
       if (auto p = narrow.find(b.inputs[0].name); p != narrow.end() && uses[p->first] == 1) ++n[p->second];
   }
@@ -176,8 +178,8 @@ TEST_CASE("widen: in gpt2-tiny's bf16 joint trace no gradient is rounded to bf16
   std::map<OpId, int> before = rounded_then_widened(grad);
   // Each block's weights (qkv, attention out, fc, proj); the biases' sums;
   // wpe's scatter-add; wte's lookup and head gradients added (their add).
-  // The tied head's product and wte's scatter-add feed that add, and wpe's
-  // sum over the batch feeds its scatter-add: later rounds' patterns.
+  // The fused head's dw and wte's scatter-add feed that add, and wpe's sum
+  // over the batch feeds its scatter-add: later rounds' patterns.
   const int blocks = 2;
   CHECK(before[OpId::Matmul] >= 4 * blocks);
   CHECK(before[OpId::Sum] >= 4 * blocks);
@@ -189,7 +191,11 @@ TEST_CASE("widen: in gpt2-tiny's bf16 joint trace no gradient is rounded to bf16
     for (const BoundSymbol& b : t.bsyms) n += b.op == OpId::Matmul && b.attrs.has("out_dtype");
     return n;  // attention's backward writes its scores in f32 already
   };
-  CHECK(wide_products(widened) - wide_products(grad) == before[OpId::Matmul] + 1);  // and the head's, via the add
+  CHECK(wide_products(widened) - wide_products(grad) == before[OpId::Matmul]);
+  int head_dw_f32 = 0;  // the fused head's weight gradient, via the add
+  for (const BoundSymbol& b : widened.bsyms)
+    head_dw_f32 += b.op == OpId::LinearCrossEntropyGrad && b.outputs[1].type.dtype == DType::f32;
+  CHECK(head_dw_f32 == 1);
   REQUIRE_NOTHROW(verify(widened));
   CHECK(widen_accumulation(widened) == widened);  // its fixed point
 }
