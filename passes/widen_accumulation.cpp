@@ -1,6 +1,9 @@
-// widen_accumulation(): one walk counts each value's uses (statements at
-// every depth, and the returns); a second finds each narrow-to-f32 convert
-// whose input has no other use and rewrites that input's producer in place.
+// widen_accumulation(): rounds until nothing matches. Each round counts
+// every value's uses (statements at every depth, and the returns) and marks
+// the values computed from the cotangent, then finds each narrow-to-f32
+// convert whose input has no other use and is an accumulating op's result
+// (the op is rewritten in its place) or an f32 gradient cast down (both
+// casts go).
 #include "passes/widen_accumulation.h"
 
 #include <optional>
