@@ -12,9 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "test/run_cli.h"
 #include "test/scratch.h"
@@ -36,10 +34,7 @@ Trained train(int np, const std::string& flags, const std::string& env = "") {
   const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc_mpi(np, args, {.env = env, .merge = true});
   INFO(env << " mpirun -n " << np << " fsdpc " << args << "\n" << r.out);
   REQUIRE(r.code == 0);
-  Trained t{{}, r.out};
-  std::ifstream l(log);
-  for (std::string line; std::getline(l, line);) t.losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
-  return t;
+  return Trained{fsdpc::testing::logged_losses(log.string()), r.out};
 }
 
 // The largest relative difference between two runs' losses, each step checked to `rtol`.

@@ -9,8 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "test/run_cli.h"
 #include "test/scratch.h"
@@ -28,9 +26,7 @@ std::vector<double> train_cli(int np, const std::string& model, const std::strin
   const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc_mpi(np, args, {.env = env, .merge = true});
   INFO("mpirun -n " << np << " fsdpc " << args << "\n" << r.out);
   REQUIRE(r.code == 0);
-  std::vector<double> losses;
-  std::ifstream l(log);
-  for (std::string line; std::getline(l, line);) losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  std::vector<double> losses = fsdpc::testing::logged_losses(log.string());
   std::filesystem::remove(log);
   return losses;
 }

@@ -11,8 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "test/run_cli.h"
 #include "test/scratch.h"
@@ -31,9 +29,7 @@ std::vector<double> train_cli(int np, const std::string& strategy, const std::st
   output = r.out;
   INFO("mpirun -n " << np << " fsdpc " << args << "\n" << output);
   REQUIRE(r.code == 0);
-  std::vector<double> losses;
-  std::ifstream l(log);
-  for (std::string line; std::getline(l, line);) losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  std::vector<double> losses = fsdpc::testing::logged_losses(log.string());
   std::filesystem::remove(log);
   return losses;
 }

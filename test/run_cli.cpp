@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "test/golden.h"
 #include "test/scratch.h"
@@ -40,6 +42,13 @@ Run run_fsdpc(const std::string& args, const RunOptions& options) { return run_s
 
 Run run_fsdpc_mpi(int np, const std::string& args, const RunOptions& options) {
   return run_shell(mpirun_command(np) + " " + fsdpc_command(args), options);
+}
+
+std::vector<double> logged_losses(const std::string& path) {
+  std::vector<double> losses;
+  std::ifstream log(path);
+  for (std::string line; std::getline(log, line);) losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return losses;
 }
 
 }  // namespace fsdpc::testing

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace fsdpc::testing {
 
@@ -41,5 +42,8 @@ std::string fsdpc_command(const std::string& args);
 // than cores may run, and root may run them. np 0 leaves out -n (mpirun's
 // MPMD form gives -np per program).
 std::string mpirun_command(int np = 0);
+
+// The "loss" of each line of a `fsdpc train --log-json` file, in order.
+std::vector<double> logged_losses(const std::string& path);
 
 }  // namespace fsdpc::testing
