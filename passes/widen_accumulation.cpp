@@ -87,18 +87,19 @@ std::optional<Trace> widen_once(const Trace& trace) {
     for (const Proxy& o : b.outputs) types[o.name] = o.type;
   });
 
-  // Narrow results of the accumulating ops, and of casts down of an f32
-  // gradient, by name -> their statement's index; then the index of the
-  // convert that is the only use of one.
-  std::unordered_map<std::string, size_t> producer, rounded;
+  // Narrow results of the accumulating ops; casts down of an f32 gradient,
+  // by name -> their statement's index; then the index of the convert that
+  // is the only use of either.
+  std::unordered_set<std::string> producer;
+  std::unordered_map<std::string, size_t> rounded;
   std::unordered_map<std::string, size_t> widened_by, round_trip;
   for (size_t i = 0; i < trace.bsyms.size(); ++i) {
     const BoundSymbol& b = trace.bsyms[i];
     const bool one_narrow = b.outputs.size() == 1 && narrow_float(b.output().type.dtype);
     if (one_narrow && accumulates(b.op) &&
         !(b.op == OpId::Matmul && b.attrs.has("out_dtype") && b.attrs.get_dtype("out_dtype") != b.output().type.dtype))
-      producer[b.output().name] = i;
-    if (fused_head_dw(b)) producer[b.outputs[1].name] = i;
+      producer.insert(b.output().name);
+    if (fused_head_dw(b)) producer.insert(b.outputs[1].name);
     const bool widens = b.op == OpId::ConvertElementType && b.inputs.size() == 1 && !b.inputs[0].is_scalar() &&
                         b.output().type.dtype == DType::f32;
     if (one_narrow && b.op == OpId::ConvertElementType && !b.inputs[0].is_scalar() &&
