@@ -2,9 +2,13 @@
 // collectives' traffic and follows the live bytes from argument to `del`.
 #include "passes/stats.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "ir/error.h"
 
@@ -14,29 +18,24 @@ namespace {
 
 int64_t bytes_of(const TensorType& t) { return numel(t.shape) * dtype_size(t.dtype); }
 
-// The ring-algorithm traffic of one collective (stats.h), with the stats
-// entry it belongs to; null for ops that are not one of the four.
-CollectiveStats* account(TraceStats& s, const BoundSymbol& b, const TensorType& input,
-                         double& bytes) {
+// The bytes one rank sends in one group collective under the ring
+// convention, for a group of n ranks (the op's `size`); nullopt for ops that
+// are not group collectives, which add_collective refuses when they issue.
+std::optional<double> ring_bytes(const BoundSymbol& b, const TensorType& input) {
   const double n = static_cast<double>(b.attrs.get_int("size"));
   const double share = (n - 1) / n;
   switch (b.op) {
-    case OpId::AllGather:
-      bytes = static_cast<double>(bytes_of(b.output().type)) * share;
-      return &s.all_gather;
-    case OpId::ReduceScatter:
-      bytes = static_cast<double>(bytes_of(input)) * share;
-      return &s.reduce_scatter;
-    case OpId::AllReduce:
-      bytes = 2 * static_cast<double>(bytes_of(input)) * share;
-      return &s.all_reduce;
-    case OpId::Broadcast:
-      bytes = static_cast<double>(bytes_of(input)) * share;
-      return &s.broadcast;
-    // no traffic formula: add_collective fails its check
+    case OpId::AllGather:  // its output O: O * (n-1)/n
+      return static_cast<double>(bytes_of(b.output().type)) * share;
+    case OpId::ReduceScatter:  // its input I: I * (n-1)/n
+      return static_cast<double>(bytes_of(input)) * share;
+    case OpId::AllReduce:  // a reduce_scatter then an all_gather: 2 * S * (n-1)/n
+      return 2 * static_cast<double>(bytes_of(input)) * share;
+    case OpId::Broadcast:  // pipelined chunks: S * (n-1)/n
+      return static_cast<double>(bytes_of(input)) * share;
     FSDPC_CASES_EXCEPT_COLLECTIVE
     case OpId::Synchronize: case OpId::Wait: case OpId::Send: case OpId::Recv:
-      return nullptr;
+      return std::nullopt;
   }
   op_outside_table(b.op);
 }
@@ -45,22 +44,29 @@ void add_collective(TraceStats& s, const BoundSymbol& b,
                     const std::unordered_map<std::string, TensorType>& types) {
   if (b.op == OpId::Synchronize) ++s.synchronize_count;
   if (!op_info(b.op).has(OpTrait::issue)) return;
+  CollectiveStats& entry = s.by_op.at(b.op);
   if (op_info(b.op).has(OpTrait::p2p)) {
-    CollectiveStats& p2p = b.op == OpId::Send ? s.send : s.recv;
-    ++p2p.count;
-    p2p.bytes += static_cast<double>(bytes_of(b.output().type));
+    ++entry.count;
+    entry.bytes += static_cast<double>(bytes_of(b.output().type));
     return;
   }
   auto in = types.find(b.inputs.at(0).name);
   if (in == types.end()) fail("stats: ", op_name(b.op), " uses ", b.inputs[0].name,
                               ", which is not defined");
-  double bytes = 0;
-  CollectiveStats* entry = account(s, b, in->second, bytes);
-  FSDPC_CHECK(entry) << "collective " << op_name(b.op) << " has no traffic formula";
-  ++entry->count;
-  entry->bytes += bytes;
+  const std::optional<double> bytes = ring_bytes(b, in->second);
+  FSDPC_CHECK(bytes) << "collective " << op_name(b.op) << " has no traffic formula";
+  ++entry.count;
+  entry.bytes += *bytes;
   ++s.collective_count;
-  s.collective_bytes += bytes;
+  s.collective_bytes += *bytes;
+}
+
+// The group collectives, or the p2p ones, in op-table order.
+std::vector<std::pair<OpId, CollectiveStats>> entries(const TraceStats& s, bool p2p) {
+  std::vector<std::pair<OpId, CollectiveStats>> out;
+  for (const auto& [op, c] : s.by_op)
+    if (op_info(op).has(OpTrait::p2p) == p2p) out.emplace_back(op, c);
+  return out;
 }
 
 std::string with_unit(double bytes) {
@@ -81,8 +87,18 @@ std::string with_unit(double bytes) {
 
 }  // namespace
 
+const CollectiveStats& TraceStats::of(OpId op) const {
+  auto it = by_op.find(op);
+  FSDPC_CHECK(it != by_op.end()) << op_name(op) << " is not a collective that stats count";
+  return it->second;
+}
+
 TraceStats trace_stats(const Trace& trace) {
   TraceStats s;
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpId op = static_cast<OpId>(i);
+    if (op_info(op).has(OpTrait::issue)) s.by_op[op] = {};
+  }
   std::unordered_map<std::string, TensorType> types;
   for (const Proxy& a : trace.args) {
     types[a.name] = a.type;
@@ -124,11 +140,8 @@ std::string stats_json(const TraceStats& s) {
   };
   Json j;
   j["convention"] = "ring algorithm, bytes sent per rank";
-  j["collectives"] = Json{{"all_gather", entry(s.all_gather)},
-                          {"reduce_scatter", entry(s.reduce_scatter)},
-                          {"all_reduce", entry(s.all_reduce)},
-                          {"broadcast", entry(s.broadcast)}};
-  j["point_to_point"] = Json{{"send", entry(s.send)}, {"recv", entry(s.recv)}};
+  for (const auto& [op, c] : entries(s, false)) j["collectives"][op_name(op)] = entry(c);
+  for (const auto& [op, c] : entries(s, true)) j["point_to_point"][op_name(op)] = entry(c);
   j["collective_count"] = s.collective_count;
   j["collective_bytes"] = s.collective_bytes;
   j["synchronize_count"] = s.synchronize_count;
@@ -146,20 +159,17 @@ std::string stats_json(const TraceStats& s) {
 std::string stats_text(const TraceStats& s) {
   std::string out = "collectives (ring algorithm, bytes sent per rank):\n";
   char line[160];
-  auto row = [&](const char* name, int64_t count, double bytes) {
-    std::snprintf(line, sizeof line, "  %-15s %5lld  %s\n", name, static_cast<long long>(count),
-                  with_unit(bytes).c_str());
+  auto row = [&](std::string_view name, int64_t count, double bytes) {
+    std::snprintf(line, sizeof line, "  %-15.*s %5lld  %s\n", static_cast<int>(name.size()),
+                  name.data(), static_cast<long long>(count), with_unit(bytes).c_str());
     out += line;
   };
-  row("all_gather", s.all_gather.count, s.all_gather.bytes);
-  row("reduce_scatter", s.reduce_scatter.count, s.reduce_scatter.bytes);
-  row("all_reduce", s.all_reduce.count, s.all_reduce.bytes);
-  row("broadcast", s.broadcast.count, s.broadcast.bytes);
+  for (const auto& [op, c] : entries(s, false)) row(op_name(op), c.count, c.bytes);
   row("total", s.collective_count, s.collective_bytes);
-  if (s.send.count || s.recv.count) {
+  const auto p2p = entries(s, true);
+  if (std::any_of(p2p.begin(), p2p.end(), [](const auto& e) { return e.second.count > 0; })) {
     out += "point to point (pipeline stages; bytes sent, and received):\n";
-    row("send", s.send.count, s.send.bytes);
-    row("recv", s.recv.count, s.recv.bytes);
+    for (const auto& [op, c] : p2p) row(op_name(op), c.count, c.bytes);
   }
   if (s.synchronize_count)
     out += "  (" + std::to_string(s.synchronize_count) +

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "ir/trace.h"
@@ -10,29 +11,29 @@
 namespace fsdpc {
 
 // Count and bytes one rank sends (= receives) for one kind of collective,
-// under the ring-algorithm convention the ZeRO paper uses, for a group of n
-// ranks (the op's `size`):
-//   all_gather      output O bytes:  O * (n-1)/n
-//   reduce_scatter  input  I bytes:  I * (n-1)/n
-//   all_reduce      S bytes:         2 * S * (n-1)/n  (reduce_scatter + all_gather)
-//   broadcast       S bytes:         S * (n-1)/n      (pipelined chunks)
-// Bytes are doubles: S * (n-1)/n is fractional when n does not divide S.
+// under the ring-algorithm convention the ZeRO paper uses; each collective's
+// formula sits beside its case in stats.cpp. Bytes are doubles: S * (n-1)/n
+// is fractional when n does not divide S.
 struct CollectiveStats {
   int64_t count = 0;
   double bytes = 0;
 };
 
 struct TraceStats {
-  CollectiveStats all_gather, reduce_scatter, all_reduce, broadcast;
-  int64_t collective_count = 0;  // the four kinds together
+  // Keyed by op, so that a new collective needs no field here: every op of
+  // the table with the `issue` trait has an entry, zero where none ran.
+  // Group collectives (all_gather, reduce_scatter, all_reduce, broadcast)
+  // count a ring's bytes sent per rank; the p2p ones (send, recv) a
+  // pipeline stage's transfers, a send's bytes sent, a recv's received.
+  std::map<OpId, CollectiveStats> by_op;
+  const CollectiveStats& of(OpId op) const;  // fails for an op without `issue`
+
+  int64_t collective_count = 0;  // the group collectives together
   double collective_bytes = 0;
   // synchronize is a collective not yet lowered (autodiff lowers it); it is
   // counted but carries no bytes, since which collective it becomes depends
   // on the direction.
   int64_t synchronize_count = 0;
-  // Pipeline stages' point-to-point transfers, kept apart from the four
-  // collectives: a send's bytes are sent by this rank, a recv's received.
-  CollectiveStats send, recv;
 
   // Memory, per rank (shapes are local: a shard's shape is the shard's).
   // A value's bytes are numel * dtype_size. Arguments are live from the

@@ -53,9 +53,9 @@ TEST_CASE("zero2 moves 2 Psi (N-1)/N per rank", "[comm]") {
       double psi_bytes = 4 * padded_params(model, n), ring = (n - 1.0) / n;
       for (bool bucketing : {false, true}) {
         Volume v = volume(model, Strategy::zero2, n, bucketing);
-        CHECK(v.fwd.all_gather.bytes == Approx(psi_bytes * ring));
-        CHECK(v.bwd.all_gather.count == 0);
-        CHECK(v.bwd.reduce_scatter.bytes == Approx(psi_bytes * ring));
+        CHECK(v.fwd.of(OpId::AllGather).bytes == Approx(psi_bytes * ring));
+        CHECK(v.bwd.of(OpId::AllGather).count == 0);
+        CHECK(v.bwd.of(OpId::ReduceScatter).bytes == Approx(psi_bytes * ring));
         CHECK(v.fwd.collective_bytes + v.bwd.collective_bytes == Approx(2 * psi_bytes * ring));
       }
     }
@@ -68,18 +68,18 @@ TEST_CASE("zero3 moves at most 3 Psi (N-1)/N per rank, re-gathering only what th
       INFO(model << " world " << n);
       double psi_bytes = 4 * padded_params(model, n), ring = (n - 1.0) / n;
       Volume v = volume(model, Strategy::zero3, n);
-      CHECK(v.fwd.all_gather.bytes == Approx(psi_bytes * ring));
-      CHECK(v.bwd.reduce_scatter.bytes == Approx(psi_bytes * ring));
-      CHECK(v.bwd.all_gather.bytes > 0);
-      CHECK(v.bwd.all_gather.bytes <= psi_bytes * ring);
+      CHECK(v.fwd.of(OpId::AllGather).bytes == Approx(psi_bytes * ring));
+      CHECK(v.bwd.of(OpId::ReduceScatter).bytes == Approx(psi_bytes * ring));
+      CHECK(v.bwd.of(OpId::AllGather).bytes > 0);
+      CHECK(v.bwd.of(OpId::AllGather).bytes <= psi_bytes * ring);
       CHECK(v.fwd.collective_bytes + v.bwd.collective_bytes <= Approx(3 * psi_bytes * ring));
     }
   }
   // The tutorial mlp: only the second weight is read by the backward (the
   // first layer's input needs no gradient), so one of the two is re-gathered.
   Volume v = volume("mlp", Strategy::zero3, 2);
-  CHECK(v.bwd.all_gather.count == 1);
-  CHECK(v.bwd.all_gather.bytes == Approx(64 * 64 * 4 * 0.5));
+  CHECK(v.bwd.of(OpId::AllGather).count == 1);
+  CHECK(v.bwd.of(OpId::AllGather).bytes == Approx(64 * 64 * 4 * 0.5));
 }
 
 TEST_CASE("no_shard all-reduces Psi per rank", "[comm]") {
@@ -89,9 +89,9 @@ TEST_CASE("no_shard all-reduces Psi per rank", "[comm]") {
       double psi_bytes = 4 * padded_params(model, 1), ring = (n - 1.0) / n;
       Volume v = volume(model, Strategy::no_shard, n);
       CHECK(v.fwd.collective_count == 0);
-      CHECK(v.bwd.all_gather.count == 0);
-      CHECK(v.bwd.reduce_scatter.count == 0);
-      CHECK(v.bwd.all_reduce.bytes == Approx(2 * psi_bytes * ring));
+      CHECK(v.bwd.of(OpId::AllGather).count == 0);
+      CHECK(v.bwd.of(OpId::ReduceScatter).count == 0);
+      CHECK(v.bwd.of(OpId::AllReduce).bytes == Approx(2 * psi_bytes * ring));
     }
   }
 }
@@ -107,11 +107,11 @@ TEST_CASE("hybrid with one shard per replica all-reduces Psi, one collective per
         Volume bucketed = volume(model, s, r, true, Mesh{r, 1});
         for (const Volume& v : {unbucketed, bucketed}) {
           CHECK(v.fwd.collective_count == 0);
-          CHECK(v.bwd.reduce_scatter.count == 0);
-          CHECK(v.bwd.all_reduce.bytes == Approx(2 * psi_bytes * ring));
+          CHECK(v.bwd.of(OpId::ReduceScatter).count == 0);
+          CHECK(v.bwd.of(OpId::AllReduce).bytes == Approx(2 * psi_bytes * ring));
         }
-        CHECK(bucketed.bwd.all_reduce.count == units);
-        CHECK(unbucketed.bwd.all_reduce.count > units);
+        CHECK(bucketed.bwd.of(OpId::AllReduce).count == units);
+        CHECK(unbucketed.bwd.of(OpId::AllReduce).count > units);
       }
     }
   }

@@ -237,9 +237,9 @@ TEST_CASE("gathered step: every all_gather before the first wait; the model move
         with_grad += a.requires_grad;
       }
     const TraceStats gather = trace_stats(g.gather), reduce = trace_stats(g.reduce);
-    CHECK(gather.all_gather.count == params);
+    CHECK(gather.of(OpId::AllGather).count == params);
     CHECK(gather.collective_count == params);
-    CHECK(reduce.reduce_scatter.count == with_grad);
+    CHECK(reduce.of(OpId::ReduceScatter).count == with_grad);
     CHECK(reduce.collective_count == with_grad);
     CHECK(last_index(g.gather, OpId::AllGather) < first_index(g.gather, OpId::Wait));
     CHECK(last_index(g.reduce, OpId::ReduceScatter) < first_index(g.reduce, OpId::Wait));
@@ -250,10 +250,13 @@ TEST_CASE("gathered step: every all_gather before the first wait; the model move
     // forward and backward, but for the units it keeps from the last
     // forward to the first backward) and K reductions.
     const TraceStats fwd = trace_stats(t.sync.forward), bwd = trace_stats(t.sync.backward);
-    const double once = gather.all_gather.bytes, sync_gathered = k * (fwd.all_gather.bytes + bwd.all_gather.bytes);
+    const double once = gather.of(OpId::AllGather).bytes;
+    const double sync_gathered =
+        k * (fwd.of(OpId::AllGather).bytes + bwd.of(OpId::AllGather).bytes);
     if (s == Strategy::zero2) CHECK(sync_gathered == Approx(k * once));
     else CHECK((sync_gathered > 1.9 * k * once && sync_gathered <= 2 * k * once));
-    CHECK(bwd.reduce_scatter.bytes == Approx(reduce.reduce_scatter.bytes));  // once per step instead of K times
+    // once per step instead of K times
+    CHECK(bwd.of(OpId::ReduceScatter).bytes == Approx(reduce.of(OpId::ReduceScatter).bytes));
   }
 }
 

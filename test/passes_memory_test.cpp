@@ -293,19 +293,20 @@ TEST_CASE("stats: collective bytes follow the ring formulas exactly", "[stats]")
 
   const TraceStats s = trace_stats(t);
   const double shard = 2 * 4 * 4, full = 8 * 4 * 4;  // bytes of t_w and of g
-  CHECK(s.all_gather.count == 2);
-  CHECK(s.all_gather.bytes == (2 * shard) * 1 / 2 + (4 * shard) * 3 / 4);
-  CHECK(s.reduce_scatter.count == 2);
-  CHECK(s.reduce_scatter.bytes == full * 1 / 2 + full * 3 / 4);
-  CHECK(s.all_reduce.count == 2);
-  CHECK(s.all_reduce.bytes == 2 * full * 1 / 2 + 2 * full * 3 / 4);
-  CHECK(s.broadcast.count == 1);
-  CHECK(s.broadcast.bytes == full * 3 / 4);
+  CHECK(s.of(OpId::AllGather).count == 2);
+  CHECK(s.of(OpId::AllGather).bytes == (2 * shard) * 1 / 2 + (4 * shard) * 3 / 4);
+  CHECK(s.of(OpId::ReduceScatter).count == 2);
+  CHECK(s.of(OpId::ReduceScatter).bytes == full * 1 / 2 + full * 3 / 4);
+  CHECK(s.of(OpId::AllReduce).count == 2);
+  CHECK(s.of(OpId::AllReduce).bytes == 2 * full * 1 / 2 + 2 * full * 3 / 4);
+  CHECK(s.of(OpId::Broadcast).count == 1);
+  CHECK(s.of(OpId::Broadcast).bytes == full * 3 / 4);
   CHECK(s.collective_count == 7);
   CHECK(s.collective_bytes ==
-        s.all_gather.bytes + s.reduce_scatter.bytes + s.all_reduce.bytes + s.broadcast.bytes);
-  CHECK(s.all_gather.bytes == 32 + 96);  // the same, worked by hand
-  CHECK(s.all_reduce.bytes == 128 + 192);
+        s.of(OpId::AllGather).bytes + s.of(OpId::ReduceScatter).bytes +
+            s.of(OpId::AllReduce).bytes + s.of(OpId::Broadcast).bytes);
+  CHECK(s.of(OpId::AllGather).bytes == 32 + 96);  // the same, worked by hand
+  CHECK(s.of(OpId::AllReduce).bytes == 128 + 192);
 
   // Memory: futures count when issued, their waits add nothing; no del.
   CHECK(s.param_bytes == shard);
@@ -318,6 +319,14 @@ TEST_CASE("stats: collective bytes follow the ring formulas exactly", "[stats]")
   CHECK(j["collectives"]["all_reduce"]["bytes"].get<double>() == 320);
   CHECK(j["collectives"]["all_gather"]["count"].get<int>() == 2);
   CHECK(j["memory"]["has_dels"] == false);
+  // One entry per op with the issue trait, in op-table order, zero where none ran.
+  const auto ordered = nlohmann::ordered_json::parse(stats_json(s));
+  std::vector<std::string> kinds;
+  for (const auto& [kind, entry] : ordered["collectives"].items()) kinds.push_back(kind);
+  CHECK(kinds == std::vector<std::string>{"all_gather", "reduce_scatter", "all_reduce", "broadcast"});
+  CHECK(j["point_to_point"]["send"]["count"].get<int>() == 0);
+  CHECK(j["point_to_point"]["recv"]["bytes"].get<double>() == 0);
+  CHECK(stats_text(s).find("point to point") == std::string::npos);
 }
 
 TEST_CASE("stats: peak live bytes follow del", "[stats]") {

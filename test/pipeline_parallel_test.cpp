@@ -407,13 +407,13 @@ TEST_CASE("p2p: each boundary moves one activation forward and its gradient back
     const TraceStats fwd = trace_stats(compiled[s].back().traces.at(0));
     const TraceStats bwd = trace_stats(compiled[s].back().traces.at(1));
     const int sends_forward = s < 2, sends_back = s > 0;
-    CHECK(fwd.send.count == sends_forward);
-    CHECK(fwd.send.bytes == sends_forward * activation);
-    CHECK(fwd.recv.count == sends_back);
-    CHECK(fwd.recv.bytes == sends_back * activation);
-    CHECK(bwd.send.count == sends_back);
-    CHECK(bwd.recv.count == sends_forward);
-    CHECK(bwd.recv.bytes == sends_forward * activation);
+    CHECK(fwd.of(OpId::Send).count == sends_forward);
+    CHECK(fwd.of(OpId::Send).bytes == sends_forward * activation);
+    CHECK(fwd.of(OpId::Recv).count == sends_back);
+    CHECK(fwd.of(OpId::Recv).bytes == sends_back * activation);
+    CHECK(bwd.of(OpId::Send).count == sends_back);
+    CHECK(bwd.of(OpId::Recv).count == sends_forward);
+    CHECK(bwd.of(OpId::Recv).bytes == sends_forward * activation);
     for (const Trace* t : {&compiled[s].back().traces.at(0), &compiled[s].back().traces.at(1)})
       for (const BoundSymbol& b : t->bsyms)
         if (b.op == OpId::Send || b.op == OpId::Recv) {
@@ -442,9 +442,9 @@ TEST_CASE("p2p: stages compiled with mixed precision send and receive the f32 ac
     INFO("stage " << s);
     const TraceStats fwd = trace_stats(compiled[s].back().traces.at(0));
     const TraceStats bwd = trace_stats(compiled[s].back().traces.at(1));
-    CHECK(fwd.send.bytes + fwd.recv.bytes == activation);
-    CHECK(bwd.send.bytes + bwd.recv.bytes == activation);
-    CHECK(fwd.all_gather.count > 0);  // zero3 inside the stage, gathering bf16 casts
+    CHECK(fwd.of(OpId::Send).bytes + fwd.of(OpId::Recv).bytes == activation);
+    CHECK(bwd.of(OpId::Send).bytes + bwd.of(OpId::Recv).bytes == activation);
+    CHECK(fwd.of(OpId::AllGather).count > 0);  // zero3 inside the stage, gathering bf16 casts
   }
 }
 

@@ -531,8 +531,9 @@ TEST_CASE("tensor parallel: bytes on the tp group per step match Megatron's coun
       if (k == 0) want.insert({tokens, 2 * tokens});  // forward: the cross-entropy's max and sums
       CHECK(sizes == want);
       const TraceStats s = trace_stats(t);
-      CHECK(s.all_reduce.count == static_cast<int64_t>(sizes.size()));  // zero3: FSDP moves nothing by all_reduce
-      CHECK(s.all_reduce.bytes == Approx(bytes));
+      // zero3: FSDP moves nothing by all_reduce
+      CHECK(s.of(OpId::AllReduce).count == static_cast<int64_t>(sizes.size()));
+      CHECK(s.of(OpId::AllReduce).bytes == Approx(bytes));
     }
   }
 }
