@@ -125,6 +125,18 @@ LossChunk parse_loss_chunk(const std::string& text) {
   return c;
 }
 
+void add_target_options(CLI::App* cmd, std::string& executor, std::string& fusion) {
+  cmd->add_option("--executor", executor,
+                  "cpu (CPU kernels + MPI) | cuda (one GPU per rank, CUDA kernels + NCCL) | auto (cuda when a GPU "
+                  "is visible)")
+      ->capture_default_str();
+  cmd->add_option("--fusion", fusion,
+                  "none | auto (elementwise ops and row reductions fused into regions compiled by the executor's "
+                  "fusion executor: LLVM on cpu, NVRTC on cuda)")
+      ->check(CLI::IsMember(fusion_mode_names()))
+      ->capture_default_str();
+}
+
 void add_loss_chunk_option(CLI::App* cmd, std::string& value) {
   cmd->add_option("--loss-chunk", value,
                   "The language-model head and its cross-entropy fused, the logits computed a chunk of rows at a "

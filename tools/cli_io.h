@@ -47,6 +47,9 @@ void add_loss_chunk_option(CLI::App* cmd, std::string& value);
 // ("--executor 'tpu': expected cpu, cuda or auto").
 TargetRequest parse_executor(const std::string& text);
 FusionMode parse_fusion(const std::string& text);
+// The two options themselves, shared by train and dump; the values stay text
+// until those parse them (advise's --executor takes no auto: its own).
+void add_target_options(CLI::App* cmd, std::string& executor, std::string& fusion);
 
 // Numeric flag checks whose message says what is expected: CLI11's
 // PositiveNumber and NonNegativeNumber print the whole double range (a

@@ -10,6 +10,10 @@
 #include "ir/trace.h"
 #include "passes/pipeline.h"
 
+namespace fsdpc {
+struct EngineOptions;
+}
+
 namespace fsdpc::cli {
 
 struct Command {
@@ -52,6 +56,14 @@ struct ShardingArgs {
   std::string pp_schedule = "1f1b";   // --pp-schedule: gpipe | 1f1b (train)
 };
 void add_sharding_options(CLI::App* cmd, ShardingArgs& s);
+
+// The optimizer and LR schedule flags (train): numbers bind to the engine's
+// options, the two names stay text until apply_optimizer_names().
+struct OptimizerArgs {
+  std::string optimizer = "adamw", lr_schedule = "constant";
+};
+void add_optimizer_options(CLI::App* cmd, EngineOptions& engine, OptimizerArgs& names);
+void apply_optimizer_names(const OptimizerArgs& names, EngineOptions& engine);
 // The pipeline options for `world` ranks. With `world_source` set (what
 // fixed the world, for messages: "--world-size is 3", "mpirun started 2"), a
 // hybrid mesh must have that many ranks; without it the mesh sets the world.

@@ -70,11 +70,7 @@ Command add_dump_command(CLI::App& app) {
                 "gather_once (the step's gather and reduce traces)");
   cmd->add_option("--stage", a->o.stages, "NAME[,NAME...] | all (see `fsdpc passes`; forward, backward; exec: claimed by --executor; fusion: exec with regions fused)")
       ->capture_default_str();
-  cmd->add_option("--executor", a->executor, "Executors: cpu (CPU kernels + MPI) | cuda (CUDA kernels + NCCL, on cuda:0) | auto (cuda when a GPU is visible)")
-      ->capture_default_str();
-  cmd->add_option("--fusion", a->fusion, "none | auto (exec: fuse elementwise ops and row reductions into regions where the executor has a fusion executor)")
-      ->check(CLI::IsMember(fusion_mode_names()))
-      ->capture_default_str();
+  add_target_options(cmd, a->executor, a->fusion);
   cmd->add_flag("--stats", a->o.stats, "Print collective counts, bytes per rank and peak live bytes");
   cmd->add_flag("--memory", a->o.memory,
                 "Print the memory plan of one training step per rank: live bytes by category at every statement, "

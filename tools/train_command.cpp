@@ -9,7 +9,6 @@
 #include "executors/comm/mpi_world.h"
 #include "frontend/models/registry.h"
 #include "frontend/trainer/trainer.h"
-#include "runtime/lr_schedule.h"
 #include "runtime/pipeline_schedule.h"
 #include "runtime/reliability/preemption.h"
 #include "tools/cli_io.h"
@@ -25,7 +24,8 @@ struct TrainFlags {
   TrainOptions o;
   ModelSource src;
   ShardingArgs sharding;
-  std::string optimizer = "adamw", lr_schedule = "constant", data_dtype = "auto", sampling = "sequential";
+  OptimizerArgs optimizer;
+  std::string data_dtype = "auto", sampling = "sequential";
   std::string checkpoint = "full", mem_cap, save_shard_size, timeout;
   std::string executor{target_request_name(request_of(EngineOptions{}.target))};
   std::string fusion{fusion_mode_name(EngineOptions{}.fusion)};
@@ -48,8 +48,7 @@ TrainOptions train_options(TrainFlags& f) {
   o.layout = [sharding = f.sharding](int world) {
     return sharding_pipeline(sharding, world, "mpirun started " + std::to_string(world));
   };
-  o.engine.optimizer.kind = *parse_optimizer_kind(f.optimizer);
-  o.engine.lr_schedule.kind = *parse_lr_schedule(f.lr_schedule);
+  apply_optimizer_names(f.optimizer, o.engine);
   o.engine.pp_schedule = *parse_pipeline_schedule(f.sharding.pp_schedule);
   if (!f.mem_cap.empty()) o.engine.mem_cap = parse_mem_cap(f.mem_cap);
   o.data_dtype = *parse_token_dtype(f.data_dtype);
@@ -79,41 +78,9 @@ Command add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model sharded over the ranks of mpirun (a world of 1 without it)");
   add_model_options(cmd, f->src, /*allow_trace_file=*/false);
   add_sharding_options(cmd, f->sharding);
-  cmd->add_option("--executor", f->executor,
-                  "cpu (CPU kernels + MPI) | cuda (one GPU per rank, CUDA kernels + NCCL) | auto (cuda when a GPU is visible)")
-      ->check(CLI::IsMember(target_request_names()))
-      ->capture_default_str();
-  cmd->add_option("--fusion", f->fusion, "none | auto (elementwise ops and row reductions fused into regions compiled by the executor's fusion executor: LLVM on cpu, NVRTC on cuda)")
-      ->check(CLI::IsMember(fusion_mode_names()))
-      ->capture_default_str();
+  add_target_options(cmd, f->executor, f->fusion);
   cmd->add_option("--steps", f->o.steps, "Optimizer steps")->check(whole_number(1))->capture_default_str();
-  cmd->add_option("--optimizer", f->optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}))
-      ->capture_default_str();
-  cmd->add_option("--lr", f->o.engine.optimizer.lr, "Learning rate (the peak of --lr-schedule)")->check(real_number(0, false))
-      ->capture_default_str();
-  cmd->add_option("--beta1", f->o.engine.optimizer.beta1, "AdamW beta1, the gradient average's decay (PyTorch's default)")
-      ->check(real_number(0, true, 1, false))->capture_default_str();
-  cmd->add_option("--beta2", f->o.engine.optimizer.beta2, "AdamW beta2, the squared gradient average's decay (PyTorch's default)")
-      ->check(real_number(0, true, 1, false))->capture_default_str();
-  cmd->add_option("--eps", f->o.engine.optimizer.eps, "AdamW epsilon, added to the denominator (PyTorch's default)")
-      ->check(real_number(0, true))->capture_default_str();
-  cmd->add_option("--lr-schedule", f->lr_schedule,
-                  "constant | cosine | linear, nanoGPT's get_lr(it) for step it = 0, 1, ...: "
-                  "it < W (--warmup-steps): lr*(it+1)/(W+1); then constant: lr; cosine and linear, from W to "
-                  "D (--decay-steps): min_lr + c*(lr - min_lr) with r = (it-W)/(D-W), c = 0.5*(1+cos(pi*r)) or 1-r; "
-                  "it >= D: min_lr")
-      ->check(CLI::IsMember({"constant", "cosine", "linear"}))->capture_default_str();
-  cmd->add_option("--warmup-steps", f->o.engine.lr_schedule.warmup_steps, "Linear warmup steps W of --lr-schedule (0: none)")
-      ->check(whole_number(0))->capture_default_str();
-  cmd->add_option("--min-lr", f->o.engine.lr_schedule.min_lr, "The rate --lr-schedule cosine or linear decays to")
-      ->check(real_number(0, true))->capture_default_str();
-  cmd->add_option("--decay-steps", f->o.engine.lr_schedule.decay_steps, "Decay horizon D of --lr-schedule (default: --steps)")
-      ->check(whole_number(1));
-  cmd->add_option("--weight-decay", f->o.engine.optimizer.weight_decay, "Weight decay (AdamW: decoupled)")->check(real_number(0, true))
-      ->capture_default_str();
-  cmd->add_option("--momentum", f->o.engine.optimizer.momentum, "SGD momentum")->check(real_number(0, true, 1, true))->capture_default_str();
-  cmd->add_option("--clip", f->o.engine.clip, "Clip the global gradient norm to C (0: off)")->check(real_number(0, true))
-      ->capture_default_str();
+  add_optimizer_options(cmd, f->o.engine, f->optimizer);
   cmd->add_option("--grad-accum", f->o.engine.grad_accum, "Micro-batches per step")->check(whole_number(1))
       ->capture_default_str();
   cmd->add_flag("--no-sync", f->o.engine.no_sync, "With --grad-accum: synchronise gradients on the last micro-batch only");
