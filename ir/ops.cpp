@@ -30,15 +30,17 @@ constexpr bool table_is_ordered() {
 static_assert(table_is_ordered(), "op table rows must follow the enum order");
 
 // The traits that imply others: a point-to-point message is issued and
-// waited like a collective, and only communication ops issue.
+// waited like a collective, only communication ops issue, and a reduction
+// is a group collective's.
 constexpr bool traits_are_consistent() {
   for (const OpInfo& op : kOps) {
     if (op.has(p2p) && !op.has(issue)) return false;
     if (op.has(issue) && op.category != OpCategory::collective) return false;
+    if (op.has(reduces) && (!op.has(issue) || op.has(p2p))) return false;
   }
   return true;
 }
-static_assert(traits_are_consistent(), "op table: p2p ops must also issue, and only collectives issue");
+static_assert(traits_are_consistent(), "op table: p2p ops must also issue, only collectives issue, and only group collectives reduce");
 }  // namespace
 
 const int kNumOps = kCount;

@@ -102,6 +102,7 @@ enum class OpTrait : uint8_t {
   p2p = 1 << 1,            // a message to or from one peer (send, recv)
   cheap = 1 << 2,          // recomputed in the backward rather than saved (split)
   takes_sharded = 1 << 3,  // takes fully_sharded inputs as they are (verifier)
+  reduces = 1 << 4,        // combines the ranks' values by its `op` (collective executors' dtypes)
 };
 
 constexpr OpTrait operator|(OpTrait a, OpTrait b) {

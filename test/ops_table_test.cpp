@@ -24,6 +24,7 @@ TEST_CASE("op traits: the ops that carry each flag", "[ops]") {
   CHECK(with(OpTrait::issue) == std::set<OpId>{OpId::AllGather, OpId::ReduceScatter, OpId::AllReduce,
                                                OpId::Broadcast, OpId::Send, OpId::Recv});
   CHECK(with(OpTrait::p2p) == std::set<OpId>{OpId::Send, OpId::Recv});
+  CHECK(with(OpTrait::reduces) == std::set<OpId>{OpId::ReduceScatter, OpId::AllReduce});
   CHECK(with(OpTrait::cheap) == std::set<OpId>{OpId::BroadcastInDim, OpId::Reshape, OpId::Permute, OpId::Slice,
                                                OpId::ConvertElementType, OpId::Full, OpId::Iota,
                                                OpId::AxisIndex});

@@ -16,10 +16,12 @@ bool CollectiveExecutor::claims(const BoundSymbol& b) const {
   if (kernel_or_null(b.op) == nullptr || b.outputs.size() != 1) return false;
   const TensorType& t = b.output().type;
   if (t.device.kind != backend_.device || !backend_.moves(t.dtype)) return false;
-  if (b.op == OpId::AllReduce || b.op == OpId::ReduceScatter) {
+  // Every reducing collective sums; all_reduce also takes the max (the
+  // vocabulary-parallel softmax's), which the kernels implement for it alone.
+  if (op_info(b.op).has(OpTrait::reduces)) {
     if (!b.attrs.has("op")) return false;
     const std::string& reduction = b.attrs.get_str("op");
-    return (reduction == "sum" || (b.op == OpId::AllReduce && reduction == "max")) && backend_.reduces(t.dtype);
+    return (reduction == "sum" || (reduction == "max" && b.op == OpId::AllReduce)) && backend_.reduces(t.dtype);
   }
   return true;
 }
