@@ -65,6 +65,10 @@ double matmul_flops(const Trace& t) {
         f += 2.0 * static_cast<double>(numel(out)) * static_cast<double>(types.at(b.inputs[0].name)->shape.back());
       else if (b.op == OpId::ScaledDotProductAttention)
         f += 4.0 * static_cast<double>(numel(out)) * static_cast<double>(out[out.size() - 2]);
+      else if (b.op == OpId::ScaledDotProductAttentionGrad)
+        // five products the size of the forward's two: the scores again,
+        // pᵀ·g, g·vᵀ, ds·k and dsᵀ·q (cpu_attention.cpp)
+        f += 10.0 * static_cast<double>(numel(out)) * static_cast<double>(types.at(b.inputs[1].name)->shape.end()[-2]);
       else if (b.op == OpId::LinearCrossEntropy || b.op == OpId::LinearCrossEntropyGrad) {
         // h [..., C] times w [V, C]ᵀ: the logits, once in the forward; the
         // gradient recomputes them and forms dh and dw, three products

@@ -202,6 +202,43 @@ Proxy decompose_sdpa(TraceBuilder& b, const BoundSymbol& c) {
   return binary(b, OpId::Matmul, p, v);
 }
 
+// Attention's gradients for the output's cotangent g, the probabilities
+// recomputed: p = softmax(mask(q kᵀ scale)); gv = pᵀ g, gs = scale * p *
+// (g vᵀ - rowsum(g vᵀ * p)), gq = gs k, gk = gsᵀ q. With bf16 (or f16) q,
+// k and v the products stay narrow and everything between them is f32, as
+// in the forward kernel (cpu_attention.cpp): q kᵀ and g vᵀ write their f32
+// accumulators (matmul's out_dtype), the mask, softmax and its backward run
+// in f32 (and fuse), and p and gs are rounded once for the products that
+// read them. This is what executors without an attention-backward kernel
+// run; it holds several [.., Tq, Tk] values at once.
+std::vector<Proxy> decompose_sdpa_grad(TraceBuilder& b, const BoundSymbol& c) {
+  const Proxy q = input(b, c, 0), k = input(b, c, 1), v = input(b, c, 2), g = input(b, c, 3);
+  const int64_t last = rank(q) - 1;
+  IntList t;
+  for (int64_t i = 0; i <= last; ++i) t.push_back(i);
+  std::swap(t[last - 1], t[last]);
+  const double scale = c.attrs.get_double("scale");
+  const DType low = q.type.dtype;
+  const bool mixed = low == DType::bf16 || low == DType::f16;
+  auto scores = [&](const Proxy& x, const Proxy& y) {  // x @ y, in f32 when mixed
+    if (!mixed) return binary(b, OpId::Matmul, x, y);
+    return b.emit1(OpId::Matmul, {op(x), op(y)}, Attrs{{"out_dtype", std::string(dtype_name(DType::f32))}});
+  };
+  auto as_low = [&](const Proxy& x) { return mixed ? convert(b, x, low) : x; };
+  Proxy s = binary(b, OpId::Mul, scores(q, permute(b, k, t)), scale);
+  if (c.attrs.get_bool_or("is_causal", false)) s = causal_mask(b, s, q.type.device);
+  Proxy p = b.emit1(OpId::Softmax, {op(s)}, Attrs{{"dim", last}});
+  Proxy gv = binary(b, OpId::Matmul, permute(b, as_low(p), t), g);
+  Proxy gp = scores(g, permute(b, v, t));
+  Proxy gpp = binary(b, OpId::Mul, gp, p);
+  Proxy row = broadcast_back(b, reduce(b, OpId::Sum, gpp, {last}), p.type.shape, last);
+  Proxy ds = binary(b, OpId::Sub, gpp, binary(b, OpId::Mul, p, row));
+  Proxy gs = as_low(binary(b, OpId::Mul, ds, scale));
+  Proxy gq = binary(b, OpId::Matmul, gs, k);
+  Proxy gk = binary(b, OpId::Matmul, permute(b, gs, t), q);
+  return {gq, gk, gv};
+}
+
 // Mean over all positions of -log_softmax(logits)[target]; the target's entry
 // is picked with a one-hot product, which keeps the graph prims-only and
 // differentiable with the elementwise rules.
@@ -296,6 +333,7 @@ std::vector<Proxy> decompose(TraceBuilder& b, const BoundSymbol& composite) {
     case OpId::RmsNorm: return {decompose_rms_norm(b, composite)};
     case OpId::LinearCrossEntropy: return {decompose_linear_cross_entropy(b, composite)};
     case OpId::LinearCrossEntropyGrad: return decompose_linear_cross_entropy_grad(b, composite);
+    case OpId::ScaledDotProductAttentionGrad: return decompose_sdpa_grad(b, composite);
     // prims, and fusion (a region's statements are already prims): the check below
     FSDPC_CASES_EXCEPT_COMPOSITE
       break;

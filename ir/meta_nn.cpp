@@ -224,6 +224,19 @@ Types meta_linear_cross_entropy_grad(const MetaArgs& a) {
   return {compute_out(h, h.shape, h.dtype), compute_out(h, w.shape, dw)};
 }
 
+// scaled_dot_product_attention's gradients for its output's cotangent g
+// ([..., Tq, Dv], the output's type): dq, dk, dv of q's, k's and v's types.
+Types meta_sdpa_grad(const MetaArgs& a) {
+  const TensorType out = meta_sdpa(a);
+  const TensorType& g = a.tensor(3);
+  if (g.shape != out.shape || g.dtype != out.dtype)
+    a.fail("g is ", desc(g), "; expected ", dtype_name(out.dtype), shape_str(out.shape),
+           " (the attention output's cotangent)");
+  const TensorType& q = a.tensor(0);
+  return {compute_out(q, q.shape, q.dtype), compute_out(q, a.tensor(1).shape, q.dtype),
+          compute_out(q, a.tensor(2).shape, q.dtype)};
+}
+
 Types meta_composite(const MetaArgs& a) {
   switch (a.op()) {
     case OpId::Linear: return {meta_linear(a)};
@@ -236,6 +249,7 @@ Types meta_composite(const MetaArgs& a) {
     case OpId::RmsNorm: return {meta_rms_norm(a)};
     case OpId::LinearCrossEntropy: return {meta_linear_cross_entropy(a)};
     case OpId::LinearCrossEntropyGrad: return meta_linear_cross_entropy_grad(a);
+    case OpId::ScaledDotProductAttentionGrad: return meta_sdpa_grad(a);
     // not composites: the check below
     FSDPC_CASES_EXCEPT_COMPOSITE
       break;

@@ -5,7 +5,6 @@
 // (layer_norm's rstd, attention's probabilities) it recomputes from the
 // composite's inputs.
 #include <cmath>
-#include <limits>
 #include <numbers>
 
 #include "ir/error.h"
@@ -139,54 +138,23 @@ Cotangents rms_norm_grad(const VjpCall& c) {
   return r;
 }
 
-// The decomposition's causal mask: key j > query i gets -inf.
-Proxy causal_mask(TraceBuilder& b, const Proxy& scores) {
-  const Shape& s = scores.type.shape;
-  const int64_t r = rank(scores), tq = s[r - 2], tk = s[r - 1];
-  auto iota = [&](int64_t n) {
-    return b.emit1(OpId::Iota, {},
-                   Attrs{{"length", n}, {"dtype", std::string(dtype_name(DType::i64))},
-                         {"device", device_name(scores.type.device)}});
-  };
-  Proxy row = broadcast(b, iota(tq), {tq, tk}, {0});
-  Proxy col = broadcast(b, iota(tk), {tq, tk}, {1});
-  Proxy keep = broadcast(b, binary(b, OpId::Ge, row, col), s, {r - 2, r - 1});
-  return where(b, keep, op(scores), Operand::lit(-std::numeric_limits<double>::infinity()));
-}
-
-// Recomputes the probabilities p = softmax(mask(q kᵀ scale)); then
-// gv = pᵀ g, gs = scale * softmax_backward(g vᵀ), gq = gs k, gk = gsᵀ q.
-// With bf16 (or f16) q, k and v the products stay bf16 and everything
-// between them is f32, as in the forward kernel (cpu_attention.cpp keeps
-// its scores in f32 and rounds its probabilities once for p·v): q kᵀ and
-// g vᵀ write their f32 accumulators (matmul's out_dtype), the mask, softmax
-// and its backward run in f32 (and fuse), and p and gs are rounded once
-// for the products that read them. Run in bf16 instead, each of those
-// [.., Tq, Tk] elementwise steps rounded its result, and none could fuse.
+// Attention's three gradients in one statement,
+// scaled_dot_product_attention_grad, which recomputes the probabilities from
+// q and k (the forward saves q, k and v, never a [Tq, Tk] value): its CPU
+// kernel holds one block of query rows at a time, and executors without
+// one run its decomposition (ir/decompositions.cpp), the f32-between-bf16
+// products rule included. Gradients not needed are computed anyway and left
+// unused (q, k and v come from one projection in every model here).
 Cotangents sdpa_grad(const VjpCall& c) {
-  TraceBuilder& b = c.b;
-  const Proxy q = c.in(0), k = c.in(1), v = c.in(2);
-  const Proxy& g = c.g();
-  const int64_t last = rank(q) - 1;
-  const IntList t = swap_last_two(rank(q));
-  const double scale = c.bsym.attrs.get_double("scale");
-  const DType low = q.type.dtype;
-  const bool mixed = low == DType::bf16 || low == DType::f16;
-  auto scores = [&](const Proxy& x, const Proxy& y) {  // x @ y, in f32 when mixed
-    if (!mixed) return matmul(b, x, y);
-    return b.emit1(OpId::Matmul, {op(x), op(y)}, Attrs{{"out_dtype", std::string(dtype_name(DType::f32))}});
-  };
-  auto as_low = [&](const Proxy& x) { return mixed ? convert(b, x, low) : x; };
-  Proxy s = binary(b, OpId::Mul, scores(q, permute(b, k, t)), scale);
-  if (c.bsym.attrs.get_bool_or("is_causal", false)) s = causal_mask(b, s);
-  Proxy p = softmax(b, s, last);
   Cotangents r = c.none();
-  if (c.need(2)) r[2] = matmul(b, permute(b, as_low(p), t), g);
-  if (!c.need(0) && !c.need(1)) return r;
-  Proxy gp = scores(g, permute(b, v, t));
-  Proxy gs = as_low(binary(b, OpId::Mul, softmax_backward(b, gp, p, last), scale));
-  if (c.need(0)) r[0] = matmul(b, gs, k);
-  if (c.need(1)) r[1] = matmul(b, permute(b, gs, t), q);
+  if (!c.need(0) && !c.need(1) && !c.need(2)) return r;
+  Attrs attrs;
+  attrs.set("is_causal", c.bsym.attrs.get_bool_or("is_causal", false));
+  attrs.set("scale", c.bsym.attrs.get_double("scale"));
+  std::vector<Proxy> grads = c.b.emit(OpId::ScaledDotProductAttentionGrad,
+                                      {op(c.in(0)), op(c.in(1)), op(c.in(2)), op(c.g())}, std::move(attrs));
+  for (size_t i = 0; i < 3; ++i)
+    if (c.need(i)) r[i] = grads[i];
   return r;
 }
 
@@ -258,7 +226,8 @@ Cotangents vjp_nn(const VjpCall& c) {
       return {cross_entropy_grad(c), std::nullopt};
     case OpId::LinearCrossEntropy: return linear_cross_entropy_grad(c);
     case OpId::LinearCrossEntropyGrad:
-      fail("linear_cross_entropy_grad has no VJP rule: fsdpc takes first derivatives only");
+    case OpId::ScaledDotProductAttentionGrad:
+      fail(op_name(c.bsym.op), " has no VJP rule: fsdpc takes first derivatives only");
     // not composites with a rule here: the check below
     FSDPC_CASES_EXCEPT_COMPOSITE
       break;

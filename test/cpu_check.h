@@ -184,7 +184,7 @@ inline double cancelling_floor(OpId op) {
   switch (op) {
     case OpId::Matmul: case OpId::Linear: case OpId::ScaledDotProductAttention: case OpId::LayerNorm:
     case OpId::Gelu: case OpId::CrossEntropy: case OpId::IndexAdd:  // f32 sums of repeated rows
-    case OpId::LinearCrossEntropy: case OpId::LinearCrossEntropyGrad:
+    case OpId::LinearCrossEntropy: case OpId::LinearCrossEntropyGrad: case OpId::ScaledDotProductAttentionGrad:
       return 0.1;
     default:
       return 1e-6;

@@ -113,6 +113,10 @@ OpSample op_sample(OpId op) {
       return {{at({2, 8, 16}, bf16), at({50, 16}, bf16), at({2, 8}, i32)}, {{"chunk", int64_t{3}}}, {on1({})}};
     case OpId::LinearCrossEntropyGrad:
       return {{at({2, 8, 16}), at({50, 16}), at({2, 8}, i64), at({})}, {}, {on1({2, 8, 16}), on1({50, 16})}};
+    case OpId::ScaledDotProductAttentionGrad:
+      return {{at({2, 10, 8}), at({2, 12, 8}), at({2, 12, 16}), at({2, 10, 16})},
+              {{"is_causal", true}, {"scale", 0.125}},
+              {on1({2, 10, 8}), on1({2, 12, 8}), on1({2, 12, 16})}};
     // ceil(50 / 4) = 13 rows per rank.
     case OpId::Synchronize:
       return {{at({13, 64}, f32, kSharded)},

@@ -29,7 +29,7 @@ bool holds_bf16(OpId op) {
   const OpCategory c = op_info(op).category;
   if (c == OpCategory::shape || c == OpCategory::buffer || c == OpCategory::matmul) return true;
   for (OpId id : {OpId::Linear, OpId::ScaledDotProductAttention, OpId::LinearCrossEntropy,
-                  OpId::LinearCrossEntropyGrad, OpId::ConvertElementType, OpId::Where, OpId::Eq,
+                  OpId::LinearCrossEntropyGrad, OpId::ScaledDotProductAttentionGrad, OpId::ConvertElementType, OpId::Where, OpId::Eq,
                   OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge, OpId::Take, OpId::Full, OpId::Iota})
     if (op == id) return true;
   return false;

@@ -70,6 +70,7 @@ FSDPC_CPU_KERNEL(linear_cross_entropy_kernel);
 FSDPC_CPU_KERNEL(linear_cross_entropy_grad_kernel);
 // cpu_attention.cpp
 FSDPC_CPU_KERNEL(sdpa_kernel);
+FSDPC_CPU_KERNEL(sdpa_grad_kernel);
 
 // Hot loops are also compiled for AVX-512 and AVX2, the variant picked when
 // the program loads (function multiversioning), so the build stays portable

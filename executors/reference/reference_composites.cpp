@@ -144,6 +144,56 @@ Data sdpa(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& 
   return d;
 }
 
+// Attention's gradients for the output's cotangent g, row by row: p =
+// softmax(scores) as above, then gv += pᵀ g, dp = g vᵀ, ds = p (dp -
+// rowsum(dp p)) scale, gq = ds k, gk += dsᵀ q.
+std::vector<Data> sdpa_grad(const BoundSymbol& b, const std::vector<Input>& in) {
+  const Value& q = *in[0].value;
+  const Value& k = *in[1].value;
+  const Value& v = *in[2].value;
+  const Value& g = *in[3].value;
+  const size_t r = q.type.shape.size();
+  const int64_t tq = q.type.shape[r - 2], dh = q.type.shape[r - 1];
+  const int64_t tk = k.type.shape[r - 2], dv = v.type.shape[r - 1];
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) batch *= q.type.shape[i];
+  const double scale = b.attrs.get_double("scale");
+  const bool causal = b.attrs.get_bool_or("is_causal", false);
+  Data gq(q.data.size(), 0.0), gk(k.data.size(), 0.0), gv(v.data.size(), 0.0), p(tk), dp(tk);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t i = 0; i < tq; ++i) {
+      const double* qi = q.data.data() + (n * tq + i) * dh;
+      const double* gi = g.data.data() + (n * tq + i) * dv;
+      for (int64_t j = 0; j < tk; ++j) {
+        const double* kj = k.data.data() + (n * tk + j) * dh;
+        double acc = 0.0;
+        for (int64_t e = 0; e < dh; ++e) acc += qi[e] * kj[e];
+        p[j] = causal && j > i ? -std::numeric_limits<double>::infinity() : acc * scale;
+      }
+      softmax_line(p.data(), tk, 1);
+      double dot = 0.0;
+      for (int64_t j = 0; j < tk; ++j) {
+        const double* vj = v.data.data() + (n * tk + j) * dv;
+        double acc = 0.0;
+        for (int64_t e = 0; e < dv; ++e) {
+          acc += gi[e] * vj[e];
+          gv[(n * tk + j) * dv + e] += p[j] * gi[e];
+        }
+        dp[j] = acc;
+        dot += acc * p[j];
+      }
+      for (int64_t j = 0; j < tk; ++j) {
+        const double ds = p[j] * (dp[j] - dot) * scale;
+        const double* kj = k.data.data() + (n * tk + j) * dh;
+        for (int64_t e = 0; e < dh; ++e) {
+          gq[(n * tq + i) * dh + e] += ds * kj[e];
+          gk[(n * tk + j) * dh + e] += ds * qi[e];
+        }
+      }
+    }
+  return {std::move(gq), std::move(gk), std::move(gv)};
+}
+
 // Mean over all positions of -log_softmax(logits)[target].
 Data cross_entropy(const std::vector<Input>& in) {
   const Value& logits = *in[0].value;
@@ -245,6 +295,7 @@ std::vector<Data> run_composite(const BoundSymbol& b, const std::vector<Input>& 
     case OpId::RmsNorm: return {rms_norm(b, in)};
     case OpId::LinearCrossEntropy: return {linear_cross_entropy(in)};
     case OpId::LinearCrossEntropyGrad: return linear_cross_entropy_grad(in);
+    case OpId::ScaledDotProductAttentionGrad: return sdpa_grad(b, in);
     // not composites it runs: the check below
     FSDPC_CASES_EXCEPT_COMPOSITE
       break;
