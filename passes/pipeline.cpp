@@ -20,6 +20,7 @@
 #include "passes/split.h"
 #include "passes/tensor_parallel.h"
 #include "passes/stats.h"
+#include "passes/scatter_into.h"
 #include "passes/widen_accumulation.h"
 #include "passes/wrap.h"
 
@@ -175,6 +176,12 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
   if (Trace widened = widen_accumulation(j.trace); widened.provenance == "widen") {
     j.trace = std::move(widened);
     record(log, o, "widen", {&j.trace});
+  }
+  // A tied embedding's lookup gradient scatters into its head's gradient
+  // instead of onto zeros that are then added (shown when any did).
+  if (Trace folded = scatter_into(j.trace); folded.provenance == "scatter_into") {
+    j.trace = std::move(folded);
+    record(log, o, "scatter_into", {&j.trace});
   }
   return j;
 }

@@ -14,6 +14,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"grad", "joint forward+backward trace; lowers synchronize to all_gather/wait and div/reduce_scatter/wait"},
       {"elide", "drop collectives over a group of one rank and divisions by 1 (world size 1, or a mesh dimension of 1)"},
       {"widen", "a bf16 matmul, sum or index_add whose result is cast to f32 at once accumulates into f32 instead (the gradients mixed precision hands to its f32 parameters)"},
+      {"scatter_into", "a scatter-add onto zeros that is then added to another gradient scatters into it (a tied embedding's lookup into its head's gradient): one [vocab, C] buffer fewer"},
       {"split", "cut the joint trace into forward and backward; zero3 re-gathers parameters in the backward"},
       {"p2p", "pipeline stages (--pp P > 1): recv the boundary activation and send the output; the backward the other way"},
       {"dce", "remove statements whose results are never used"},
