@@ -5,19 +5,24 @@
 //
 // Pre:  a trace whose synchronize statements were lowered (after grad).
 // Post: every statement but `del` (the runtime's) has an executor and prints
-//       with its prefix; composites are claimed whole or decomposed.
+//       with its prefix; composites are claimed whole or decomposed. Where a
+//       decomposition was inlined into a trace that has dels, the dels are
+//       placed again (passes/del.h), so that its intermediates die at their
+//       last use instead of living to the end of the trace.
 //
 //   t0 = layer_norm(x, w, b, eps=1e-05)        t0 = cpu_layer_norm(x, w, b, eps=1e-05)
 //   ft1 = all_gather(t_w, group=dp, ...)   ->  ft1 = mpi_all_gather(t_w, group=dp, ...)
 //   del t7                                     del t7
 #include "executors/claim.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
 #include "executors/comm/mpi_executor.h"
 #include "executors/cpu/cpu_executor.h"
 #include "ir/error.h"
+#include "passes/del.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse.h"
 #ifdef FSDPC_HAVE_CUDA
@@ -44,7 +49,7 @@ std::string executor_list(const std::vector<const Executor*>& executors) {
 }
 
 void claim_into(const BoundSymbol& b, const std::vector<const Executor*>& executors,
-                std::vector<BoundSymbol>& out) {
+                std::vector<BoundSymbol>& out, bool& decomposed) {
   if (b.op == OpId::Del) {
     out.push_back(b);
     return;
@@ -58,7 +63,8 @@ void claim_into(const BoundSymbol& b, const std::vector<const Executor*>& execut
     return;
   }
   if (op_info(b.op).composite && !b.subsymbols.empty()) {
-    for (const BoundSymbol& sub : b.subsymbols) claim_into(sub, executors, out);
+    decomposed = true;
+    for (const BoundSymbol& sub : b.subsymbols) claim_into(sub, executors, out, decomposed);
     return;
   }
   std::string types;
@@ -71,7 +77,13 @@ void claim_into(const BoundSymbol& b, const std::vector<const Executor*>& execut
 
 Trace claim(const Trace& trace, const std::vector<const Executor*>& executors) {
   Trace out = without_statements(trace, "exec");
-  for (const BoundSymbol& b : trace.bsyms) claim_into(b, executors, out.bsyms);
+  bool decomposed = false;
+  for (const BoundSymbol& b : trace.bsyms) claim_into(b, executors, out.bsyms, decomposed);
+  const bool has_dels =
+      std::any_of(trace.bsyms.begin(), trace.bsyms.end(), [](const BoundSymbol& b) { return b.op == OpId::Del; });
+  if (!decomposed || !has_dels) return out;
+  out = insert_dels(out);
+  out.provenance = "exec";
   return out;
 }
 
