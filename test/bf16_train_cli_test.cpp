@@ -80,7 +80,11 @@ struct RanksRun {
 TEST_CASE("bf16: every strategy, mesh, tp and pp trains one process's bf16 losses", "[bf16][mpi][train]") {
   const std::string common = "--precision bf16 --steps 8";
   const std::vector<RanksRun> runs = {
-      {2, "--strategy zero3", "", 1e-5},
+      // The command. Measured 0.7e-5 to 1.6e-5 over seeds 1-6 (and
+      // 0.5e-5 to 1.9e-5 with attention's backward decomposed): where an f32
+      // summation order moves a weight across a bf16 rounding boundary, its
+      // cast moves by 2^-8, so the gap is a matter of which weights sit there.
+      {2, "--strategy zero3", "", 3e-5},
       {4, "--strategy zero3 --fusion none", "--fusion none", 3e-5},
       {2, "--strategy no_shard", "--strategy no_shard", 3e-5},
       {4, "--strategy hybrid --mesh 2,2", "", 3e-5},
