@@ -112,6 +112,21 @@ Data rms_norm(const BoundSymbol& b, const std::vector<Input>& in) {
   return d;
 }
 
+// Query i of batch entry n: its probabilities over the tk keys, softmax of
+// q_i·k_j·scale with key j > i masked when causal (top-left aligned, as
+// PyTorch's tril mask), into p.
+void attention_probs(const Value& q, const Value& k, int64_t n, int64_t i, int64_t tq, int64_t tk, int64_t dh,
+                     double scale, bool causal, double* p) {
+  const double* qi = q.data.data() + (n * tq + i) * dh;
+  for (int64_t j = 0; j < tk; ++j) {
+    const double* kj = k.data.data() + (n * tk + j) * dh;
+    double acc = 0.0;
+    for (int64_t e = 0; e < dh; ++e) acc += qi[e] * kj[e];
+    p[j] = causal && j > i ? -std::numeric_limits<double>::infinity() : acc * scale;
+  }
+  softmax_line(p, tk, 1);
+}
+
 // softmax(q·kᵀ·scale, masked causally) · v, one [Tq, Tk] score matrix per batch.
 Data sdpa(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out) {
   const Value& q = *in[0].value;
@@ -128,15 +143,7 @@ Data sdpa(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& 
   Data scores(tk);
   for (int64_t p = 0; p < batch; ++p)
     for (int64_t i = 0; i < tq; ++i) {
-      const double* qi = q.data.data() + (p * tq + i) * dh;
-      for (int64_t j = 0; j < tk; ++j) {
-        const double* kj = k.data.data() + (p * tk + j) * dh;
-        double acc = 0.0;
-        for (int64_t e = 0; e < dh; ++e) acc += qi[e] * kj[e];
-        // Top-left aligned, as PyTorch's tril mask: key j is visible when j <= i.
-        scores[j] = causal && j > i ? -std::numeric_limits<double>::infinity() : acc * scale;
-      }
-      softmax_line(scores.data(), tk, 1);
+      attention_probs(q, k, p, i, tq, tk, dh, scale, causal, scores.data());
       double* oi = d.data() + (p * tq + i) * dv;
       for (int64_t j = 0; j < tk; ++j)
         for (int64_t e = 0; e < dv; ++e) oi[e] += scores[j] * v.data[(p * tk + j) * dv + e];
@@ -144,8 +151,8 @@ Data sdpa(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& 
   return d;
 }
 
-// Attention's gradients for the output's cotangent g, row by row: p =
-// softmax(scores) as above, then gv += pᵀ g, dp = g vᵀ, ds = p (dp -
+// Attention's gradients for the output's cotangent g, row by row: p as
+// attention_probs() gives it, then gv += pᵀ g, dp = g vᵀ, ds = p (dp -
 // rowsum(dp p)) scale, gq = ds k, gk += dsᵀ q.
 std::vector<Data> sdpa_grad(const BoundSymbol& b, const std::vector<Input>& in) {
   const Value& q = *in[0].value;
@@ -164,13 +171,7 @@ std::vector<Data> sdpa_grad(const BoundSymbol& b, const std::vector<Input>& in) 
     for (int64_t i = 0; i < tq; ++i) {
       const double* qi = q.data.data() + (n * tq + i) * dh;
       const double* gi = g.data.data() + (n * tq + i) * dv;
-      for (int64_t j = 0; j < tk; ++j) {
-        const double* kj = k.data.data() + (n * tk + j) * dh;
-        double acc = 0.0;
-        for (int64_t e = 0; e < dh; ++e) acc += qi[e] * kj[e];
-        p[j] = causal && j > i ? -std::numeric_limits<double>::infinity() : acc * scale;
-      }
-      softmax_line(p.data(), tk, 1);
+      attention_probs(q, k, n, i, tq, tk, dh, scale, causal, p.data());
       double dot = 0.0;
       for (int64_t j = 0; j < tk; ++j) {
         const double* vj = v.data.data() + (n * tk + j) * dv;
