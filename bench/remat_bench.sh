@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Activation checkpointing: for each --remat mode, `mpirun -np N fsdpc train`
-# measures the step time and the per-rank peak (activations and total) and
-# prints them beside the memory plan's prediction, as one JSON object.
+# Activation checkpointing: for each --remat mode, with the fused head
+# (--loss-chunk auto, the default) and, for none, selective and block, without
+# it (--loss-chunk off), `mpirun -np N fsdpc train` measures the step time and
+# the per-rank peak (activations and total) and prints them beside the memory
+# plan's prediction, as one JSON object. With LLAMA=1 it also prints, for
+# llama3.2-1b at sequences 2048 and 4096 (one per rank, 2 ranks, zero3), the
+# memory plan's peak and the statement it sits at, remat none and block,
+# fused and unfused (`fsdpc dump --memory`: planned, not run).
 #
 #   bench/remat_bench.sh [build-dir]
 #
@@ -29,22 +34,37 @@ block_live=$(live_beyond_params block)
 auto_live=$(live_beyond_params auto)
 budget=$(( (block_live + auto_live) / 2 ))
 
-modes=(none selective auto "auto:$budget" block)
-for m in "${modes[@]}"; do
-  log="$work/${m//:/_}.jsonl"
+# Each run as MODE/LOSS_CHUNK.
+runs=(none/auto selective/auto auto/auto "auto:$budget/auto" block/auto none/off selective/off block/off)
+for run in "${runs[@]}"; do
+  m=${run%/*} chunk=${run##*/} name=${run//[:\/]/_}
+  log="$work/$name.jsonl"
   mpirun -np "$np" --oversubscribe --allow-run-as-root "$fsdpc" train "${shape[@]}" --batch $((per_rank * np)) \
-    --steps "$steps" --optimizer adamw --remat "$m" --log-json "$log" >"$work/${m//:/_}.out" 2>&1 ||
-    { echo "fsdpc train --remat $m failed:" >&2; tail -5 "$work/${m//:/_}.out" >&2; exit 1; }
+    --steps "$steps" --optimizer adamw --remat "$m" --loss-chunk "$chunk" --log-json "$log" >"$work/$name.out" 2>&1 ||
+    { echo "fsdpc train --remat $m --loss-chunk $chunk failed:" >&2; tail -5 "$work/$name.out" >&2; exit 1; }
 done
 
-python3 - "$work" "$model" "$seq" "$per_rank" "$np" "$strategy" "$budget" "${modes[@]}" <<'EOF'
+# llama3.2-1b's plan: the peak and its statement (the line `dump --memory` ends its steady step with).
+if [[ ${LLAMA:-0} == 1 ]]; then
+  for s in 2048 4096; do
+    for chunk in auto off; do
+      for r in none block; do
+        "$fsdpc" dump --model llama3.2-1b --seq "$s" --batch 1 --world-size 2 --strategy zero3 --memory \
+          --remat "$r" --loss-chunk "$chunk" | grep -m1 '^  peak ' >"$work/llama_${s}_${r}_$chunk.peak"
+      done
+    done
+  done
+fi
+
+python3 - "$work" "$model" "$seq" "$per_rank" "$np" "$strategy" "$budget" "${runs[@]}" <<'EOF'
 import json, os, statistics, sys
-work, model, seq, per_rank, np_, strategy, budget, *modes = sys.argv[1:]
+work, model, seq, per_rank, np_, strategy, budget, *runs = sys.argv[1:]
 rows = {}
-for m in modes:
-    recs = [json.loads(l) for l in open(os.path.join(work, m.replace(':', '_') + '.jsonl'))]
+for run in runs:
+    name = run.replace(':', '_').replace('/', '_')
+    recs = [json.loads(l) for l in open(os.path.join(work, name + '.jsonl'))]
     steady = recs[1:] or recs  # the first step also makes the optimizer state and warms caches
-    rows[m] = {
+    rows[run] = {
         "step_ms": statistics.median(r["step_ms"] for r in steady),
         "activations_peak_bytes": max(r["peak_bytes"]["activations"] for r in recs),
         "predicted_activations_peak_bytes": max(r["predicted_peak_bytes"]["activations"] for r in recs),
@@ -52,13 +72,24 @@ for m in modes:
         "predicted_total_peak_bytes": max(r["predicted_peak_bytes"]["total"] for r in recs),
         "final_loss": recs[-1]["loss"],
     }
-base = rows["none"]
-for m, r in rows.items():
+# Against the unfused head without remat: what both the fused head and remat save.
+base = rows["none/off"]
+for run, r in rows.items():
     r["activation_peak_cut"] = round(base["activations_peak_bytes"] / r["activations_peak_bytes"], 3)
     r["step_time_ratio"] = round(r["step_ms"] / base["step_ms"], 3)
+    m, chunk = run.rsplit('/', 1)
+    if chunk == "auto" and m + "/off" in rows:  # what fusing the head costs in time
+        r["step_time_vs_unfused_head"] = round(r["step_ms"] / rows[m + "/off"]["step_ms"], 3)
+llama = {}
+for f in sorted(os.listdir(work)):
+    if f.startswith('llama_') and f.endswith('.peak'):
+        _, s, r, chunk = f[:-len('.peak')].split('_')
+        llama[f"seq {s}, remat {r}, loss-chunk {chunk}"] = open(os.path.join(work, f)).read().strip()
 out = {"benchmark": "remat", "model": model, "seq": int(seq), "sequences_per_rank": int(per_rank),
        "ranks": int(np_), "strategy": strategy, "auto_budget_bytes": int(budget),
        "cpu": open('/proc/cpuinfo').read().split('model name')[1].split('\n')[0].strip(': \t'),
-       "modes": rows}
+       "runs": rows}
+if llama:
+    out["llama3.2-1b_planned_peaks"] = llama
 print(json.dumps(out, indent=2))
 EOF
