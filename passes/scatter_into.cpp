@@ -9,46 +9,38 @@
 #include <vector>
 
 #include "ir/meta.h"
+#include "ir/uses.h"
 
 namespace fsdpc {
 
 namespace {
 
-// Whether b makes zeros: full(value=0), or a cast of a value that does.
-bool makes_zeros(const BoundSymbol& b, const std::unordered_map<std::string, const BoundSymbol*>& def) {
+// Whether statement i makes zeros: full(value=0), or a cast of a value that does.
+bool makes_zeros(const Trace& t, size_t i, const std::unordered_map<std::string, size_t>& def) {
+  const BoundSymbol& b = t.bsyms[i];
   if (b.op == OpId::Full) return b.attrs.get_double("value") == 0.0;
   if (b.op != OpId::ConvertElementType || b.inputs[0].is_scalar()) return false;
   auto d = def.find(b.inputs[0].name);
-  return d != def.end() && makes_zeros(*d->second, def);
+  return d != def.end() && makes_zeros(t, d->second, def);
 }
 
 }  // namespace
 
 Trace scatter_into(const Trace& trace) {
-  std::unordered_map<std::string, int> uses;
-  for_each_bsym(trace.bsyms, [&](const BoundSymbol& b) {
-    for (const Operand& in : b.inputs)
-      if (!in.is_scalar()) ++uses[in.name];
-  });
-  std::vector<std::string> returned;
-  trace.returns.collect_names(returned);
-  for (const std::string& r : returned) ++uses[r];
-  std::unordered_map<std::string, const BoundSymbol*> def;
-  std::unordered_map<const BoundSymbol*, size_t> index;
+  std::unordered_map<std::string, int> uses = use_counts(trace);
+  std::unordered_map<std::string, size_t> def;  // top-level statement defining each value
   std::unordered_map<std::string, TensorType> types;
   for (const Proxy& a : trace.args) types[a.name] = a.type;
-  for (size_t i = 0; i < trace.bsyms.size(); ++i) {
-    const BoundSymbol& b = trace.bsyms[i];
-    index[&b] = i;
-    for (const Proxy& o : b.outputs) {
-      def[o.name] = &b;
+  for (size_t i = 0; i < trace.bsyms.size(); ++i)
+    for (const Proxy& o : trace.bsyms[i].outputs) {
+      def[o.name] = i;
       types[o.name] = o.type;
     }
-  }
-  auto single_use_def = [&](const Operand& x) -> const BoundSymbol* {
-    if (x.is_scalar() || uses[x.name] != 1) return nullptr;
+  // The statement defining x when x is read exactly once; its index, or none.
+  auto single_use_def = [&](const Operand& x) -> std::optional<size_t> {
+    if (x.is_scalar() || uses[x.name] != 1) return std::nullopt;
     auto d = def.find(x.name);
-    return d == def.end() ? nullptr : d->second;
+    return d == def.end() ? std::nullopt : std::optional<size_t>(d->second);
   };
 
   // The add's index -> its replacement; the statements it replaces.
@@ -58,23 +50,25 @@ Trace scatter_into(const Trace& trace) {
     const BoundSymbol& add = trace.bsyms[i];
     if (add.op != OpId::Add || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
     for (size_t side = 0; side < 2; ++side) {
-      const BoundSymbol* scatter = single_use_def(add.inputs[side]);
+      const std::optional<size_t> scatter = single_use_def(add.inputs[side]);
       const Operand& a = add.inputs[1 - side];
-      if (!scatter || scatter->op != OpId::IndexAdd || a.is_scalar()) continue;
-      if (types.at(a.name) != scatter->output().type) continue;
-      const BoundSymbol* zeros = single_use_def(scatter->inputs[0]);
-      if (!zeros || !makes_zeros(*zeros, def)) continue;
-      BoundSymbol into = *scatter;
+      if (!scatter || trace.bsyms[*scatter].op != OpId::IndexAdd || a.is_scalar()) continue;
+      if (types.at(a.name) != trace.bsyms[*scatter].output().type) continue;
+      const std::optional<size_t> zeros = single_use_def(trace.bsyms[*scatter].inputs[0]);
+      if (!zeros || !makes_zeros(trace, *zeros, def)) continue;
+      BoundSymbol into = trace.bsyms[*scatter];
       into.inputs[0] = a;
       into.outputs = add.outputs;
       std::vector<OperandType> ins;
       for (const Operand& x : into.inputs) ins.push_back(OperandType::of(types.at(x.name)));
       if (infer_types(into.op, ins, into.attrs).at(0) != add.output().type) continue;
       folded.emplace(i, std::move(into));
-      dropped[index.at(scatter)] = true;
+      dropped[*scatter] = true;
       // The zeros, and what made them (a cast's full) when used only there.
-      for (const BoundSymbol* z = zeros; z; z = z->op == OpId::ConvertElementType ? single_use_def(z->inputs[0]) : nullptr)
-        dropped[index.at(z)] = true;
+      for (std::optional<size_t> z = zeros; z;
+           z = trace.bsyms[*z].op == OpId::ConvertElementType ? single_use_def(trace.bsyms[*z].inputs[0])
+                                                               : std::nullopt)
+        dropped[*z] = true;
       break;
     }
   }

@@ -13,6 +13,7 @@
 
 #include "ir/builder.h"
 #include "ir/meta.h"
+#include "ir/uses.h"
 
 namespace fsdpc {
 
@@ -63,14 +64,7 @@ std::string widened(Trace& out, const Operand& x, DType to, std::unordered_map<s
 
 // One round: every pattern in `trace` as it is; nullopt when there is none.
 std::optional<Trace> widen_once(const Trace& trace) {
-  std::unordered_map<std::string, int> uses;
-  for_each_bsym(trace.bsyms, [&](const BoundSymbol& b) {
-    for (const Operand& in : b.inputs)
-      if (!in.is_scalar()) ++uses[in.name];
-  });
-  std::vector<std::string> returned;
-  trace.returns.collect_names(returned);
-  for (const std::string& r : returned) ++uses[r];
+  std::unordered_map<std::string, int> uses = use_counts(trace);
 
   // Values computed from the loss's cotangent: the backward's.
   std::unordered_set<std::string> gradient = {kCotangent};
