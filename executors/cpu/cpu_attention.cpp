@@ -75,12 +75,11 @@ void attend_block(const Attention& a, float* scores, void* probs, int64_t h0, in
        p, a.at(a.v, h0 * a.tk * a.dv), nullptr, a.out_at((h0 * a.tq + i0) * a.dv));
 }
 
-// The backward's operands beside the forward's: g [.., Tq, Dv] and dq
-// [.., Tq, D] in the dtype, dk and dv the f32 accumulators of the current
-// group of heads ([heads, Tk, D] and [heads, Tk, Dv]).
+// The backward's operands beside the forward's (whose output `o` is then
+// dq): g [.., Tq, Dv] in the dtype, and dk and dv, the f32 accumulators of
+// the current group of heads ([heads, Tk, D] and [heads, Tk, Dv]).
 struct AttentionGrad {
   const void* g;
-  void* dq;
   float *dk, *dv;
 };
 
@@ -131,7 +130,7 @@ void attend_block_grad(const Attention& a, const AttentionGrad& gr, const GradSc
   // dq rows = ds k; dk[:keys] += dsᵀ q
   gemm(Gemm{.batch = heads, .m = rows, .k = keys, .n = a.d, .batched_b = true, .b_step = a.tk * a.d,
             .c_step = a.tq * a.d, .in = a.dtype, .out = a.dtype, .bias = a.dtype},
-       ds, a.at(a.k, h0 * a.tk * a.d), nullptr, static_cast<char*>(gr.dq) + (h0 * a.tq + i0) * a.d * dtype_size(a.dtype));
+       ds, a.at(a.k, h0 * a.tk * a.d), nullptr, a.out_at((h0 * a.tq + i0) * a.d));
   gemm(Gemm{.batch = heads, .m = keys, .k = rows, .n = a.d, .a_transposed = true, .batched_b = true,
             .b_step = a.tq * a.d, .c_step = a.tk * a.d, .in = a.dtype, .accumulate = true},
        ds, q_rows, nullptr, gr.dk);
@@ -169,7 +168,7 @@ FSDPC_CPU_KERNEL(sdpa_grad_kernel) {
     return run_in_f32(in, out, [&](const Views& in32, const Views& out32) { sdpa_grad_kernel(ctx, b, in32, out32); });
   const Shape& qs = shape_of(in[0]);
   const size_t r = qs.size();
-  Attention a{in[0].data, in[1].data, in[2].data, nullptr,
+  Attention a{in[0].data, in[1].data, in[2].data, out[0].data,
               qs[r - 2], shape_of(in[1])[r - 2], qs[r - 1], shape_of(in[2])[r - 1],
               static_cast<float>(b.attrs.get_double("scale")), b.attrs.get_bool_or("is_causal", false), d};
   const int64_t batch = prod(qs, 0, r - 2);
@@ -204,7 +203,7 @@ FSDPC_CPU_KERNEL(sdpa_grad_kernel) {
   }
   for (int64_t h0 = 0; h0 < batch; h0 += group) {
     const int64_t heads = std::min(group, batch - h0);
-    AttentionGrad gr{in[3].data, out[0].data, nullptr, nullptr};
+    AttentionGrad gr{in[3].data, nullptr, nullptr};
     if (low) {
       gr.dk = next;
       gr.dv = next + heads * a.tk * a.d;
