@@ -186,14 +186,19 @@ Proxy causal_mask(TraceBuilder& b, const Proxy& scores, const Device& device) {
                                Operand::lit(-std::numeric_limits<double>::infinity())});
 }
 
+// The permutation that transposes the last two dims of a rank-r stack.
+IntList swap_last_two(int64_t r) {
+  IntList t;
+  for (int64_t i = 0; i < r; ++i) t.push_back(i);
+  std::swap(t[r - 2], t[r - 1]);
+  return t;
+}
+
 Proxy decompose_sdpa(TraceBuilder& b, const BoundSymbol& c) {
   Proxy q = input(b, c, 0);
   Proxy k = input(b, c, 1);
   Proxy v = input(b, c, 2);
-  IntList swap_last;
-  for (int64_t i = 0; i < rank(k); ++i) swap_last.push_back(i);
-  std::swap(swap_last[rank(k) - 2], swap_last[rank(k) - 1]);
-  Proxy s = binary(b, OpId::Matmul, q, permute(b, k, std::move(swap_last)));
+  Proxy s = binary(b, OpId::Matmul, q, permute(b, k, swap_last_two(rank(k))));
   // PyTorch's default scale is 1/sqrt(D) when none is given.
   const double d = static_cast<double>(q.type.shape.back());
   s = binary(b, OpId::Mul, s, c.attrs.get_double_or("scale", 1.0 / std::sqrt(d)));
@@ -214,9 +219,7 @@ Proxy decompose_sdpa(TraceBuilder& b, const BoundSymbol& c) {
 std::vector<Proxy> decompose_sdpa_grad(TraceBuilder& b, const BoundSymbol& c) {
   const Proxy q = input(b, c, 0), k = input(b, c, 1), v = input(b, c, 2), g = input(b, c, 3);
   const int64_t last = rank(q) - 1;
-  IntList t;
-  for (int64_t i = 0; i <= last; ++i) t.push_back(i);
-  std::swap(t[last - 1], t[last]);
+  const IntList t = swap_last_two(rank(q));
   const double scale = c.attrs.get_double("scale");
   const DType low = q.type.dtype;
   const bool mixed = low == DType::bf16 || low == DType::f16;
