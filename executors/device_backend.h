@@ -49,6 +49,8 @@ class DeviceBackend {
   // Host <-> device. copy_to_host returns once the bytes are on the host.
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Device to device, in stream order (DiLoCo's anchor <-> parameters).
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
 
   // dst += src; x *= s.
   virtual void add_into(float* dst, const float* src, int64_t n) = 0;

@@ -6,7 +6,8 @@
 // Pre:  a captured trace; parameter arguments are unsharded (dist none).
 // Post: zero3/zero2: each parameter is fully_sharded over group dp, dim 0
 //       padded to ceil(d0/world) rows per rank; hybrid*: the same over group
-//       shard, with replicate_group=replicate for the gradient all_reduce;
+//       shard, with replicate_group=replicate for the gradient all_reduce
+//       (none under DiLoCo, whose outer step syncs the replicas);
 //       no_shard: each parameter is replicated over dp. One synchronize per
 //       parameter, before its first use; every later use reads its output.
 //
@@ -37,7 +38,8 @@ struct Plan {
 Plan make_plan(const FsdpOptions& o) {
   const Mesh& m = o.mesh;
   if (m.replicas < 1 || m.shards < 1) fail("mesh ", m.replicas, ",", m.shards, " must have positive sizes");
-  if (is_hybrid(o.strategy)) return Plan{"shard", m.shards, "replicate", m.replicas, true};
+  if (is_hybrid(o.strategy))
+    return o.sync_replicas ? Plan{"shard", m.shards, "replicate", m.replicas, true} : Plan{"shard", m.shards, "", 1, true};
   if (m.replicas != 1)
     fail("a ", m.replicas, "x", m.shards, " mesh needs a hybrid strategy; ", strategy_name(o.strategy),
          " runs on a flat world");

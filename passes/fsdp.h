@@ -11,6 +11,10 @@ struct FsdpOptions {
   Strategy strategy = Strategy::zero3;
   // zero3/zero2/no_shard: a flat mesh of the world; hybrid: R replicas x S shards.
   Mesh mesh;
+  // hybrid: false under DiLoCo (passes/outer_step.h), whose replicas train
+  // apart: the gradients are reduced over `shard` only, without the
+  // all_reduce over `replicate`.
+  bool sync_replicas = true;
 };
 
 // The shard of dimension 0 each rank holds: ceil(d0 / size) rows.

@@ -20,50 +20,10 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "passes/del.h"
+#include "passes/schedule.h"
 #include "passes/vjp_rules.h"
 
 namespace fsdpc {
-
-namespace {
-
-// Issues every collective before any wait: each statement that does not
-// wait goes as early as its inputs allow; a wait goes only when nothing else
-// can, the earliest first. The collectives of different parameters are
-// independent, so they all overlap.
-void issue_before_waiting(Trace& t) {
-  std::vector<BoundSymbol> pending = std::move(t.bsyms), ordered;
-  t.bsyms.clear();
-  std::unordered_set<std::string> known;
-  for (const Proxy& a : t.args) known.insert(a.name);
-  auto ready = [&](const BoundSymbol& b) {
-    for (const Operand& in : b.inputs)
-      if (!in.is_scalar() && !known.count(in.name)) return false;
-    return true;
-  };
-  auto take = [&](size_t i) {
-    for (const Proxy& p : pending[i].outputs) known.insert(p.name);
-    ordered.push_back(std::move(pending[i]));
-    pending.erase(pending.begin() + static_cast<long>(i));
-  };
-  while (!pending.empty()) {
-    bool progressed = false;
-    for (size_t i = 0; i < pending.size();)
-      if (pending[i].op != OpId::Wait && ready(pending[i])) {
-        take(i);
-        progressed = true;
-      } else {
-        ++i;
-      }
-    if (progressed) continue;
-    size_t i = 0;
-    while (i < pending.size() && !ready(pending[i])) ++i;
-    FSDPC_CHECK(i < pending.size()) << "gather_once: a statement reads a value nothing defines";
-    take(i);
-  }
-  t.bsyms = std::move(ordered);
-}
-
-}  // namespace
 
 GatherOnceTraces gather_once_traces(const Trace& sharded) {
   std::unordered_map<std::string, const BoundSymbol*> sync_of;  // parameter argument -> its synchronize

@@ -92,6 +92,7 @@ void validate(const PipelineOptions& o) {
   if (o.pp < 1) fail("--pp must be at least 1, got ", o.pp);
   FSDPC_CHECK(o.mesh.pp == 1) << "PipelineOptions::mesh is one pipeline stage's; the stage count is PipelineOptions::pp";
   if (!o.pp_balance.empty() && o.pp < 2) fail("--pp-balance lists blocks per pipeline stage; it needs --pp 2 or more");
+  check_diloco_options(o.diloco, o.strategy);
 }
 }  // namespace
 
@@ -153,7 +154,7 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
     record(log, o, "tp", {&split_layers});
   }
   JointTrace j;
-  Trace sharded = fsdp(o.mesh.tp > 1 ? split_layers : source, FsdpOptions{o.strategy, o.mesh});
+  Trace sharded = fsdp(o.mesh.tp > 1 ? split_layers : source, FsdpOptions{o.strategy, o.mesh, !o.diloco.enabled()});
   j.units = wrap_units(sharded, o.wrap);  // FSDP units, for bucketing and schedule
   j.grad_params = gradient_params(sharded);
   record(log, o, "fsdp", {&sharded});

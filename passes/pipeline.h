@@ -11,6 +11,7 @@
 #include "ir/mesh.h"
 #include "ir/trace.h"
 #include "passes/fuse_head.h"
+#include "passes/outer_step.h"
 #include "passes/pipeline_p2p.h"
 #include "passes/remat.h"
 #include "passes/split.h"
@@ -38,6 +39,9 @@ struct PipelineOptions {
   // --loss-chunk: the language-model head fused with its loss
   // (passes/fuse_head.h), on by default; off keeps linear then cross_entropy.
   LossChunk loss_chunk;
+  // --outer-steps: DiLoCo on a hybrid mesh; the replicas' gradients are not
+  // all-reduced each step, an outer trace (passes/outer_step.h) syncs them.
+  DilocoOptions diloco;
   bool sequence_parallel = false;  // --sequence-parallel (with --tp T > 1; passes/tensor_parallel.h)
   // Which parameters tp cuts (mesh.tp > 1): the model family's plan, which
   // the frontend hands down (Model::tensor_parallel_plan()).

@@ -445,4 +445,37 @@ Trace schedule(const Trace& trace, const ScheduleOptions& options) {
   return Schedule(trace, options).run();
 }
 
+void issue_before_waiting(Trace& t) {
+  std::vector<BoundSymbol> pending = std::move(t.bsyms), ordered;
+  t.bsyms.clear();
+  std::unordered_set<std::string> known;
+  for (const Proxy& a : t.args) known.insert(a.name);
+  auto ready = [&](const BoundSymbol& b) {
+    for (const Operand& in : b.inputs)
+      if (!in.is_scalar() && !known.count(in.name)) return false;
+    return true;
+  };
+  auto take = [&](size_t i) {
+    for (const Proxy& p : pending[i].outputs) known.insert(p.name);
+    ordered.push_back(std::move(pending[i]));
+    pending.erase(pending.begin() + static_cast<long>(i));
+  };
+  while (!pending.empty()) {
+    bool progressed = false;
+    for (size_t i = 0; i < pending.size();)
+      if (pending[i].op != OpId::Wait && ready(pending[i])) {
+        take(i);
+        progressed = true;
+      } else {
+        ++i;
+      }
+    if (progressed) continue;
+    size_t i = 0;
+    while (i < pending.size() && !ready(pending[i])) ++i;
+    FSDPC_CHECK(i < pending.size()) << t.name << ": a statement reads a value nothing defines";
+    take(i);
+  }
+  t.bsyms = std::move(ordered);
+}
+
 }  // namespace fsdpc

@@ -18,4 +18,10 @@ struct ScheduleOptions {
 // fsdpc::Error on prefetch < 0 or max_inflight < 1.
 Trace schedule(const Trace& trace, const ScheduleOptions& options);
 
+// For a step-level trace of independent collectives (gather_once's,
+// outer_step's): every collective issued before any wait, so that they all
+// overlap. Each statement that does not wait goes as early as its inputs
+// allow; a wait goes only when nothing else can, the earliest first.
+void issue_before_waiting(Trace& t);
+
 }  // namespace fsdpc

@@ -112,6 +112,15 @@ std::vector<Stage> dump_stages(const Trace& placed, const DumpOptions& o) {
     stages = merge_pipeline(compile_pipeline(placed, p));
     final = stages.back().traces;
   }
+  if (p.diloco.enabled()) {
+    // DiLoCo: the outer step's trace (one per pipeline stage), run every H
+    // steps beside the step's.
+    Stage outer{"outer_step", {}, 0};
+    for (EngineTraces& t : step_traces(placed, p, compile_pipeline(placed, p), MicroBatchOptions{}))
+      outer.traces.push_back(std::move(t.outer->trace));
+    final.insert(final.end(), outer.traces.begin(), outer.traces.end());
+    stages.push_back(std::move(outer));
+  }
   if (p.pp > 1) stages.insert(stages.begin(), Stage{"trace", {placed}, 0});
   // The execution traces: the final stage claimed by the executors.
   const bool all = o.stages.find("all") != std::string::npos;

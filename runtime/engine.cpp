@@ -73,6 +73,8 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
                              execution_trace(traces.gathered->reduce, options_.target, options_.fusion),
                              lowered(traces.gathered->micro)};
   }
+  if (traces.outer)
+    outer_ = OuterStep{execution_trace(traces.outer->trace, options_.target, options_.fusion), traces.outer->every};
   // The CPU fusion executor's regions compile here, all at once on every
   // thread of the rank, rather than one by one as the first step meets them.
   if (options_.target == Target::cpu && options_.fusion == FusionMode::automatic) {
@@ -82,6 +84,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     if (gathered_)
       traces.insert(traces.end(), {&gathered_->gather, &gathered_->reduce, &gathered_->micro.forward,
                                    &gathered_->micro.backward});
+    if (outer_) traces.push_back(&outer_->trace);
     fusion::precompile_regions(traces);
   }
   interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(options_.target), device_->kernels(),
@@ -134,6 +137,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     params_.push_back(std::move(p));
   }
   if (gathered_) bind_gathered_step();
+  if (outer_) bind_outer_step();
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, allocator_);
 }
 
@@ -306,6 +310,8 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     ~DropGathered() { values.clear(); }
   } drop_gathered{gathered_values_};
   if (gathered_) gather_parameters();
+  // DiLoCo: a round starts from the parameters of its first step.
+  if (outer_ && anchors_.empty()) start_outer_round();
   if (options_.mesh.pp > 1) loss_sum = pipeline_micro_batches(inputs, gathered_ ? local : sum);
   for (int k = 0; k < k_total && options_.mesh.pp == 1; ++k) {
     std::vector<HostTensor> micro = k_total == 1 ? inputs : micro_batch(inputs, k, k_total);
@@ -376,6 +382,11 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
   {
     ProfileSpan optimizer_span(profiler_, "optimizer");
     optimizer_->step(refs, grad_scale);
+  }
+  sum.clear();  // the gradients go before the outer step runs
+  if (outer_ && optimizer_->steps() % outer_->every == 0) {
+    outer_step();
+    r.outer = true;
   }
   device_->end_step();
   r.collectives = device_->take_collective_times();

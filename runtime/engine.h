@@ -29,6 +29,7 @@ namespace fsdpc {
 
 class MpiContext;
 class Profiler;
+class RankFiles;
 
 // A host array crossing the API: float32 or int64 data of a shape.
 struct HostTensor {
@@ -105,6 +106,7 @@ struct StepResult {
   double loss = 0;       // mean over the global batch (all-reduced)
   double grad_norm = 0;  // global, before clipping (0 when clipping is off)
   double lr = 0;         // the learning rate this step's update used
+  bool outer = false;    // DiLoCo: an outer step followed the update
   double seconds = 0;
   // Device time of the step's collectives by kind, where the executor
   // measures it (--executor cuda with FSDPC_NCCL_TIMING=1).
@@ -126,6 +128,13 @@ struct GatheredStep {
   StepTraces micro;
 };
 
+// DiLoCo (PipelineOptions::diloco): the outer trace (passes/outer_step.h),
+// run after every `every`-th optimizer step.
+struct OuterStep {
+  Trace trace;
+  int every = 0;
+};
+
 // The traces of each kind of micro-batch (passes/grad.h GradOptions).
 struct EngineTraces {
   StepTraces sync;                       // gradients synchronised (with --pp: this rank's stage)
@@ -135,6 +144,7 @@ struct EngineTraces {
   // them all, since each rank runs only its own.
   std::vector<StepTraces> pipeline = {};
   std::optional<GatheredStep> gathered = {};  // keep_gathered
+  std::optional<OuterStep> outer = {};        // DiLoCo
 };
 
 class Engine {
@@ -249,6 +259,16 @@ class Engine {
   void bind_gathered_step();
   void gather_parameters();
   std::vector<TensorValue> reduce_gradients(std::vector<TensorValue> local);
+  // DiLoCo (runtime/engine_outer.cpp): matches the outer trace's arguments
+  // to params_ once; starts a round (anchor <- theta, momentum 0); runs the
+  // outer step (theta <- anchor').
+  void bind_outer_step();
+  // Checkpoints (runtime/engine_state.cpp): one tensor of a parameter's (its
+  // rows, or its part) into device memory; DiLoCo's choice of rank files.
+  void read_state(const RankFiles& rf, const Param& p, const std::string& name, float* device_out);
+  bool select_outer_replica(RankFiles& rf, const std::string& dir);
+  void start_outer_round();
+  void outer_step();
   int pipeline_stage() const;
   bool is_tied(const Param& p) const;
   // full_state_dict's last part with pipeline stages: each stage's first
@@ -270,6 +290,11 @@ class Engine {
   // its reduce; forward_args reads them instead of the shards.
   std::unordered_map<std::string, TensorValue> gathered_values_;
   std::vector<size_t> gather_params_;  // params_ index of each gather trace argument
+  std::optional<OuterStep> outer_;
+  // DiLoCo's state, by outer trace parameter: params_ index, the anchor and
+  // the outer momentum (empty until a round starts, and without momentum).
+  std::vector<size_t> outer_params_;
+  std::vector<TensorValue> anchors_, outer_momenta_;
   std::vector<Param> params_;
   std::map<std::string, Shape> full_shapes_;  // every parameter of the model (other stages' too)
   std::unique_ptr<Interpreter> interpreter_;

@@ -29,6 +29,8 @@ void Engine::load_parameters(const ShardFill& fill) {
     }
     to_device(p.value, host);
   }
+  anchors_.clear();  // DiLoCo: a new round starts from these parameters
+  outer_momenta_.clear();
 }
 
 void Engine::save_rank_state(const std::string& dir, int64_t step) {
@@ -40,10 +42,20 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
                                              {"pp", std::to_string(options_.mesh.pp)},
                                              {"seed", std::to_string(options_.seed)},
                                              {"optimizer_steps", std::to_string(optimizer_->steps())}};
+  // DiLoCo: the replicas' parameters and inner optimizer states differ, so
+  // each rank file says whose they are; the anchor and outer momentum (the
+  // same on every replica) are kept while a round is under way.
+  const bool outer_state = outer_ && !anchors_.empty();
+  if (outer_) {
+    meta["outer_replicas"] = std::to_string(options_.mesh.replicas);
+    meta["outer_replica"] = std::to_string(mpi_->groups().rank_in("replicate"));
+    meta["outer_steps"] = std::to_string(outer_->every);
+    meta["outer_anchors"] = outer_state ? "1" : "0";
+  }
   // Host copies of every shard and state buffer (device memory on a GPU),
   // kept alive until the file is written.
   std::vector<std::vector<float>> host;
-  host.reserve(3 * params_.size());
+  host.reserve(5 * params_.size());
   auto add = [&](const std::string& name, const Shape& shape, const float* device_data) {
     host.emplace_back(static_cast<size_t>(numel(shape)));
     backend().copy_to_host(host.back().data(), device_data, host.back().size() * sizeof(float));
@@ -68,34 +80,67 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
     if (st.buf0) add(p.plan.path + ".state0", shape, st.buf0);  // placed as the parameter's rows
     if (st.buf1) add(p.plan.path + ".state1", shape, st.buf1);
   }
+  for (size_t j = 0; outer_state && j < outer_params_.size(); ++j) {
+    const Param& p = params_[outer_params_[j]];
+    add(p.plan.path + ".outer_anchor", p.value.type.shape, static_cast<const float*>(anchors_[j].data()));
+    if (!outer_momenta_.empty())
+      add(p.plan.path + ".outer_momentum", p.value.type.shape, static_cast<const float*>(outer_momenta_[j].data()));
+  }
   write_safetensors(dir + "/rank-" + std::to_string(rank()) + ".safetensors", tensors, meta);
 }
 
+void Engine::read_state(const RankFiles& rf, const Param& p, const std::string& name, float* device_out) {
+  const Shape& shape = p.value.type.shape;
+  const int64_t rows = shape.empty() ? 1 : shape[0], cols = rows ? numel(shape) / rows : 0;
+  const int64_t full_rows = p.plan.full_shape.empty() ? 1 : p.plan.full_shape[0];
+  // Rows of the full parameter in every file and wanted here: read only
+  // this rank's rows. Otherwise tp parts were written or are wanted: put
+  // the full tensor together from the files, then cut this rank's part.
+  const bool parts = p.tp_split || rf.holds_tp_parts(p.plan.path);
+  std::vector<float> host(static_cast<size_t>(rows * cols));
+  if (!parts) {
+    rf.read_rows(name, p.plan.path, full_rows, p.row_begin, rows, cols, host.data());
+  } else {
+    std::vector<float> whole = rf.read_full(name, p.plan.path, p.plan.full_shape, options_.tensor_parallel_plan);
+    take_rows(p, p.tp_split ? cut_tp_part(p, whole) : whole, host);
+  }
+  backend().copy_from_host(device_out, host.data(), host.size() * sizeof(float));
+}
+
+// A checkpoint written under DiLoCo holds each replica's own parameters and
+// inner optimizer state (they differ within a round): a DiLoCo run reads
+// its own replica's files, and needs as many replicas; a synchronous run
+// takes replica 0's, but only at a round's end, where the parameters agree.
+// Returns whether the files hold the anchor and outer momentum to go on from.
+bool Engine::select_outer_replica(RankFiles& rf, const std::string& dir) {
+  if (!rf.has_meta(0, "outer_replicas")) return false;
+  const int64_t replicas = rf.meta(0, "outer_replicas"), every = rf.meta(0, "outer_steps");
+  const int64_t steps = rf.meta(0, "optimizer_steps");
+  if (outer_) {
+    if (replicas != options_.mesh.replicas)
+      fail(dir, ": written by ", replicas, " DiLoCo replicas, whose parameters and optimizer states differ; this run has ",
+           options_.mesh.replicas, " (resume with --mesh ", replicas, ",S)");
+    rf.keep_only("outer_replica", mpi_->groups().rank_in("replicate"));
+    return rf.meta(0, "outer_anchors") == 1;
+  }
+  if (replicas > 1 && steps % every != 0)
+    fail(dir, ": written at step ", steps, ", inside a DiLoCo round of ", every,
+         " steps, where the replicas' parameters differ; resume it with --outer-steps, or from a round's end");
+  rf.keep_only("outer_replica", 0);
+  return false;
+}
+
 int64_t Engine::load_rank_state(const std::string& dir) {
-  const RankFiles rf(dir);
+  RankFiles rf(dir);
   // Data and sampling are functions of (seed, step): another seed would not
   // continue the same run.
   if (rf.meta(0, "seed") != static_cast<int64_t>(options_.seed))
     fail(dir, ": the checkpoint was trained with --seed ", rf.meta(0, "seed"), ", this run has --seed ",
          options_.seed);
+  const bool outer_anchors = select_outer_replica(rf, dir);
   for (Param& p : params_) {
     const Shape& shape = p.value.type.shape;
-    const int64_t rows = shape.empty() ? 1 : shape[0], cols = rows ? numel(shape) / rows : 0;
-    const int64_t full_rows = p.plan.full_shape.empty() ? 1 : p.plan.full_shape[0];
-    // Rows of the full parameter in every file and wanted here: read only
-    // this rank's rows. Otherwise tp parts were written or are wanted: put
-    // the full tensor together from the files, then cut this rank's part.
-    const bool parts = p.tp_split || rf.holds_tp_parts(p.plan.path);
-    auto read = [&](const std::string& name, float* device_out) {
-      std::vector<float> host(static_cast<size_t>(rows * cols));
-      if (!parts) {
-        rf.read_rows(name, p.plan.path, full_rows, p.row_begin, rows, cols, host.data());
-      } else {
-        std::vector<float> whole = rf.read_full(name, p.plan.path, p.plan.full_shape, options_.tensor_parallel_plan);
-        take_rows(p, p.tp_split ? cut_tp_part(p, whole) : whole, host);
-      }
-      backend().copy_from_host(device_out, host.data(), host.size() * sizeof(float));
-    };
+    auto read = [&](const std::string& name, float* device_out) { read_state(rf, p, name, device_out); };
     read(p.plan.path, static_cast<float*>(p.value.data()));
     if (!p.requires_grad) continue;
     Optimizer::StateView st = optimizer_->state({p.plan.path, nullptr, nullptr, numel(shape)});
@@ -104,6 +149,19 @@ int64_t Engine::load_rank_state(const std::string& dir) {
     optimizer_->set_param_step(p.plan.path, rf.param_meta(p.plan.path, p.plan.path + ".step"));
   }
   optimizer_->set_steps(rf.meta(0, "optimizer_steps"));
+  anchors_.clear();
+  outer_momenta_.clear();
+  if (outer_anchors) {
+    // The round under way goes on from its anchor; without one (a round's
+    // end, or a checkpoint of synchronous training) the next step starts one.
+    start_outer_round();
+    for (size_t j = 0; j < outer_params_.size(); ++j) {
+      const Param& p = params_[outer_params_[j]];
+      read_state(rf, p, p.plan.path + ".outer_anchor", static_cast<float*>(anchors_[j].data()));
+      if (!outer_momenta_.empty())
+        read_state(rf, p, p.plan.path + ".outer_momentum", static_cast<float*>(outer_momenta_[j].data()));
+    }
+  }
   return rf.meta(0, "step");
 }
 

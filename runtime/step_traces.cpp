@@ -3,6 +3,7 @@
 
 #include "ir/error.h"
 #include "passes/gather_once.h"
+#include "passes/outer_step.h"
 
 namespace fsdpc {
 
@@ -61,6 +62,9 @@ std::vector<EngineTraces> step_traces(const Trace& captured, const PipelineOptio
       out[s].gathered = GatheredStep{std::move(step.gather), std::move(step.reduce), final_traces(micro.at(s))};
     }
   }
+  if (o.diloco.enabled())
+    for (size_t s = 0; s < out.size(); ++s)
+      out[s].outer = OuterStep{outer_step_trace(fsdp_trace(compiled[s]), o.diloco, o.mesh), o.diloco.outer_steps};
   return out;
 }
 

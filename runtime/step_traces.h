@@ -17,8 +17,8 @@ struct MicroBatchOptions {
 
 // One EngineTraces per pipeline stage (one without --pp): `compiled` is
 // compile_pipeline(captured, o), whose final traces are each stage's sync;
-// the variants the micro-batches need are compiled beside them. `pipeline`
-// is left empty. Throws fsdpc::Error for --keep-gathered with --no-sync or
+// the variants the micro-batches need are compiled beside them, and with
+// o.diloco the outer step's trace. `pipeline` is left empty. Throws fsdpc::Error for --keep-gathered with --no-sync or
 // with no_shard, which has nothing to gather.
 std::vector<EngineTraces> step_traces(const Trace& captured, const PipelineOptions& o,
                                       const std::vector<std::vector<Stage>>& compiled, const MicroBatchOptions& m);

@@ -49,6 +49,7 @@ class ScratchDevice final : public DeviceBackend, public ScratchUser {
   void zero(void*, size_t) override {}
   void copy_from_host(void*, const void*, size_t) override {}
   void copy_to_host(void*, const void*, size_t) override {}
+  void copy(void*, const void*, size_t) override {}
   void add_into(float*, const float*, int64_t) override {}
   void scale(float*, int64_t, float) override {}
   double sum_squares(const std::vector<Span>&) override { return 0; }

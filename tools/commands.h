@@ -54,6 +54,7 @@ struct ShardingArgs {
   int pp = 1;                         // --pp: pipeline stages, the world is pp x (one stage's ranks)
   std::string pp_balance;             // --pp-balance: blocks per stage, "3,3,2"
   std::string pp_schedule = "1f1b";   // --pp-schedule: gpipe | 1f1b (train)
+  DilocoOptions diloco;               // --outer-steps, --outer-lr, --outer-momentum
 };
 void add_sharding_options(CLI::App* cmd, ShardingArgs& s);
 

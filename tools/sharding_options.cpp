@@ -1,6 +1,6 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
-// --bucket-mb, --precision, --reduce-dtype, --remat, --loss-chunk, --tp, --pp: shared by fsdpc dump and
-// fsdpc train.
+// --bucket-mb, --precision, --reduce-dtype, --remat, --loss-chunk, --tp, --pp, --outer-*: shared by
+// fsdpc dump and fsdpc train.
 #include <sstream>
 
 #include "ir/error.h"
@@ -51,6 +51,15 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
                   "whose activation peak fits)")
       ->capture_default_str();
   add_loss_chunk_option(cmd, s.loss_chunk);
+  cmd->add_option("--outer-steps", s.diloco.outer_steps,
+                  "H: DiLoCo on a hybrid mesh: the replicas train apart, without the per-step all_reduce over "
+                  "replicate, and meet every H steps in an outer step (the outer trace); 0: off. The paper uses 500")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--outer-lr", s.diloco.outer_lr, "With --outer-steps: the outer SGD's learning rate")
+      ->capture_default_str();
+  cmd->add_option("--outer-momentum", s.diloco.outer_momentum,
+                  "With --outer-steps: the outer SGD's Nesterov momentum (0: none)")
+      ->capture_default_str();
 }
 
 namespace {
@@ -124,6 +133,7 @@ PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::stri
   o.remat = parse_remat(s.remat);
   o.loss_chunk = parse_loss_chunk(s.loss_chunk);
   o.sequence_parallel = s.sequence_parallel;
+  o.diloco = s.diloco;
   return o;
 }
 

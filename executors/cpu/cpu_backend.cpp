@@ -106,6 +106,9 @@ class CpuBackend final : public DeviceBackend {
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
 
   // The update loops split over the rank's threads element by element:
   // each element's arithmetic is the same whatever the thread count.

@@ -82,6 +82,9 @@ class CudaBackend final : public DeviceBackend, public ScratchUser {
     FSDPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.compute()));
     ctx_.wait_idle(CudaContext::Streams::compute, "a copy to the host (a loss, parameters)");
   }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) FSDPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_.compute()));
+  }
 
   void add_into(float* dst, const float* src, int64_t n) override {
     launch_add_into(dst, src, n, ctx_.compute());

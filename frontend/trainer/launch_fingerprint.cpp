@@ -66,6 +66,9 @@ LaunchFingerprint launch_fingerprint(const TrainOptions& t, const JitOptions& o,
   f.add("--reduce-dtype", std::string(dtype_name(p.reduce_dtype)));
   // A fused head sums its loss in chunks: the ranks of one job fuse alike.
   f.add("--loss-chunk", loss_chunk_name(p.loss_chunk));
+  f.add("--outer-steps", std::to_string(p.diloco.outer_steps));
+  f.add("--outer-lr", exact(p.diloco.outer_lr));
+  f.add("--outer-momentum", exact(p.diloco.outer_momentum));
   f.add("--executor", std::string(target_name(e.target)));
   // Fused kernels may round differently as regions grow (reductions), so the
   // ranks of one job fuse alike even though the collectives do not change.
@@ -138,6 +141,7 @@ void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
     f.add_text("the gathered forward trace", print_trace(t.gathered->micro.forward));
     f.add_text("the gathered backward trace", print_trace(t.gathered->micro.backward));
   }
+  if (t.outer && t.pipeline.empty()) f.add_text("the outer trace", print_trace(t.outer->trace));
 }
 
 }  // namespace fsdpc

@@ -38,6 +38,12 @@ std::string train_header(const TrainOptions& o, const Model& model, int world, i
     layout += " x pp " + std::to_string(pp) + " (" + pipeline_schedule_name(e.pp_schedule) + ", " +
               std::to_string(e.grad_accum) + " micro-batches)";
   if (e.keep_gathered) layout += ", parameters gathered once a step";
+  if (const DilocoOptions& d = o.pipeline.diloco; d.enabled()) {
+    std::ostringstream diloco;
+    diloco << ", DiLoCo: " << o.pipeline.mesh.replicas << " replicas meet every " << d.outer_steps
+           << " steps (outer Nesterov SGD lr " << d.outer_lr << ", momentum " << d.outer_momentum << ")";
+    layout += diloco.str();
+  }
   std::ostringstream out;
   out << "train " << model.name() << ": " << world << " rank" << (world == 1 ? "" : "s") << ", " << layout
       << ", executor " << executor << "\n";

@@ -41,6 +41,18 @@ int64_t RankFiles::meta(size_t k, const std::string& key) const {
   return v;
 }
 
+bool RankFiles::has_meta(size_t k, const std::string& key) const {
+  return files_[k]->metadata().count(key) > 0;
+}
+
+void RankFiles::keep_only(const std::string& key, int64_t value) {
+  std::vector<std::unique_ptr<SafetensorsFile>> kept;
+  for (size_t k = 0; k < files_.size(); ++k)
+    if (meta(k, key) == value) kept.push_back(std::move(files_[k]));
+  if (kept.empty()) fail(dir_, ": no rank file has ", key, " ", value);
+  files_ = std::move(kept);
+}
+
 PartPlacement RankFiles::placement(size_t k, const std::string& param, const Shape& full,
                                    const TensorParallelPlan& plan) const {
   const std::string& path = files_[k]->path();

@@ -41,6 +41,11 @@ class RankFiles {
   size_t size() const { return files_.size(); }
   // An integer of file k's metadata; fails naming the file when absent.
   int64_t meta(size_t k, const std::string& key) const;
+  bool has_meta(size_t k, const std::string& key) const;
+  // Keeps only the files whose metadata `key` is `value` (DiLoCo's
+  // replicas, whose parameters differ within a round, each read their own);
+  // fails naming the folder when none is left.
+  void keep_only(const std::string& key, int64_t value);
   // Where file k holds `param`, checked against the parameter's full shape
   // and against how `plan` (this model's tp plan) cuts it at the file's tp.
   PartPlacement placement(size_t k, const std::string& param, const Shape& full, const TensorParallelPlan& plan) const;

@@ -215,6 +215,9 @@ struct RankState {
   // keep_gathered: the full parameters by proxy name, from the step's
   // gather to its reduce (Engine::gathered_values_).
   std::unordered_map<std::string, int> gathered;
+  // DiLoCo: the anchors and outer momenta, by outer trace parameter, from
+  // the first step's start on (Engine::start_outer_round).
+  std::vector<int> anchors, momenta;
 };
 
 // Engine::forward_args: inputs copied in (activations), parameters by reference.
@@ -388,10 +391,50 @@ std::vector<Held> reduce_gradients(StepReplay& r, const Trace& reduce, RankState
   return shards;
 }
 
-// Engine::train_step.
+// DiLoCo (runtime/engine_outer.cpp): Engine::start_outer_round, a copy of
+// each trained parameter (and a zeroed momentum) as optimizer state.
+void start_outer_round(StepReplay& r, const Trace& outer, RankState& s) {
+  r.phase("outer round");
+  for (const Proxy& a : outer.args) {
+    if (a.is_param()) s.anchors.push_back(r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state));
+    else if (a.name.rfind("momentum_", 0) == 0)
+      s.momenta.push_back(r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state));
+  }
+  r.point(0, "anchors copied from the parameters");
+}
+
+// Engine::outer_step: the parameters by reference, the old anchors and
+// momenta handed over; the new ones kept as optimizer state.
+void outer_step(StepReplay& r, const Trace& outer, RankState& s) {
+  r.phase("outer step");
+  std::vector<int> args;
+  size_t j = 0, m = 0;
+  for (const Proxy& a : outer.args) {
+    if (a.is_param()) {
+      auto it = std::find_if(s.params.begin(), s.params.end(), [&](const ParamBlock& p) { return p.proxy == a.name; });
+      FSDPC_CHECK(it != s.params.end()) << "memory plan: the outer step reads no parameter " << a.name;
+      r.mem().hold(it->id);
+      args.push_back(it->id);
+    } else {
+      args.push_back(a.name.rfind("anchor_", 0) == 0 ? s.anchors.at(j++) : s.momenta.at(m++));
+    }
+  }
+  const std::vector<Held> outs = r.run(outer, args);
+  const size_t n = s.anchors.size();
+  s.anchors.clear();
+  s.momenta.clear();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    r.mem().recategorize(outs[i].id, MemCategory::optimizer_state);
+    (i < n ? s.anchors : s.momenta).push_back(outs[i].id);
+  }
+  r.point(0, "new anchors copied into the parameters");
+}
+
+// Engine::train_step; `ends_round`: DiLoCo's outer step follows the update.
 void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces, const EngineOptions& o,
-                RankState& s, bool peaks_only, int stage) {
+                RankState& s, bool peaks_only, int stage, bool ends_round) {
   StepReplay r(mem, out, peaks_only);
+  if (traces.outer && s.anchors.empty()) start_outer_round(r, traces.outer->trace, s);
   const int k_total = o.grad_accum;
   const bool no_sync = o.no_sync && k_total > 1;
   std::vector<Held> grads, sum, local;
@@ -431,6 +474,7 @@ void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces
   r.point(0, "update of the local shards");
   for (const Held& g : sum) mem.drop(g.id);
   r.point(0, "gradients freed at the step's end");
+  if (traces.outer && ends_round) outer_step(r, traces.outer->trace, s);
   r.finish();
   out.reserved = mem.reserved();
 }
@@ -488,7 +532,9 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   RankState s;
   for (const Proxy& a : low.sync.forward.args)  // Engine::Engine, in argument order
     if (a.is_param()) s.params.push_back({a.name, mem.allocate(bytes_of(a.type), MemCategory::parameters), a.requires_grad});
-  train_step(mem, plan.first, low, options, s, peaks_only, stage);
+  // DiLoCo: the first step ends a round only when H is 1; the steady step
+  // is a round's last, the most a step holds.
+  train_step(mem, plan.first, low, options, s, peaks_only, stage, low.outer && low.outer->every == 1);
   plan.reserved_after_step.push_back(plan.first.reserved);
   // Later steps repeat the same allocations; the cache grows until it holds
   // a block for each of them, which takes a step or two. What is live does
@@ -496,7 +542,7 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   // peaks alone need one.
   for (int i = 0; i < (peaks_only ? 1 : 8); ++i) {
     StepMemory step;
-    train_step(mem, step, low, options, s, peaks_only, stage);
+    train_step(mem, step, low, options, s, peaks_only, stage, true);
     const bool settled = step.reserved == plan.reserved_after_step.back();
     plan.reserved_after_step.push_back(step.reserved);
     plan.steady = std::move(step);
@@ -523,6 +569,8 @@ MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options,
                                 execution_trace(traces.gathered->reduce, options.target, options.fusion),
                                 lowered(traces.gathered->micro, options)};
   }
+  if (traces.outer)
+    low.outer = OuterStep{execution_trace(traces.outer->trace, options.target, options.fusion), traces.outer->every};
   return plan_lowered(low, options, false, pipeline_stage);
 }
 

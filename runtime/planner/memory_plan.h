@@ -55,7 +55,8 @@ struct MemoryPlan {
   int grad_accum = 1;
   bool no_sync = false;
   StepMemory first;       // a fresh run's first step: optimizer state made at its update
-  StepMemory steady;      // later steps (and every step after --resume): the state is live
+  StepMemory steady;      // later steps (and every step after --resume): the state is live;
+                          // with DiLoCo (EngineTraces::outer) a round's last, the outer step's included
   StepMemory evaluation;  // Engine::forward after a step (fsdpc train's validation loss)
   // Reserved bytes after each step of a fresh run, until the cache stops growing.
   std::vector<int64_t> reserved_after_step;

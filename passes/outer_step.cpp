@@ -1,0 +1,85 @@
+// outer_step: DiLoCo's outer optimizer as a trace. Under DiLoCo (Douillard
+// et al. 2023, "DiLoCo: Distributed Low-Communication Training of Language
+// Models") the replicas of a hybrid mesh train apart: the fsdp pass leaves
+// out the gradients' all_reduce over `replicate` (PipelineOptions::diloco),
+// so an inner step moves no byte between replicas. Every H steps each rank
+// runs this trace on its own rows: the replicas' average distance from the
+// anchor (the parameters at the round's start) is the outer gradient, and
+// Nesterov SGD moves the anchor by it. One all_reduce of the model's shard
+// per H steps replaces H of them, which is what lets training cross slow
+// links. Being a trace, it prints in `fsdpc dump`, is claimed and fused like
+// any other, and its collectives are counted by `--stats`.
+//
+// Pre:  the fsdp pass's output; its parameter arguments are this rank's shards.
+// Post: outer(theta, anchor[, momentum] per parameter) ->
+//       (anchor'..., momentum'...); verifies; dels placed.
+#include "passes/outer_step.h"
+
+#include <cmath>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "passes/del.h"
+#include "passes/schedule.h"
+
+namespace fsdpc {
+
+void check_diloco_options(const DilocoOptions& d, Strategy strategy) {
+  if (d.outer_steps < 0) fail("--outer-steps must be at least 1 (0: off), got ", d.outer_steps);
+  if (!d.enabled()) return;
+  if (!std::isfinite(d.outer_lr) || d.outer_lr <= 0) fail("--outer-lr must be positive, got ", d.outer_lr);
+  if (!std::isfinite(d.outer_momentum) || d.outer_momentum < 0 || d.outer_momentum >= 1)
+    fail("--outer-momentum must be in [0, 1), got ", d.outer_momentum);
+  if (!is_hybrid(strategy))
+    fail("--outer-steps (DiLoCo) trains the replicas of a hybrid mesh apart; --strategy ",
+         strategy_name(strategy), " has no replicas (use --strategy hybrid or hybrid_zero2 with --mesh R,S)");
+}
+
+Trace outer_step_trace(const Trace& sharded, const DilocoOptions& d, const Mesh& mesh) {
+  FSDPC_CHECK(d.enabled()) << "outer_step_trace without --outer-steps";
+  Trace t;
+  t.name = "outer";
+  TraceBuilder b(t);
+  const double replicas = mesh.replicas;
+  const bool momentum = d.outer_momentum != 0;
+  auto tensor = [](const Proxy& p) { return Operand::of(p.name); };
+  auto scaled = [&](OpId op, const Proxy& x, double s) { return b.emit1(op, {tensor(x), Operand::lit(s)}); };
+  auto binary = [&](OpId op, const Proxy& x, const Proxy& y) { return b.emit1(op, {tensor(x), tensor(y)}); };
+
+  std::vector<ReturnTree> anchors, momenta;
+  for (const Proxy& a : sharded.args) {
+    if (!a.is_param() || !a.requires_grad) continue;
+    Proxy theta = a;
+    theta.type.dist = DistType::none;
+    Proxy anchor{"anchor_" + a.name, theta.type, "", false};
+    Proxy buf{"momentum_" + a.name, theta.type, "", false};
+    b.add_arg(theta);
+    b.add_arg(anchor);
+    if (momentum) b.add_arg(buf);
+    // Divide before summing, as the gradients' reduction does (passes/
+    // vjp_rules.h reduce_synchronized_grad): narrow sums cannot overflow.
+    Proxy delta = scaled(OpId::Div, binary(OpId::Sub, anchor, theta), replicas);
+    Proxy future = b.emit1(OpId::AllReduce, {tensor(delta)},
+                           Attrs{{"group", std::string("replicate")},
+                                 {"size", static_cast<int64_t>(mesh.replicas)},
+                                 {"op", std::string("sum")}});
+    Proxy mean = b.emit1(OpId::Wait, {tensor(future)});
+    Proxy step = mean;
+    if (momentum) {
+      Proxy next = binary(OpId::Add, scaled(OpId::Mul, buf, d.outer_momentum), mean);
+      momenta.push_back(ReturnTree::leaf(next.name));
+      step = binary(OpId::Add, mean, scaled(OpId::Mul, next, d.outer_momentum));
+    }
+    anchors.push_back(ReturnTree::leaf(binary(OpId::Sub, anchor, scaled(OpId::Mul, step, d.outer_lr)).name));
+  }
+  if (anchors.empty()) fail("--outer-steps: the model has no parameter that trains");
+  anchors.insert(anchors.end(), momenta.begin(), momenta.end());
+  t.returns = ReturnTree::tuple(std::move(anchors));
+  // The replicas' exchanges overlap one another: all issued, then waited.
+  issue_before_waiting(t);
+  t = insert_dels(t);
+  t.provenance = "outer_step";
+  return t;
+}
+
+}  // namespace fsdpc
