@@ -141,6 +141,25 @@ TEST_CASE("memory plan equals the measured peak with --keep-gathered (zero3, zer
   CHECK(std::find(phases.begin(), phases.end(), "forward 3/3 gathered") != phases.end());
 }
 
+// DiLoCo: the anchors and outer momenta are made at the first step's start;
+// a round's last step runs the outer trace after the update. With H = 1 every
+// step does; with H = 2 the steps alternate, each predicted as what it is.
+TEST_CASE("memory plan equals the measured peak under DiLoCo (--outer-steps 1 and 2)", "[mpi][memory_plan][diloco]") {
+  check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy hybrid --mesh 2,2 --outer-steps 1");
+  check_predicted_equals_measured(2, "--model mlp --batch 24 --strategy hybrid_zero2 --mesh 2,1 --outer-steps 2 "
+                                     "--optimizer sgd --outer-momentum 0 --fusion none", 4);
+  const Json plan = dump_memory("--model gpt2-tiny --seq 32 --world-size 4 --strategy hybrid --mesh 2,2 --outer-steps 50");
+  REQUIRE(plan.contains("outer"));
+  std::vector<std::string> phases;
+  for (const Json& p : plan["outer"]["phases"]) phases.push_back(p["name"].get<std::string>());
+  CHECK(phases.back() == "outer step");
+  CHECK(plan["first"]["phases"][1]["name"] == "outer round");
+  // The anchor and the Nesterov buffer: two more parameter-sized buffers,
+  // live through every step as optimizer state (AdamW's two besides).
+  CHECK(plan["steady"]["start"]["optimizer_state"].get<int64_t>() ==
+        4 * plan["steady"]["start"]["parameters"].get<int64_t>());
+}
+
 TEST_CASE("memory plan: after --resume every step is a steady one", "[mpi][memory_plan]") {
   const fs::path save = scratch("ckpt");
   fs::remove_all(save);

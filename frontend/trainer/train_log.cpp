@@ -98,6 +98,7 @@ std::string step_json(const StepRecord& r) {
     }
     js << "}";
   }
+  if (s.outer) js << ", \"outer_step\": true";  // DiLoCo: the replicas met after this step's update
   if (r.val_loss) js << ", \"val_loss\": " << *r.val_loss;  // full precision, not std::to_string's six decimals
   js << ", \"predicted_peak_bytes\": " << peak_bytes_json(r.predicted, r.predicted_total)
      << ", \"reserved_bytes\": " << r.reserved;

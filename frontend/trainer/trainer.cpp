@@ -256,6 +256,7 @@ TrainResult Trainer::loop() {
   int64_t tokens_seen = 0;
   int64_t last_saved = fresh ? -1 : s.first_step;  // the step a checkpoint continues from
   bool memory_shown = false;  // predicted beside measured, at the first printed step
+  bool outer_ran = false;     // DiLoCo: an outer step has run, after which the cache can hold more
   // The batch is split over the data-parallel ranks; the ranks of a
   // tensor-parallel group (adjacent) read the same part of it. With
   // pipeline stages, the ranks at one place in every stage read the same
@@ -313,12 +314,17 @@ TrainResult Trainer::loop() {
     rec.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     rec.eta_s = rec.elapsed_s / static_cast<double>(step + 1 - s.first_step) * static_cast<double>(o.steps - step - 1);
     rec.memory = engine.memory();
-    // The plan of this step: a fresh run makes the optimizer state in its first update.
-    const StepMemory& step_plan = step == s.first_step && fresh ? s.plan.first : s.plan.steady;
+    // The plan of this step: a fresh run makes the optimizer state in its
+    // first update; DiLoCo's outer step ends a round.
+    const StepMemory& step_plan =
+        step == s.first_step && fresh ? s.plan.first : (r.outer && s.plan.outer ? *s.plan.outer : s.plan.steady);
     rec.predicted = combined_peak(step_plan, eval ? &s.plan.evaluation : nullptr, rec.predicted_total);
     rec.predicted_where = step_plan.peak_where();
     rec.reserved = engine.reserved_memory();
-    if (fresh)  // the plan's cache follows a fresh run's steps
+    // The plan's cache follows a fresh run's steps, up to its first outer
+    // step when not every step has one.
+    outer_ran = outer_ran || (r.outer && o.pipeline.diloco.outer_steps > 1);
+    if (fresh && !outer_ran)
       rec.predicted_reserved = s.plan.reserved_after_step[std::min<size_t>(static_cast<size_t>(step - s.first_step),
                                                                            s.plan.reserved_after_step.size() - 1)];
     if (o.print && (eval || step % o.log_every == 0 || step + 1 == o.steps)) {

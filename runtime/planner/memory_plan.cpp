@@ -532,9 +532,9 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   RankState s;
   for (const Proxy& a : low.sync.forward.args)  // Engine::Engine, in argument order
     if (a.is_param()) s.params.push_back({a.name, mem.allocate(bytes_of(a.type), MemCategory::parameters), a.requires_grad});
-  // DiLoCo: the first step ends a round only when H is 1; the steady step
-  // is a round's last, the most a step holds.
-  train_step(mem, plan.first, low, options, s, peaks_only, stage, low.outer && low.outer->every == 1);
+  // DiLoCo: a step ends a round every H steps; with H = 1 every one does.
+  const bool every_step_outer = low.outer && low.outer->every == 1;
+  train_step(mem, plan.first, low, options, s, peaks_only, stage, every_step_outer);
   plan.reserved_after_step.push_back(plan.first.reserved);
   // Later steps repeat the same allocations; the cache grows until it holds
   // a block for each of them, which takes a step or two. What is live does
@@ -542,11 +542,19 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   // peaks alone need one.
   for (int i = 0; i < (peaks_only ? 1 : 8); ++i) {
     StepMemory step;
-    train_step(mem, step, low, options, s, peaks_only, stage, true);
+    train_step(mem, step, low, options, s, peaks_only, stage, every_step_outer);
     const bool settled = step.reserved == plan.reserved_after_step.back();
     plan.reserved_after_step.push_back(step.reserved);
     plan.steady = std::move(step);
     if (settled) break;
+  }
+  if (low.outer) {
+    if (every_step_outer) {
+      plan.outer = plan.steady;
+    } else {
+      plan.outer.emplace();
+      train_step(mem, *plan.outer, low, options, s, peaks_only, stage, true);
+    }
   }
   if (!peaks_only) evaluation(mem, plan.evaluation, low.sync, s);
   return plan;

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,13 +56,19 @@ struct MemoryPlan {
   int grad_accum = 1;
   bool no_sync = false;
   StepMemory first;       // a fresh run's first step: optimizer state made at its update
-  StepMemory steady;      // later steps (and every step after --resume): the state is live;
-                          // with DiLoCo (EngineTraces::outer) a round's last, the outer step's included
+  StepMemory steady;      // later steps (and every step after --resume): the state is live
+  // DiLoCo (EngineTraces::outer): a round's last step, the outer step
+  // included; empty without DiLoCo. With H = 1 every step is one: steady
+  // and first include the outer step too.
+  std::optional<StepMemory> outer;
   StepMemory evaluation;  // Engine::forward after a step (fsdpc train's validation loss)
   // Reserved bytes after each step of a fresh run, until the cache stops growing.
   std::vector<int64_t> reserved_after_step;
   // The step that holds the most: every step of the run stays at or below it.
-  const StepMemory& worst() const { return steady.total_peak >= first.total_peak ? steady : first; }
+  const StepMemory& worst() const {
+    const StepMemory& most = steady.total_peak >= first.total_peak ? steady : first;
+    return outer && outer->total_peak > most.total_peak ? *outer : most;
+  }
 };
 
 // The target's block rounding, as its DeviceBackend::alignment() says

@@ -115,6 +115,8 @@ std::string memory_plan_text(const MemoryPlan& plan) {
                     (plan.no_sync ? " (no_sync)" : "") + "\n";
   out += step_text("steady step (every step after the first; the optimizer state is live throughout):", plan.steady);
   out += step_text("\nfirst step (the optimizer state is made at its update):", plan.first);
+  if (plan.outer)
+    out += step_text("\nDiLoCo round's last step (the outer step after the update):", *plan.outer);
   out += step_text("\nevaluation forward (fsdpc train --val-data, between steps):", plan.evaluation);
   out += "\nreserved by the caching allocator after each step:";
   for (size_t i = 0; i < plan.reserved_after_step.size(); ++i)
@@ -134,6 +136,7 @@ std::string memory_plan_json(const MemoryPlan& plan) {
          {"first", step_json(plan.first)},
          {"evaluation", step_json(plan.evaluation)},
          {"reserved_after_step", plan.reserved_after_step}};
+  if (plan.outer) j["outer"] = step_json(*plan.outer);
   return j.dump(2) + "\n";
 }
 
