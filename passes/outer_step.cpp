@@ -24,12 +24,47 @@
 
 namespace fsdpc {
 
+namespace {
+
+Operand tensor(const Proxy& p) { return Operand::of(p.name); }
+
+Attrs replicate_group(int replicas) {
+  return Attrs{{"group", std::string("replicate")}, {"size", static_cast<int64_t>(replicas)}};
+}
+
+// The sum over the replicas of each one's delta (already divided by R).
+Proxy all_reduce_mean(TraceBuilder& b, const Proxy& delta, int replicas) {
+  Proxy future = b.emit1(OpId::AllReduce, {tensor(delta)}, replicate_group(replicas).set("op", std::string("sum")));
+  return b.emit1(OpId::Wait, {tensor(future)});
+}
+
+// The same sum with `narrow` on the link: each replica's delta rounded to
+// it and gathered whole, then widened and summed in f32, so that the sum
+// adds no rounding of its own. Gathering moves (R - 1) deltas into each
+// rank against the ring all_reduce's 2 (R - 1) / R; in a narrow dtype half
+// as wide that is as many bytes at R = 2 and more beyond.
+Proxy gathered_mean(TraceBuilder& b, const Proxy& delta, DType narrow, int replicas) {
+  const int64_t n = numel(delta.type.shape);
+  Proxy flat = b.emit1(OpId::Reshape, {tensor(delta)}, Attrs{{"shape", IntList{n}}});
+  Proxy cast = b.emit1(OpId::ConvertElementType, {tensor(flat)}, Attrs{{"dtype", std::string(dtype_name(narrow))}});
+  Proxy future = b.emit1(OpId::AllGather, {tensor(cast)}, replicate_group(replicas).set("dim", int64_t{0}));
+  Proxy all = b.emit1(OpId::Wait, {tensor(future)});
+  Proxy wide = b.emit1(OpId::ConvertElementType, {tensor(all)}, Attrs{{"dtype", std::string(dtype_name(DType::f32))}});
+  Proxy rows = b.emit1(OpId::Reshape, {tensor(wide)}, Attrs{{"shape", IntList{replicas, n}}});
+  Proxy sum = b.emit1(OpId::Sum, {tensor(rows)}, Attrs{{"dims", IntList{0}}});
+  return b.emit1(OpId::Reshape, {tensor(sum)}, Attrs{{"shape", IntList(delta.type.shape)}});
+}
+
+}  // namespace
+
 void check_diloco_options(const DilocoOptions& d, Strategy strategy) {
   if (d.outer_steps < 0) fail("--outer-steps must be at least 1 (0: off), got ", d.outer_steps);
   if (!d.enabled()) return;
   if (!std::isfinite(d.outer_lr) || d.outer_lr <= 0) fail("--outer-lr must be positive, got ", d.outer_lr);
   if (!std::isfinite(d.outer_momentum) || d.outer_momentum < 0 || d.outer_momentum >= 1)
     fail("--outer-momentum must be in [0, 1), got ", d.outer_momentum);
+  if (d.outer_dtype != DType::f32 && d.outer_dtype != DType::bf16)
+    fail("--outer-dtype ", dtype_name(d.outer_dtype), " is not supported (expected f32 or bf16)");
   if (!is_hybrid(strategy))
     fail("--outer-steps (DiLoCo) trains the replicas of a hybrid mesh apart; --strategy ",
          strategy_name(strategy), " has no replicas (use --strategy hybrid or hybrid_zero2 with --mesh R,S)");
@@ -42,7 +77,6 @@ Trace outer_step_trace(const Trace& sharded, const DilocoOptions& d, const Mesh&
   TraceBuilder b(t);
   const double replicas = mesh.replicas;
   const bool momentum = d.outer_momentum != 0;
-  auto tensor = [](const Proxy& p) { return Operand::of(p.name); };
   auto scaled = [&](OpId op, const Proxy& x, double s) { return b.emit1(op, {tensor(x), Operand::lit(s)}); };
   auto binary = [&](OpId op, const Proxy& x, const Proxy& y) { return b.emit1(op, {tensor(x), tensor(y)}); };
 
@@ -59,11 +93,8 @@ Trace outer_step_trace(const Trace& sharded, const DilocoOptions& d, const Mesh&
     // Divide before summing, as the gradients' reduction does (passes/
     // vjp_rules.h reduce_synchronized_grad): narrow sums cannot overflow.
     Proxy delta = scaled(OpId::Div, binary(OpId::Sub, anchor, theta), replicas);
-    Proxy future = b.emit1(OpId::AllReduce, {tensor(delta)},
-                           Attrs{{"group", std::string("replicate")},
-                                 {"size", static_cast<int64_t>(mesh.replicas)},
-                                 {"op", std::string("sum")}});
-    Proxy mean = b.emit1(OpId::Wait, {tensor(future)});
+    Proxy mean = d.outer_dtype == DType::f32 ? all_reduce_mean(b, delta, mesh.replicas)
+                                             : gathered_mean(b, delta, d.outer_dtype, mesh.replicas);
     Proxy step = mean;
     if (momentum) {
       Proxy next = binary(OpId::Add, scaled(OpId::Mul, buf, d.outer_momentum), mean);

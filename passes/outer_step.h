@@ -15,11 +15,15 @@ struct DilocoOptions {
   int outer_steps = 0;          // H; 0: off (every step all-reduces over replicate)
   double outer_lr = 0.7;        // the outer SGD's rate
   double outer_momentum = 0.9;  // its Nesterov momentum; 0: plain SGD, no buffer
+  // What crosses the slow link: f32 (an all_reduce), or bf16 (each
+  // replica's delta rounded to bf16 and all-gathered, the sum taken in f32).
+  DType outer_dtype = DType::f32;
   bool enabled() const { return outer_steps > 0; }
 };
 
 // fsdpc::Error naming the flag: H, rate or momentum out of range, or DiLoCo
-// on a strategy without replicas (it needs hybrid or hybrid_zero2).
+// on a strategy without replicas (it needs hybrid or hybrid_zero2), or an
+// outer dtype other than f32 and bf16.
 void check_diloco_options(const DilocoOptions& d, Strategy strategy);
 
 // Pre:  `sharded` is the output of the fsdp pass (passes/fsdp.h), whose
@@ -31,6 +35,8 @@ void check_diloco_options(const DilocoOptions& d, Strategy strategy);
 //       momentum'...), each in that order:
 //         delta     = (anchor - theta) / R           (R = mesh.replicas)
 //         delta     = all_reduce(delta, replicate)   (sum: the mean over replicas)
+//                     or, with outer_dtype bf16, the sum over dim 0 in f32 of
+//                     f32(all_gather(bf16(delta), replicate)), flattened
 //         momentum' = outer_momentum * momentum + delta
 //         anchor'   = anchor - outer_lr * (delta + outer_momentum * momentum')
 //       which is torch.optim.SGD(nesterov=True) taking the averaged delta as

@@ -7,6 +7,7 @@
 //   parameters whatever H and the inner optimizer;
 // - otherwise its losses do not depend on how each replica is sharded (hybrid,
 //   hybrid_zero2, one rank a replica), and differ from synchronous training;
+// - a bf16 outer exchange rounds each replica's change, and only that;
 // - a resume in the middle of an outer round continues bit for bit; a
 //   checkpoint whose replicas disagree is refused where it cannot continue;
 // - bad flags are refused with exit code 2, naming the flag.
@@ -120,6 +121,22 @@ TEST_CASE("DiLoCo's training does not depend on how each replica is sharded, and
   CHECK(relative_distance(sync.state, base.state) > 1e-3);
 }
 
+// --outer-dtype bf16: each replica's change (anchor - theta, a few inner
+// steps' worth) is rounded to bf16, 2^-9 of itself, before it crosses; the
+// sum is taken in f32. The weights move by far less than they weigh, so the
+// rounding stays far below the weights' size, but it is there.
+TEST_CASE("DiLoCo with a bf16 outer exchange trains as the f32 one does, to bf16's rounding of the change",
+          "[mpi][diloco]") {
+  const std::string flags = "--steps 10 --optimizer adamw --lr 3e-3 --strategy hybrid --mesh 2,2 --outer-steps 3";
+  const Trained f32 = train(4, flags, "dtype-f32");
+  const Trained bf16 = train(4, flags + " --outer-dtype bf16", "dtype-bf16");
+  REQUIRE(bf16.losses.size() == f32.losses.size());
+  for (size_t i = 0; i < f32.losses.size(); ++i) CHECK(bf16.losses[i] == Approx(f32.losses[i]).epsilon(1e-3));
+  const double d = relative_distance(f32.state, bf16.state);
+  CHECK(d > 0);  // the exchange did round
+  CHECK(d < 1e-3);
+}
+
 TEST_CASE("a DiLoCo run resumed in the middle of an outer round continues bit for bit", "[mpi][diloco][checkpoint]") {
   const std::string flags = " --optimizer adamw --lr 3e-3 --strategy hybrid --mesh 2,2 --outer-steps 4";
   const Trained whole = train(4, "--steps 7" + flags, "resume-whole");
@@ -180,6 +197,14 @@ TEST_CASE("fsdpc dump shows DiLoCo's outer trace, and the backward without the r
   CHECK(reduces == 2);
   CHECK_THAT(step, Contains("group=replicate, size=2, op=sum") && Contains("div(") && Contains("0.9") &&
                        Contains("0.7"));
+  // bf16 on the link: each change cast, flattened and gathered, summed in f32.
+  const fsdpc::testing::Run bf16 = fsdpc::testing::run_fsdpc(
+      "dump --model mlp --world-size 4 --strategy hybrid --mesh 2,2 --outer-steps 5 --outer-dtype bf16 --stage "
+      "outer_step");
+  REQUIRE(bf16.code == 0);
+  CHECK_THAT(bf16.out, Contains("convert_element_type(") && Contains("bf16[4096]") &&
+                           Contains("all_gather(") && Contains("sum("));
+  CHECK(bf16.out.find("all_reduce(") == std::string::npos);
   // Synchronous hybrid all-reduces each gradient over replicate instead.
   const fsdpc::testing::Run sync =
       fsdpc::testing::run_fsdpc("dump --model mlp --world-size 4 --strategy hybrid --mesh 2,2 --stage backward");

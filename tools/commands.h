@@ -55,6 +55,7 @@ struct ShardingArgs {
   std::string pp_balance;             // --pp-balance: blocks per stage, "3,3,2"
   std::string pp_schedule = "1f1b";   // --pp-schedule: gpipe | 1f1b (train)
   DilocoOptions diloco;               // --outer-steps, --outer-lr, --outer-momentum
+  std::string outer_dtype = "f32";    // --outer-dtype
 };
 void add_sharding_options(CLI::App* cmd, ShardingArgs& s);
 

@@ -60,6 +60,10 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
   cmd->add_option("--outer-momentum", s.diloco.outer_momentum,
                   "With --outer-steps: the outer SGD's Nesterov momentum (0: none)")
       ->capture_default_str();
+  cmd->add_option("--outer-dtype", s.outer_dtype,
+                  "With --outer-steps: what crosses between replicas, f32 (an all_reduce) | bf16 (each replica's "
+                  "change rounded to bf16 and all-gathered, summed in f32: half the bytes at 2 replicas)")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
 }
 
 namespace {
@@ -134,6 +138,7 @@ PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::stri
   o.loss_chunk = parse_loss_chunk(s.loss_chunk);
   o.sequence_parallel = s.sequence_parallel;
   o.diloco = s.diloco;
+  o.diloco.outer_dtype = *parse_dtype(s.outer_dtype);
   return o;
 }
 

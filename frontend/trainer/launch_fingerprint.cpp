@@ -69,6 +69,7 @@ LaunchFingerprint launch_fingerprint(const TrainOptions& t, const JitOptions& o,
   f.add("--outer-steps", std::to_string(p.diloco.outer_steps));
   f.add("--outer-lr", exact(p.diloco.outer_lr));
   f.add("--outer-momentum", exact(p.diloco.outer_momentum));
+  f.add("--outer-dtype", std::string(dtype_name(p.diloco.outer_dtype)));
   f.add("--executor", std::string(target_name(e.target)));
   // Fused kernels may round differently as regions grow (reductions), so the
   // ranks of one job fuse alike even though the collectives do not change.

@@ -41,7 +41,8 @@ std::string train_header(const TrainOptions& o, const Model& model, int world, i
   if (const DilocoOptions& d = o.pipeline.diloco; d.enabled()) {
     std::ostringstream diloco;
     diloco << ", DiLoCo: " << o.pipeline.mesh.replicas << " replicas meet every " << d.outer_steps
-           << " steps (outer Nesterov SGD lr " << d.outer_lr << ", momentum " << d.outer_momentum << ")";
+           << " steps (outer Nesterov SGD lr " << d.outer_lr << ", momentum " << d.outer_momentum << "; "
+           << dtype_name(d.outer_dtype) << " between replicas)";
     layout += diloco.str();
   }
   std::ostringstream out;
