@@ -10,7 +10,7 @@
 #   3. gpu_train_test                      exits 77 (skipped: no device)
 # Then, outside the chroot, LD_DEBUG=libs lists every library fsdpc loads;
 # any that comes neither from the bundle nor from glibc or CUDA fails.
-# Needs root (unshare, chroot, mount). About a minute, most of it unpacking.
+# Needs root (unshare, chroot, mount). About 7 s on the development VM.
 #
 #   bash tools/gpu_bundle_check.sh [ARCHIVE]    default gpu-bundle/fsdpc-gpu.tar.xz
 set -euo pipefail
