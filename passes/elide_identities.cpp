@@ -3,6 +3,8 @@
 // one to retype the parameters and re-infer every statement's distribution.
 #include "passes/elide_identities.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 #include <vector>
 
@@ -40,7 +42,7 @@ bool divides_by_one(const BoundSymbol& b, const std::unordered_map<std::string, 
 
 }  // namespace
 
-Trace elide_identities(const Trace& trace) {
+Trace elide_identities(const Trace& trace, const ElideOptions& options) {
   // Uses of each value: a future elided with its wait must have no other.
   std::unordered_map<std::string, int> uses, waits;
   for (const BoundSymbol& b : trace.bsyms)
@@ -61,7 +63,7 @@ Trace elide_identities(const Trace& trace) {
     BoundSymbol b = original;
     rename_uses(b, renamed);
     const std::string& result = b.outputs.size() == 1 ? b.output().name : std::string();
-    if (over_one_rank(b, types) && uses[result] == 1 && waits[result] == 1) {
+    if (options.collectives && over_one_rank(b, types) && uses[result] == 1 && waits[result] == 1) {
       future_of[b.output().name] = b.inputs[0].name;
       if (b.op == OpId::AllGather) gathered.push_back(b.inputs[0].name);
       continue;
@@ -116,6 +118,11 @@ Trace elide_identities(const Trace& trace) {
     for (const Proxy& o : b.outputs) type_of[o.name] = o.type;
   }
   return out;
+}
+
+bool keep_one_rank_collectives() {
+  const char* v = std::getenv("FSDPC_KEEP_COLLECTIVES");
+  return v && std::strcmp(v, "1") == 0;
 }
 
 }  // namespace fsdpc

@@ -27,6 +27,21 @@ namespace fsdpc {
 //   ft9 = all_gather(t_w, group=dp, size=1, dim=0)
 //   t7 = wait(ft9)                                   ==>   t0 = linear(x, t_w)
 //   t0 = linear(x, t7)
-Trace elide_identities(const Trace& trace);
+//
+// With options.collectives off, the collectives and their waits all stay
+// and only the divisions by 1 go: a world of one then runs every
+// collective a larger world would (over one rank), which is how the
+// collective paths (NCCL on one GPU, its staging, streams and watchdog) are
+// exercised where only one device is at hand.
+struct ElideOptions {
+  bool collectives = true;  // drop collectives over one rank with their waits
+};
+Trace elide_identities(const Trace& trace, const ElideOptions& options = {});
+
+// FSDPC_KEEP_COLLECTIVES=1 in the environment: compile() keeps the
+// collectives over one rank (ElideOptions::collectives off). Any other value,
+// or none, elides them. For testing the collective paths at world size 1;
+// the traces and the step are otherwise those of the same world.
+bool keep_one_rank_collectives();
 
 }  // namespace fsdpc

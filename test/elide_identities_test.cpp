@@ -1,6 +1,13 @@
 // elide_identities: collectives over one rank and divisions by one are
 // dropped and their results renamed; everything else stays as it was.
+// FSDPC_KEEP_COLLECTIVES=1 keeps the collectives, and a world of one then
+// trains to the same losses through them.
 #include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "frontend/models/registry.h"
 #include "ir/parser.h"
@@ -8,6 +15,8 @@
 #include "ir/verifier.h"
 #include "passes/elide_identities.h"
 #include "passes/pipeline.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 using namespace fsdpc;
 
@@ -88,4 +97,77 @@ TEST_CASE("at world size 2 the collectives are all still there", "[elide]") {
   // forward: 2 gathers and their waits; backward: 1 regather and 2
   // gradient reductions, and their waits.
   CHECK(after == 4 + 6);
+}
+
+TEST_CASE("with collectives off only the division by one goes", "[elide]") {
+  const Trace t = parse_trace(R"(def f(x, t_w):
+  # x: "cpu f32[4, 4]"
+  # t_w: "cpu f32[4, 4]" fully_sharded param=w
+  ft0 = all_gather(t_w, group=dp, size=1, dim=0)  # ft0: "FUTURE cpu f32[4, 4]" replicated
+  t1 = wait(ft0)  # t1: "cpu f32[4, 4]" replicated
+  t2 = matmul(x, t1)  # t2: "cpu f32[4, 4]"
+  t3 = div(t2, 1.0)  # t3: "cpu f32[4, 4]"
+  ft4 = reduce_scatter(t3, group=dp, size=1, dim=0, op=sum)  # ft4: "FUTURE cpu f32[4, 4]" fully_sharded
+  t5 = wait(ft4)  # t5: "cpu f32[4, 4]" fully_sharded
+  return t1, t5
+)",
+                                "f.trace");
+  const Trace e = elide_identities(t, {.collectives = false});
+  REQUIRE_NOTHROW(verify(e));
+  CHECK(print_trace(e) == R"(# Constructed by elide
+def f(x, t_w):
+  # x: "cpu f32[4, 4]"
+  # t_w: "cpu f32[4, 4]" fully_sharded param=w
+  ft0 = all_gather(t_w, group=dp, size=1, dim=0)  # ft0: "FUTURE cpu f32[4, 4]" replicated
+  t1 = wait(ft0)  # t1: "cpu f32[4, 4]" replicated
+  t2 = matmul(x, t1)  # t2: "cpu f32[4, 4]"
+  ft4 = reduce_scatter(t2, group=dp, size=1, dim=0, op=sum)  # ft4: "FUTURE cpu f32[4, 4]" fully_sharded
+  t5 = wait(ft4)  # t5: "cpu f32[4, 4]" fully_sharded
+  return t1, t5
+)");
+}
+
+namespace {
+
+// Sets FSDPC_KEEP_COLLECTIVES for the scope of one case.
+struct KeepCollectives {
+  KeepCollectives() { setenv("FSDPC_KEEP_COLLECTIVES", "1", 1); }
+  ~KeepCollectives() { unsetenv("FSDPC_KEEP_COLLECTIVES"); }
+  KeepCollectives(const KeepCollectives&) = delete;
+  KeepCollectives& operator=(const KeepCollectives&) = delete;
+};
+
+std::vector<double> train_losses(const std::string& env, const std::string& tag) {
+  const std::filesystem::path log = fsdpc::testing::scratch(tag + ".jsonl");
+  const std::string args =
+      "train --model gpt2-tiny --seq 16 --batch 4 --steps 4 --optimizer adamw --lr 3e-3 --clip 1.0 --seed 5"
+      " --log-json '" + log.string() + "'";
+  const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc(args, {.env = env, .merge = true});
+  INFO(env << " fsdpc " << args << "\n" << r.out);
+  REQUIRE(r.code == 0);
+  return fsdpc::testing::logged_losses(log.string());
+}
+
+}  // namespace
+
+TEST_CASE("FSDPC_KEEP_COLLECTIVES=1: a world of one keeps its collectives and trains to the same losses",
+          "[elide][train]") {
+  {
+    const KeepCollectives keep;
+    REQUIRE(keep_one_rank_collectives());
+    PipelineOptions o;
+    o.mesh = flat_mesh(1);
+    const std::vector<Stage> stages = compile(capture(*make_model("gpt2-tiny")), o);
+    int kept = 0;
+    for (const Trace& t : stages.back().traces) kept += collectives(t);
+    CHECK(kept > 0);
+  }
+  CHECK_FALSE(keep_one_rank_collectives());
+  const std::vector<double> elided = train_losses("", "elided");
+  const std::vector<double> kept = train_losses("FSDPC_KEEP_COLLECTIVES=1", "kept");
+  REQUIRE(kept.size() == elided.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    INFO("step " << i);
+    CHECK(kept[i] == Approx(elided[i]).epsilon(1e-6));
+  }
 }

@@ -1,27 +1,37 @@
 #!/usr/bin/env bash
-# The GPU benchmark, meant for one H100: step time, tokens/s and MFU of
-# gpt2 and gpt2-medium trained by `fsdpc train --executor cuda`, one JSON
+# The GPU benchmark, meant for one H100 or H200: step time, tokens/s and MFU
+# of gpt2 and gpt2-medium trained by `fsdpc train --executor cuda`, one JSON
 # line per model. MFU counts 6*N + 12*L*C*T FLOPs per token (PaLM's formula:
 # matmuls forward and backward, attention included) against PEAK_TFLOPS.
 #
 #   bench/gpu/run.sh [build-dir]                 # bf16 mixed precision
 #   PRECISION=f32 bench/gpu/run.sh               # f32, TF32 off (the parity setting)
 #   PRECISION=f32 FSDPC_CUDA_TF32=1 PEAK_TFLOPS=494 bench/gpu/run.sh
+#   FSDPC_BIN=bundle/bin/fsdpc MODELS=gpt2 bench/gpu/run.sh   # another fsdpc; one model
 #
-# PEAK_TFLOPS defaults to the H100 SXM's dense figure for the precision:
+# PEAK_TFLOPS defaults to the H100 SXM's dense figure for the precision,
+# which is the H200's too (the same chip with more memory):
 # 989 for bf16 tensor cores, 67 for f32 without them (494 with TF32). The
 # collectives of a sharded run need two or more GPUs (NCCL gives each rank
 # its own device): with NRANKS=N the script launches mpirun -np N with zero3.
 # Each collective kind's device time per step (events around every NCCL
 # call, FSDPC_NCCL_TIMING=1) is reported as "collectives_ms"; its count and
-# bytes are in the per-step JSON of `fsdpc train --log-json`.
+# bytes are in the per-step JSON of `fsdpc train --log-json`. A model whose
+# run fails prints the end of fsdpc's output to stderr; the others still
+# run, and the script then exits 1. tools/gpu_check.sh runs this as its
+# benchmark stage (docs/gpu.md).
 #
 # Not yet measured by this project: no GPU was available when it was written
 # (see README.md, "What has run on a GPU").
 set -euo pipefail
+(($# <= 1)) || { echo "usage: bench/gpu/run.sh [build-dir]" >&2; exit 2; }
 build=${1:-build}
-fsdpc="$build/tools/fsdpc"
+fsdpc=${FSDPC_BIN:-$build/tools/fsdpc}
 [[ -x "$fsdpc" ]] || { echo "bench/gpu/run.sh: $fsdpc not found (build first: tools/build.sh)" >&2; exit 2; }
+models=${MODELS:-gpt2 gpt2-medium}
+for m in $models; do
+  case "$m" in gpt2|gpt2-medium) ;; *) echo "bench/gpu/run.sh: MODELS may name gpt2 and gpt2-medium, got '$m'" >&2; exit 2 ;; esac
+done
 precision=${PRECISION:-bf16}
 case "$precision" in
   bf16) default_peak=989 ;;
@@ -38,12 +48,20 @@ if (( nranks > 1 )); then
   strategy=(--strategy zero3)
 fi
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+out=$(mktemp)
+trap 'rm -f "$log" "$out"' EXIT
+failed=0
 
 # name params layers width batch seq
 while read -r model params layers width batch seq; do
-  FSDPC_NCCL_TIMING=1 "${launch[@]}" "$fsdpc" train --model "$model" --executor cuda --precision "$precision" "${strategy[@]}" --batch "$batch" --seq "$seq" \
-    --steps "$steps" --optimizer adamw --lr 3e-4 --log-json "$log" >/dev/null
+  [[ " $models " == *" $model "* ]] || continue
+  if ! FSDPC_NCCL_TIMING=1 "${launch[@]}" "$fsdpc" train --model "$model" --executor cuda --precision "$precision" "${strategy[@]}" --batch "$batch" --seq "$seq" \
+    --steps "$steps" --optimizer adamw --lr 3e-4 --log-json "$log" >"$out" 2>&1; then
+    echo "bench/gpu/run.sh: $model failed; the end of its output:" >&2
+    tail -n 30 "$out" >&2
+    failed=1
+    continue
+  fi
   # The median step after the first three (warm-up: cuBLASLt heuristics,
   # allocator growth), from the per-step JSON lines.
   ms=$(grep -o '"step_ms": [0-9.e+-]*' "$log" | tail -n +4 | awk '{print $2}' | sort -g |
@@ -62,3 +80,4 @@ done <<'MODELS'
 gpt2 124439808 12 768 16 1024
 gpt2-medium 354823168 24 1024 8 1024
 MODELS
+exit "$failed"

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_paths.h"
 #include "executors/comm/mpi_world.h"
 #include "executors/comm/nccl_executor.h"
 #include "executors/cuda/cuda_check.h"
@@ -85,7 +86,7 @@ TEST_CASE("NCCL gathers and reduce-scatters along every dim on this rank", "[.nc
 
 TEST_CASE("all_gather and reduce_scatter along dims 0, 1 and 2 on two GPUs over NCCL", "[gpu][nccl][mpi]") {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string command = std::string(FSDPC_MPIEXEC) + " -n 2 --allow-run-as-root '" + self +
+  const std::string command = fsdpc::gpu_test::mpiexec() + " -n 2 --allow-run-as-root '" + self +
                               "' '[.nccl_dim_helper]' --use-colour no 2>&1";
   FILE* p = popen(command.c_str(), "r");
   REQUIRE(p != nullptr);

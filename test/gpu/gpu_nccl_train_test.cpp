@@ -10,7 +10,7 @@
 using namespace fsdpc::gpu_test;
 
 TEST_CASE("zero3 over NCCL on two GPUs matches one GPU", "[gpu][train][nccl][mpi]") {
-  const std::string mpirun = std::string(FSDPC_MPIEXEC) + " -n 2 --allow-run-as-root ";
+  const std::string mpirun = mpiexec() + " -n 2 --allow-run-as-root ";
   const std::vector<double> one = train("", "--executor cuda", "one");
   const std::vector<double> two = train(mpirun, "--executor cuda --strategy zero3", "two");
   check_losses(two, one, 1e-4);

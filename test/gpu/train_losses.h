@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_paths.h"
+
 namespace fsdpc::gpu_test {
 
 namespace fs = std::filesystem;
@@ -25,7 +27,7 @@ inline std::vector<double> train(const std::string& launcher, const std::string&
   const fs::path dir = fs::temp_directory_path() / ("fsdpc-gpu-train-" + std::to_string(getpid()));
   fs::create_directories(dir);
   const fs::path log = dir / (tag + ".jsonl"), out = dir / (tag + ".out");
-  const std::string cmd = launcher + "'" + FSDPC_BIN +
+  const std::string cmd = launcher + "'" + fsdpc_bin() +
                           "' train --model gpt2-tiny --seq 32 --batch 8 --steps 10 --optimizer adamw --lr 1e-3"
                           " --clip 1.0 --weight-decay 0.01 --seed 3 " +
                           flags + " --log-json '" + log.string() + "' >'" + out.string() + "' 2>&1";
