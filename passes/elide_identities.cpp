@@ -3,8 +3,6 @@
 // one to retype the parameters and re-infer every statement's distribution.
 #include "passes/elide_identities.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <unordered_map>
 #include <vector>
 
@@ -118,11 +116,6 @@ Trace elide_identities(const Trace& trace, const ElideOptions& options) {
     for (const Proxy& o : b.outputs) type_of[o.name] = o.type;
   }
   return out;
-}
-
-bool keep_one_rank_collectives() {
-  const char* v = std::getenv("FSDPC_KEEP_COLLECTIVES");
-  return v && std::strcmp(v, "1") == 0;
 }
 
 }  // namespace fsdpc

@@ -38,10 +38,4 @@ struct ElideOptions {
 };
 Trace elide_identities(const Trace& trace, const ElideOptions& options = {});
 
-// FSDPC_KEEP_COLLECTIVES=1 in the environment: compile() keeps the
-// collectives over one rank (ElideOptions::collectives off). Any other value,
-// or none, elides them. For testing the collective paths at world size 1;
-// the traces and the step are otherwise those of the same world.
-bool keep_one_rank_collectives();
-
 }  // namespace fsdpc

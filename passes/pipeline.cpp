@@ -168,8 +168,8 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
   record(log, o, "grad", {&j.trace});
   // At world size 1, or on a mesh dimension of 1, the gathers, reductions
   // and 1/N scaling copy without changing a value: shown only when it did.
-  // FSDPC_KEEP_COLLECTIVES=1 keeps the collectives (to test their paths).
-  if (Trace elided = elide_identities(j.trace, {.collectives = !keep_one_rank_collectives()});
+  // keep_collectives keeps the collectives (to test their paths).
+  if (Trace elided = elide_identities(j.trace, {.collectives = !o.keep_collectives});
       elided.bsyms.size() != j.trace.bsyms.size()) {
     j.trace = std::move(elided);
     record(log, o, "elide", {&j.trace});

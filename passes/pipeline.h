@@ -53,6 +53,11 @@ struct PipelineOptions {
   // Set by compile_pipeline for each stage: grad also returns the boundary
   // input's gradient, and the send/recv between stages follow split.
   std::optional<PipelineStagePeers> pipeline_stage;
+  // Collectives over one rank stay (elide drops only the divisions by 1):
+  // a world of one then runs every collective a larger world would, which
+  // exercises their paths with one device. fsdpc train and dump set it from
+  // FSDPC_KEEP_COLLECTIVES=1 (tools/gpu_check.sh).
+  bool keep_collectives = false;
   // Run the verifier after every pass (tests, `fsdpc dump`); the pipeline
   // benchmark measures the passes alone.
   bool verify = true;

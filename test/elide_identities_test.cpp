@@ -129,14 +129,6 @@ def f(x, t_w):
 
 namespace {
 
-// Sets FSDPC_KEEP_COLLECTIVES for the scope of one case.
-struct KeepCollectives {
-  KeepCollectives() { setenv("FSDPC_KEEP_COLLECTIVES", "1", 1); }
-  ~KeepCollectives() { unsetenv("FSDPC_KEEP_COLLECTIVES"); }
-  KeepCollectives(const KeepCollectives&) = delete;
-  KeepCollectives& operator=(const KeepCollectives&) = delete;
-};
-
 std::vector<double> train_losses(const std::string& env, const std::string& tag) {
   const std::filesystem::path log = fsdpc::testing::scratch(tag + ".jsonl");
   const std::string args =
@@ -150,24 +142,26 @@ std::vector<double> train_losses(const std::string& env, const std::string& tag)
 
 }  // namespace
 
-TEST_CASE("FSDPC_KEEP_COLLECTIVES=1: a world of one keeps its collectives and trains to the same losses",
+TEST_CASE("keep_collectives (FSDPC_KEEP_COLLECTIVES=1): a world of one keeps its collectives, same losses",
           "[elide][train]") {
-  {
-    const KeepCollectives keep;
-    REQUIRE(keep_one_rank_collectives());
-    PipelineOptions o;
-    o.mesh = flat_mesh(1);
+  PipelineOptions o;
+  o.mesh = flat_mesh(1);
+  o.keep_collectives = true;
+  auto count = [&] {
     const std::vector<Stage> stages = compile(capture(*make_model("gpt2-tiny")), o);
-    int kept = 0;
-    for (const Trace& t : stages.back().traces) kept += collectives(t);
-    CHECK(kept > 0);
-  }
-  CHECK_FALSE(keep_one_rank_collectives());
-  const std::vector<double> elided = train_losses("", "elided");
-  const std::vector<double> kept = train_losses("FSDPC_KEEP_COLLECTIVES=1", "kept");
-  REQUIRE(kept.size() == elided.size());
-  for (size_t i = 0; i < kept.size(); ++i) {
+    int n = 0;
+    for (const Trace& t : stages.back().traces) n += collectives(t);
+    return n;
+  };
+  CHECK(count() > 0);
+  o.keep_collectives = false;
+  CHECK(count() == 0);
+  // fsdpc train reads the variable (tools/sharding_options.cpp).
+  const std::vector<double> without = train_losses("", "elided");
+  const std::vector<double> with = train_losses("FSDPC_KEEP_COLLECTIVES=1", "kept");
+  REQUIRE(with.size() == without.size());
+  for (size_t i = 0; i < with.size(); ++i) {
     INFO("step " << i);
-    CHECK(kept[i] == Approx(elided[i]).epsilon(1e-6));
+    CHECK(with[i] == Approx(without[i]).epsilon(1e-6));
   }
 }

@@ -1,7 +1,9 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
 // --bucket-mb, --precision, --reduce-dtype, --remat, --loss-chunk, --tp, --pp, --outer-*: shared by
 // fsdpc dump and fsdpc train.
+#include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "ir/error.h"
 #include "tools/cli_io.h"
@@ -139,6 +141,8 @@ PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::stri
   o.sequence_parallel = s.sequence_parallel;
   o.diloco = s.diloco;
   o.diloco.outer_dtype = *parse_dtype(s.outer_dtype);
+  const char* keep = std::getenv("FSDPC_KEEP_COLLECTIVES");
+  o.keep_collectives = keep && std::string_view(keep) == "1";
   return o;
 }
 
