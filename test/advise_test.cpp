@@ -86,7 +86,9 @@ int64_t dump_peak(const std::string& args) {
   std::ifstream in(out);
   const Json plan = Json::parse(in);
   auto worst = [](const Json& p) {
-    return std::max(p["steady"]["peak_bytes"]["total"].get<int64_t>(), p["first"]["peak_bytes"]["total"].get<int64_t>());
+    int64_t most = std::max(p["steady"]["peak_bytes"]["total"].get<int64_t>(), p["first"]["peak_bytes"]["total"].get<int64_t>());
+    if (p.contains("outer")) most = std::max(most, p["outer"]["peak_bytes"]["total"].get<int64_t>());  // DiLoCo
+    return most;
   };
   if (!plan.contains("pipeline_stages")) return worst(plan);
   int64_t most = 0;  // with --pp, the fullest stage's
@@ -265,6 +267,56 @@ TEST_CASE("advise prices the dimension that crosses nodes on the inter-node link
     return 0.0;
   };
   CHECK(seconds(two, "hybrid 2x2 unit p1") > 5 * seconds(four, "hybrid 2x2 unit p1"));
+}
+
+// --outer-steps H: DiLoCo beside every synchronous hybrid with replicas; a
+// round's outer step (its time and bytes) is spread over its H steps, and
+// the slow-links line says from which link between nodes each keeps 90% of
+// its speed.
+TEST_CASE("advise --outer-steps prices DiLoCo beside synchronous hybrid, its outer step spread over H steps") {
+  const std::string base = "--model gpt2-tiny --world-size 4 --mesh 2,2 --hardware " + cpu_profile().string();
+  const Json j = advise(base + " --outer-steps 10 --outer-dtype bf16");
+  std::set<std::string> names;
+  for (const Json& c : j["candidates"]) names.insert(c["candidate"].get<std::string>());
+  std::set<std::string> expected = expected_names(4);
+  expected.insert({"hybrid 2x2 unit p1 diloco:10:bf16", "hybrid_zero2 2x2 unit p1 diloco:10:bf16"});
+  CHECK(names == expected);
+  auto row = [&](const std::string& name) {
+    for (const Json& c : j["candidates"])
+      if (c["candidate"] == name) return c;
+    FAIL("no candidate " << name);
+    return Json();
+  };
+  const Json sync = row("hybrid 2x2 unit p1"), diloco = row("hybrid 2x2 unit p1 diloco:10:bf16");
+  const std::string flags = "--model gpt2-tiny --world-size 4 " + diloco["flags"].get<std::string>();
+  CHECK_THAT(flags, Catch::Contains("--outer-steps 10") && Catch::Contains("--outer-dtype bf16"));
+  // Memory: dump --memory's worst step, a round's last (the outer step's).
+  CHECK(diloco["peak_bytes"].get<int64_t>() == dump_peak(flags));
+  // Bytes: the inner step's, plus a tenth of the outer trace's.
+  const Run outer = fsdpc_run("dump " + flags + " --stage outer_step --stats --format json");
+  REQUIRE(outer.code == 0);
+  const double outer_bytes = Json::parse(outer.out)[0]["stats"]["collective_bytes"].get<double>();
+  CHECK(outer_bytes > 0);
+  CHECK(diloco["comm_bytes"].get<double>() == Approx(dump_comm_bytes(flags) - outer_bytes + outer_bytes / 10));
+  // Across the replicas: a tenth of one bf16 exchange of the parameters,
+  // against every step's f32 all_reduce of the gradients.
+  auto replicate_bytes = [](const Json& c) {
+    for (const Json& st : c["comm"])
+      if (st["group"] == "replicate") return st["bytes"].get<double>();
+    return 0.0;
+  };
+  CHECK(replicate_bytes(diloco) == Approx(outer_bytes / 10));
+  CHECK(replicate_bytes(diloco) < replicate_bytes(sync) / 10);
+  CHECK(diloco["diloco"]["outer_seconds"].get<double>() > 0);
+  // Fewer exchanges: DiLoCo keeps its speed on a slower link than synchronous training.
+  const double sync_link = sync["link_for_90pct_bytes_per_second"].get<double>();
+  const double diloco_link = diloco["link_for_90pct_bytes_per_second"].get<double>();
+  CHECK(diloco_link > 0);
+  CHECK(diloco_link < sync_link / 2);
+  const Run text = fsdpc_run("advise " + base + " --outer-steps 10 --outer-dtype bf16");
+  CHECK_THAT(text.out, Catch::Contains("slow links (this profile's: ") && Catch::Contains("keeps 90% of its speed down to"));
+  // Without --outer-steps, no DiLoCo candidate: it changes the optimisation.
+  for (const Json& c : advise(base)["candidates"]) CHECK(c["candidate"].get<std::string>().find("diloco") == std::string::npos);
 }
 
 TEST_CASE("advise is deterministic: one thread or several, the same table") {

@@ -19,6 +19,7 @@ struct AdviseArgs {
   std::vector<std::string> strategies;
   std::vector<int> tps{1}, pps{1};
   int micro_batches = 0;
+  DilocoArgs diloco;  // --outer-steps H: DiLoCo candidates
   std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output, loss_chunk = "auto";
 };
 
@@ -53,6 +54,7 @@ void run_advise(const AdviseArgs& a) {
   r.sequence_parallel = a.sequence_parallel;
   r.tensor_parallel_plan = source_tensor_parallel_plan(a.src);
   r.loss_chunk = parse_loss_chunk(a.loss_chunk);
+  r.diloco = a.diloco.options();
   r.threads = a.threads;
   const std::string mpirun = a.measure ? find_mpirun() : "";
   if (a.measure && mpirun.empty())
@@ -81,6 +83,7 @@ Command add_advise_command(CLI::App& app) {
   cmd->add_option("--world-size", a->world, "Number of ranks")->required()->check(whole_number(1));
   cmd->add_option("--mesh", a->mesh, "R,S: the hybrid strategies on this mesh only (default: every R x S = N, R, S > 1)");
   add_loss_chunk_option(cmd, a->loss_chunk);
+  add_diloco_options(cmd, a->diloco);
   cmd->add_option("--hardware", a->hardware,
                   "local (this host, measured and cached) | a profile name (hardware/NAME.json) | a .json file")
       ->capture_default_str();

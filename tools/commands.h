@@ -43,6 +43,15 @@ struct ModelSource {
 };
 void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file);
 
+// DiLoCo's flags (train, dump, advise): --outer-steps, --outer-lr,
+// --outer-momentum, --outer-dtype.
+struct DilocoArgs {
+  DilocoOptions numbers;
+  std::string dtype = "f32";
+  DilocoOptions options() const;
+};
+void add_diloco_options(CLI::App* cmd, DilocoArgs& d);
+
 // How a model is sharded: the flags dump and train share.
 struct ShardingArgs {
   std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", precision = "f32", reduce_dtype = "f32",
@@ -54,8 +63,7 @@ struct ShardingArgs {
   int pp = 1;                         // --pp: pipeline stages, the world is pp x (one stage's ranks)
   std::string pp_balance;             // --pp-balance: blocks per stage, "3,3,2"
   std::string pp_schedule = "1f1b";   // --pp-schedule: gpipe | 1f1b (train)
-  DilocoOptions diloco;               // --outer-steps, --outer-lr, --outer-momentum
-  std::string outer_dtype = "f32";    // --outer-dtype
+  DilocoArgs diloco;
 };
 void add_sharding_options(CLI::App* cmd, ShardingArgs& s);
 

@@ -53,16 +53,20 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
                   "whose activation peak fits)")
       ->capture_default_str();
   add_loss_chunk_option(cmd, s.loss_chunk);
-  cmd->add_option("--outer-steps", s.diloco.outer_steps,
+  add_diloco_options(cmd, s.diloco);
+}
+
+void add_diloco_options(CLI::App* cmd, DilocoArgs& d) {
+  cmd->add_option("--outer-steps", d.numbers.outer_steps,
                   "H: DiLoCo on a hybrid mesh: the replicas train apart, without the per-step all_reduce over "
                   "replicate, and meet every H steps in an outer step (the outer trace); 0: off. The paper uses 500")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--outer-lr", s.diloco.outer_lr, "With --outer-steps: the outer SGD's learning rate")
+  cmd->add_option("--outer-lr", d.numbers.outer_lr, "With --outer-steps: the outer SGD's learning rate")
       ->capture_default_str();
-  cmd->add_option("--outer-momentum", s.diloco.outer_momentum,
+  cmd->add_option("--outer-momentum", d.numbers.outer_momentum,
                   "With --outer-steps: the outer SGD's Nesterov momentum (0: none)")
       ->capture_default_str();
-  cmd->add_option("--outer-dtype", s.outer_dtype,
+  cmd->add_option("--outer-dtype", d.dtype,
                   "With --outer-steps: what crosses between replicas, f32 (an all_reduce) | bf16 (each replica's "
                   "change rounded to bf16 and all-gathered, summed in f32: half the bytes at 2 replicas)")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
@@ -89,6 +93,12 @@ std::vector<int> parse_balance(const std::string& list) {
 }
 
 }  // namespace
+
+DilocoOptions DilocoArgs::options() const {
+  DilocoOptions o = numbers;
+  o.outer_dtype = *parse_dtype(dtype);  // CLI11 admitted f32 and bf16 only
+  return o;
+}
 
 PipelineOptions sharding_pipeline(const ShardingArgs& s, int world, const std::string& world_source) {
   if (s.pp < 1) fail("--pp must be at least 1, got ", s.pp);
@@ -139,8 +149,7 @@ PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::stri
   o.remat = parse_remat(s.remat);
   o.loss_chunk = parse_loss_chunk(s.loss_chunk);
   o.sequence_parallel = s.sequence_parallel;
-  o.diloco = s.diloco;
-  o.diloco.outer_dtype = *parse_dtype(s.outer_dtype);
+  o.diloco = s.diloco.options();
   const char* keep = std::getenv("FSDPC_KEEP_COLLECTIVES");
   o.keep_collectives = keep && std::string_view(keep) == "1";
   return o;

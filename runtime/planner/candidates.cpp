@@ -5,8 +5,11 @@
 // candidates of one strategy and mesh share the passes before their knobs.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <exception>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -14,6 +17,7 @@
 #include "executors/claim.h"
 #include "ir/error.h"
 #include "passes/fuse.h"
+#include "passes/outer_step.h"
 #include "passes/pipeline.h"
 #include "passes/strategy.h"
 #include "runtime/step_traces.h"
@@ -48,6 +52,27 @@ void set_rates(const AdviseSetup& s, Candidate& c) {
 }
 
 
+// The inter-node bandwidth from which `step` (a candidate's step seconds
+// on a profile) keeps 90% of its speed on an unlimited link: every
+// inter-node bandwidth figure scaled together, bisected on a log scale
+// between a millionth and a million times the profile's.
+double link_for_90(const HardwareProfile& hw, const std::function<double(const HardwareProfile&)>& step) {
+  auto at = [&](double k) {
+    HardwareProfile h = hw;
+    for (Figure* f : {&h.inter_node.bandwidth, &h.inter_node.reduce_scatter_bandwidth, &h.inter_node.all_reduce_bandwidth})
+      f->value *= k;
+    return step(h);
+  };
+  double lo = -6, hi = 6;  // log10 of the scale
+  const double enough = at(std::pow(10.0, hi)) / 0.9;
+  if (at(std::pow(10.0, lo)) <= enough) return 0;
+  for (int i = 0; i < 40; ++i) {
+    const double mid = (lo + hi) / 2;
+    (at(std::pow(10.0, mid)) <= enough ? hi : lo) = mid;
+  }
+  return std::pow(10.0, hi) * hw.inter_node.bandwidth.value;
+}
+
 // The memory plan, the lowered traces and the simulation of one compiled
 // candidate (its scheduled forward and backward). They are lowered once, as
 // the engine lowers them (the same fusion default as fsdpc train), and both
@@ -58,10 +83,15 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
   EngineOptions e;  // the step fsdpc train runs by default: one micro-batch, AdamW
   e.target = s.target;
   e.optimizer.kind = OptimizerOptions::Kind::adamw;
-  const EngineTraces low{StepTraces{execution_trace(forward, s.target, e.fusion),
-                                    execution_trace(backward, s.target, e.fusion)},
-                         {},
-                         {}};
+  EngineTraces low{StepTraces{execution_trace(forward, s.target, e.fusion),
+                              execution_trace(backward, s.target, e.fusion)},
+                   {},
+                   {}};
+  // DiLoCo's outer trace reads the parameters' shards, which the forward's
+  // arguments are.
+  if (o.diloco.enabled())
+    low.outer = OuterStep{execution_trace(outer_step_trace(forward, o.diloco, o.mesh), s.target, e.fusion),
+                          o.diloco.outer_steps};
   const MemoryPlan plan = plan_memory_peaks(low, e);
   c.peak_bytes = plan.worst().total_peak;
   c.peak_where = plan.worst().peak_where();
@@ -72,6 +102,32 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
     for (const Trace* t : {&fwd, &bwd}) s.unmeasured->collect(*t, s.hw);
   c.optimizer_seconds = optimizer_seconds(s, fwd);
   c.sim = simulate_step({&fwd, &bwd}, o.mesh, s.hw, c.optimizer_seconds);
+  if (low.outer) {
+    // One round is H inner steps and one outer step: priced per step, its
+    // time and its streams' traffic spread over the round's steps (the
+    // outer step blocks the compute stream while it runs).
+    const StepSimulation outer = simulate_step({&low.outer->trace}, o.mesh, s.hw, 0);
+    const double h = o.diloco.outer_steps;
+    c.outer_seconds = outer.seconds;
+    c.sim.seconds += outer.seconds / h;
+    c.sim.blocked += outer.blocked / h;
+    for (const CommStream& st : outer.streams) {
+      auto it = std::find_if(c.sim.streams.begin(), c.sim.streams.end(),
+                             [&](const CommStream& x) { return x.group == st.group; });
+      if (it == c.sim.streams.end()) it = c.sim.streams.insert(c.sim.streams.end(), CommStream{st.group, st.size, st.inter_node});
+      it->count += st.count;  // counted once: a collective does not divide
+      it->bytes += st.bytes / h;
+      it->busy += st.busy / h;
+    }
+  }
+  // Slow links are DiLoCo's question: every hybrid's answer, beside it.
+  if (s.diloco.enabled() && is_hybrid(c.strategy)) {
+    c.link_for_90 = link_for_90(s.hw, [&](const HardwareProfile& h) {
+      double t = simulate_step({&fwd, &bwd}, o.mesh, h, c.optimizer_seconds).seconds;
+      if (low.outer) t += simulate_step({&low.outer->trace}, o.mesh, h, 0).seconds / o.diloco.outer_steps;
+      return t;
+    });
+  }
   set_rates(s, c);
 }
 
@@ -87,6 +143,7 @@ void copy_predictions(const Candidate& from, Candidate& to) {
   to.fits = from.fits;
   to.sim = from.sim;
   to.optimizer_seconds = from.optimizer_seconds;
+  to.outer_seconds = from.outer_seconds;
   to.tokens_per_second = from.tokens_per_second;
   to.mfu = from.mfu;
 }
@@ -270,6 +327,7 @@ PipelineOptions candidate_pipeline(const AdviseSetup& s, const Candidate& c) {
   o.tensor_parallel_plan = s.tensor_parallel_plan;
   o.loss_chunk = s.loss_chunk;
   o.pp = c.pp;
+  o.diloco = c.diloco;
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
   return o;
 }
@@ -284,6 +342,12 @@ std::string Candidate::flags() const {
   if (sequence_parallel) f += " --sequence-parallel";
   if (pp > 1) f += " --pp " + std::to_string(pp) + " --grad-accum " + std::to_string(micro_batches);
   if (keep_gathered) f += " --keep-gathered";
+  if (diloco.enabled()) {
+    std::ostringstream d;
+    d << " --outer-steps " << diloco.outer_steps << " --outer-lr " << diloco.outer_lr << " --outer-momentum "
+      << diloco.outer_momentum << " --outer-dtype " << dtype_name(diloco.outer_dtype);
+    f += d.str();
+  }
   return f;
 }
 
@@ -296,6 +360,9 @@ std::string Candidate::name() const {
   if (sequence_parallel) n += " sp";
   if (pp > 1) n += " pp" + std::to_string(pp) + " m" + std::to_string(micro_batches);
   if (keep_gathered) n += " kg";
+  if (diloco.enabled())
+    n += " diloco:" + std::to_string(diloco.outer_steps) +
+         (diloco.outer_dtype == DType::f32 ? "" : ":" + std::string(dtype_name(diloco.outer_dtype)));
   return n;
 }
 
@@ -345,6 +412,14 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
     add(Strategy::no_shard, with_tp(flat_mesh(data)), false, 1);
     for (const Mesh& m : meshes) fsdp(Strategy::hybrid, m);
     for (const Mesh& m : meshes) fsdp(Strategy::hybrid_zero2, m);
+    // DiLoCo, when asked: each hybrid with replicas to train apart, on its
+    // usually fastest knobs.
+    for (const Mesh& m : meshes)
+      for (Strategy strategy : {Strategy::hybrid, Strategy::hybrid_zero2})
+        if (s.diloco.enabled() && m.replicas > 1) {
+          add(strategy, m, true, 1);
+          cs.back().diloco = s.diloco;
+        }
     // Pipeline stages on the same tp: each stage's data-parallel ranks laid
     // out flat, FSDP with a collective per block (its usually fastest knobs).
     for (int pp : s.pps) {
@@ -403,7 +478,8 @@ void evaluate_candidates(const AdviseSetup& s, std::vector<Candidate>& cs) {
     auto same = [&](const std::vector<Candidate*>& f) {
       return f.front()->strategy == c.strategy && f.front()->mesh.replicas == c.mesh.replicas &&
              f.front()->mesh.shards == c.mesh.shards && f.front()->mesh.tp == c.mesh.tp &&
-             f.front()->sequence_parallel == c.sequence_parallel && f.front()->pp == c.pp;
+             f.front()->sequence_parallel == c.sequence_parallel && f.front()->pp == c.pp &&
+             f.front()->diloco.enabled() == c.diloco.enabled();
     };
     auto it = std::find_if(families.begin(), families.end(), same);
     if (it == families.end()) families.push_back({&c});

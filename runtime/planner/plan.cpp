@@ -59,6 +59,8 @@ Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t)>& ca
   s.sequence_parallel = r.sequence_parallel;
   s.tensor_parallel_plan = r.tensor_parallel_plan;
   s.loss_chunk = r.loss_chunk;
+  if (r.diloco.enabled()) check_diloco_options(r.diloco, Strategy::hybrid);
+  s.diloco = r.diloco;
   s.tps = sorted_unique(r.tps);  // each size once, smallest first
   s.pps = sorted_unique(r.pps);
   s.micro_batches = r.micro_batches;

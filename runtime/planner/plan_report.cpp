@@ -52,6 +52,39 @@ Json measured_json(const Candidate& c) {
 
 }  // namespace
 
+namespace {
+
+std::string link_rate(double bytes_per_second) {
+  char text[64];
+  const double bits = 8 * bytes_per_second;
+  if (bits >= 1e9) std::snprintf(text, sizeof text, "%.2f Gbit/s", bits / 1e9);
+  else std::snprintf(text, sizeof text, "%.0f Mbit/s", bits / 1e6);
+  return text;
+}
+
+// With --outer-steps: the fastest synchronous hybrid and the fastest DiLoCo
+// candidate that fit, and the link between nodes each needs to keep 90% of
+// its speed on an unlimited one; the synchronous one wins above the link
+// from which it is within 10% of DiLoCo's step, at which its optimisation
+// is the exact one.
+std::string slow_link_text(const AdviseSetup& s, const std::vector<Candidate>& cs) {
+  if (!s.diloco.enabled()) return "";
+  const Candidate *sync = nullptr, *diloco = nullptr;
+  for (const Candidate& c : cs) {
+    if (!c.fits || !is_hybrid(c.strategy) || c.link_for_90 <= 0) continue;
+    const Candidate*& best = c.diloco.enabled() ? diloco : sync;
+    if (!best) best = &c;  // ranked: the first is the fastest
+  }
+  if (!sync || !diloco) return "slow links: no synchronous hybrid and DiLoCo candidate whose replicas cross nodes\n";
+  return "slow links (this profile's: " + link_rate(s.hw.inter_node.bandwidth.value) + " between nodes): " +
+         sync->name() + " keeps 90% of its speed down to " + link_rate(sync->link_for_90) + ", " + diloco->name() +
+         " down to " + link_rate(diloco->link_for_90) +
+         "; below the first, DiLoCo's fewer exchanges win, at the price of replicas that drift apart for " +
+         std::to_string(diloco->diloco.outer_steps) + " steps\n";
+}
+
+}  // namespace
+
 std::string plan_table(const Plan& p, const std::string& model, bool measured) {
   const AdviseSetup& s = p.setup;
   const std::vector<Candidate>& cs = p.candidates;
@@ -84,6 +117,7 @@ std::string plan_table(const Plan& p, const std::string& model, bool measured) {
   }
   out += "best: " + winner_reason(cs, s.cap) + "\n";
   if (!cs.empty() && cs.front().fits) out += "flags: " + cs.front().flags() + "\n";
+  out += slow_link_text(s, cs);
   std::snprintf(line, sizeof line, "%zu candidates compiled, planned and simulated in %.2f s (%d thread%s)\n", cs.size(),
                 seconds, s.threads, s.threads == 1 ? "" : "s");
   out += line;
@@ -142,6 +176,11 @@ std::string plan_json(const Plan& p, const std::string& model, bool measured) {
                         {"flops", c.sim.flops},
                         {"tokens_per_second", c.tokens_per_second},
                         {"mfu", c.mfu}});
+    if (c.diloco.enabled())
+      rows.back()["diloco"] = Json{{"outer_steps", c.diloco.outer_steps},
+                                   {"outer_dtype", dtype_name(c.diloco.outer_dtype)},
+                                   {"outer_seconds", c.outer_seconds}};
+    if (c.link_for_90 > 0) rows.back()["link_for_90pct_bytes_per_second"] = c.link_for_90;
     if (measured) rows.back()["measured"] = measured_json(c);
   }
   Json j{{"model", model},

@@ -57,11 +57,22 @@ struct Candidate {
   int pp = 1;
   int micro_batches = 1;
   bool keep_gathered = false;  // --keep-gathered (pp > 1 only): a stage gathers once a step
+  // DiLoCo (--outer-steps H, a hybrid mesh with R > 1): the replicas train
+  // apart and meet every H steps; it changes the optimisation, not only the
+  // schedule, so advise offers it only when asked (PlanRequest::diloco).
+  DilocoOptions diloco;
   // Predictions, per rank.
   int64_t peak_bytes = 0;  // the memory plan's worst step
   std::string peak_where;
   StepSimulation sim;
   double optimizer_seconds = 0;
+  // DiLoCo: the outer step's simulated seconds; sim.seconds holds the inner
+  // step plus this spread over the H steps of a round.
+  double outer_seconds = 0;
+  // With --outer-steps: the inter-node bandwidth (bytes/s per rank, one
+  // direction) from which the candidate keeps 90% of the speed it would have
+  // on an unlimited link; 0 when not asked, or when no stream crosses nodes.
+  double link_for_90 = 0;
   double tokens_per_second = 0;  // the whole world's
   double mfu = 0;                // matmul FLOPs / step time / peak rate
   bool fits = true;
@@ -141,6 +152,9 @@ struct AdviseSetup {
   bool sequence_parallel = false;
   TensorParallelPlan tensor_parallel_plan;  // the model family's, for the tp > 1 candidates
   LossChunk loss_chunk;  // --loss-chunk, every candidate's
+  // --outer-steps H (with --outer-lr, --outer-momentum, --outer-dtype): every
+  // hybrid candidate on R > 1 replicas also as DiLoCo (unit buckets, prefetch 1).
+  DilocoOptions diloco;
   // The model captured for each tp > 1 in tps at T times the batch: a tp
   // group's T ranks train on one data-parallel rank's batch, so every
   // candidate trains the same global batch (and tokens per step).
@@ -174,6 +188,7 @@ struct PlanRequest {
   bool sequence_parallel = false;       // every tp > 1 candidate also with sequence parallelism
   TensorParallelPlan tensor_parallel_plan;  // the model family's (Model::tensor_parallel_plan())
   LossChunk loss_chunk;                 // --loss-chunk, every candidate's (passes/fuse_head.h)
+  DilocoOptions diloco;                 // --outer-steps H: DiLoCo candidates beside the synchronous hybrids
   int threads = 0;                      // candidates compiled at once; 0: the cores
 };
 
