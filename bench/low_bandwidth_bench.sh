@@ -21,7 +21,9 @@
 #   STEPS       steps of every full run (default 1000)
 #   env: LINKS (default "unshaped 1gbit 100mbit"),
 #        CONFIGS (default "sync diloco diloco-bf16"; diloco* use H below),
-#        H (DiLoCo's --outer-steps, default 50), SYNC_STEPS (default 10)
+#        H (DiLoCo's --outer-steps, default 50), SYNC_STEPS (default 10),
+#        RUNS (LINK:CONFIG pairs instead of every LINKS x CONFIGS, e.g.
+#        "unshaped:sync 100mbit:sync 100mbit:diloco-bf16")
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -100,12 +102,17 @@ EOF
   tail -1 "$results"
 }
 
-for link in $links; do
-  for config in $configs; do
-    n=$steps
-    [[ $config == sync && $link != unshaped ]] && n=$sync_steps
-    run "$config" "$link" "$n"
+pairs=${RUNS:-}
+if [[ -z $pairs ]]; then
+  for link in $links; do
+    for config in $configs; do pairs+=" $link:$config"; done
   done
+fi
+for pair in $pairs; do
+  link=${pair%%:*} config=${pair#*:}
+  n=$steps
+  [[ $config == sync && $link != unshaped ]] && n=$sync_steps
+  run "$config" "$link" "$n"
 done
 
 # Each run against synchronous training on the unshaped link.
