@@ -10,7 +10,8 @@
 // links. Being a trace, it prints in `fsdpc dump`, is claimed and fused like
 // any other, and its collectives are counted by `--stats`.
 //
-// Pre:  the fsdp pass's output; its parameter arguments are this rank's shards.
+// Pre:  a trace whose parameter arguments are this rank's shards: the fsdp
+//       pass's output, or any later one (advise passes the forward).
 // Post: outer(theta, anchor[, momentum] per parameter) ->
 //       (anchor'..., momentum'...); verifies; dels placed.
 #include "passes/outer_step.h"

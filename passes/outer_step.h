@@ -26,8 +26,8 @@ struct DilocoOptions {
 // outer dtype other than f32 and bf16.
 void check_diloco_options(const DilocoOptions& d, Strategy strategy);
 
-// Pre:  `sharded` is the output of the fsdp pass (passes/fsdp.h), whose
-//       parameter arguments are this rank's shards; d.enabled().
+// Pre:  `sharded`'s parameter arguments are this rank's shards (the fsdp
+//       pass's output, passes/fsdp.h, or a later trace); d.enabled().
 // Post: the trace "outer", which verifies. Its arguments, for each parameter
 //       that requires grad in argument order: the parameter's value (the
 //       proxy as `sharded` has it, param_path kept), anchor_<p> and, when

@@ -5,8 +5,9 @@
 //   averaged inner step is the synchronous step, for every hybrid layout;
 //   with one replica, outer lr 1 and no momentum, the anchor follows the
 //   parameters whatever H and the inner optimizer;
-// - otherwise its losses do not depend on how each replica is sharded (hybrid,
-//   hybrid_zero2, one rank a replica), and differ from synchronous training;
+// - otherwise its losses do not depend on how each replica is laid out (hybrid,
+//   hybrid_zero2, one rank, tp 2, two pipeline stages), and differ from
+//   synchronous training;
 // - a bf16 outer exchange rounds each replica's change, and only that;
 // - a resume in the middle of an outer round continues bit for bit; a
 //   checkpoint whose replicas disagree is refused where it cannot continue;
@@ -110,7 +111,10 @@ TEST_CASE("DiLoCo's training does not depend on how each replica is sharded, and
   const std::string flags = "--steps 8 --optimizer adamw --lr 3e-3 --outer-steps 3";
   const Trained base = train(2, flags + " --strategy hybrid --mesh 2,1", "layout-base");
   CHECK(base.losses.back() < base.losses.front());
-  for (const std::string layout : {"--strategy hybrid --mesh 2,2", "--strategy hybrid_zero2 --mesh 2,2 --bucketing unit"}) {
+  // Inside a replica: zero3, zero2, tensor parallelism, pipeline stages.
+  for (const std::string layout :
+       {"--strategy hybrid --mesh 2,2", "--strategy hybrid_zero2 --mesh 2,2 --bucketing unit",
+        "--strategy hybrid --mesh 2,1 --tp 2", "--strategy hybrid --mesh 2,1 --pp 2 --grad-accum 2"}) {
     INFO(layout);
     const Trained d = train(4, flags + " " + layout, "layout");
     check_losses(base, d);
