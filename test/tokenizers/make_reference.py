@@ -1,0 +1,131 @@
+# Run once by hand (not by the build or the tests) to make the tokenizer
+# fixtures of test/tokenizer_fixtures.h and the ids test/tokenizer_test.cpp
+# expects, with the reference libraries: Hugging Face `tokenizers` and
+# `sentencepiece` from pip, in a venv outside the repository:
+#   python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers sentencepiece
+#   /tmp/tokvenv/bin/python test/tokenizers/make_reference.py OUTDIR
+# It writes OUTDIR/gpt2_split.json, OUTDIR/llama3_split.json,
+# test/tokenizers/sp_tiny.model (beside this script) and prints the expected
+# ids as C++ initialisers. Versions used: tokenizers 0.23.3, sentencepiece 0.2.3.
+import json, os, sys
+from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers, Regex, AddedToken
+import sentencepiece as spm
+
+out = sys.argv[1]
+here = os.path.dirname(os.path.abspath(__file__))
+os.makedirs(out, exist_ok=True)
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog. Don't panic; we've seen it's fine, they'll say.",
+    "Le café naïve à l'Ångström, Straße über ñandú, élève déjà vu.",
+    "日本語のテキストと中文的文本，한국어 텍스트도 있습니다。",
+    "Emoji: 👍🏽 👨‍👩‍👧 🎉🎉 ❤️ done.",
+    "Numbers 12345678 and 3.14159, dates 2026-11-29, 1,000,000 items.",
+    "def f(x):\n    return x**2  # square\n\nfor (int i = 0; i < n; ++i) { y[i] += x[i]; }\n",
+    "Tabs\tand   spaces\n\n\n   newlines\r\n and\u00a0nbsp\u3000ideographic.",
+]
+
+GPT2_SPLIT = None  # ByteLevel(use_regex=True) is GPT-2's regular expression
+LLAMA3_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+
+def train_bpe(pre, specials, vocab_size, ignore_merges=False):
+    tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
+    tok.pre_tokenizer = pre
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS * 20, trainer)
+    return tok
+
+gpt2 = train_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False), ["<|endoftext|>"], 400)
+def save_compact(tok, path, merges_as_strings=False):
+    doc = json.loads(tok.to_str())
+    # Older tokenizers wrote merges as "a b" strings: the Llama 3 fixture keeps that form.
+    if merges_as_strings:
+        doc["model"]["merges"] = [" ".join(m) for m in doc["model"]["merges"]]
+    with open(path, "w") as f:
+        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
+    return Tokenizer.from_file(path)
+
+gpt2 = save_compact(gpt2, os.path.join(out, "gpt2_split.json"))
+
+llama = train_bpe(pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
+    ["<|begin_of_text|>", "<|end_of_text|>"], 420, ignore_merges=True)
+# A non-special added token, as fine-tuned vocabularies have.
+llama.add_tokens([AddedToken("<tool>", special=False, normalized=False)])
+llama = save_compact(llama, os.path.join(out, "llama3_split.json"), merges_as_strings=True)
+
+sp_prefix = os.path.join(here, "sp_tiny")
+spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS * 20), model_prefix=sp_prefix, vocab_size=420,
+                               model_type="bpe", byte_fallback=True, character_coverage=0.98,
+                               normalization_rule_name="identity", remove_extra_whitespaces=False,
+                               split_digits=True, user_defined_symbols=["<tool>"], num_threads=1, minloglevel=2)
+os.remove(sp_prefix + ".vocab")
+sp = spm.SentencePieceProcessor(model_file=sp_prefix + ".model")
+
+CASES = [
+    ("ascii", "Hello world, the quick brown fox."),
+    ("contractions", "Don't DON'T we've It's THEY'LL"),
+    ("accented", "café naïve Ångström Straße über"),
+    ("cjk", "日本語のテキスト，中文文本"),
+    ("emoji", "ok 👍🏽 👨‍👩‍👧 🎉!"),
+    ("whitespace", "a  b\t\tc\n\n\n  d   \u00a0e\u3000f \r\n g    "),
+    ("digits", "12345678 3.14159 2026-11-29 1,000"),
+    ("code", "def f(x):\n    return x**2  # square\n\nfor (int i = 0; i < n; ++i) { y[i] += x[i]; }\n"),
+    ("unseen", "Zebra ξ Ж ∑ 𝔘"),
+    ("special", "a<|endoftext|>b<|end_of_text|> <tool>c"),
+]
+
+def cxx(s):
+    return json.dumps(s, ensure_ascii=False)
+
+def ids_line(name, ids):
+    return "    {" + cxx(name) + ", {" + ", ".join(map(str, ids)) + "}},"
+
+for label, tok in (("gpt2", gpt2), ("llama3", llama)):
+    print(f"// {label}")
+    for name, text in CASES:
+        print(ids_line(name, tok.encode(text, add_special_tokens=False).ids))
+print("// sp")
+for name, text in CASES:
+    print(ids_line(name, sp.encode(text)))
+# Decoding: ids that cut a multi-byte character, and special tokens kept or skipped.
+lossy = gpt2.encode("é日").ids
+print("// decode gpt2", lossy, cxx(gpt2.decode(lossy[:-1])), cxx(gpt2.decode(lossy[1:])))
+sp_ids = gpt2.encode("a<|endoftext|>b").ids
+print("// decode gpt2", sp_ids, cxx(gpt2.decode(sp_ids, skip_special_tokens=False)), cxx(gpt2.decode(sp_ids)))
+sp_ids = sp.encode("é日")
+print("// decode sp", sp_ids, cxx(sp.decode(sp_ids[:-1])), cxx(sp.decode(sp_ids[1:])))
+
+# Byte fallback and the unknown token: a hand-made tokenizer.json that
+# tokenizer_test.cpp builds the same way (fallback_json there): <unk> = 0,
+# <0x00>..<0xFF> = 1..256, then the characters and merges below; words are
+# split before each space (Split on the String " ", MergedWithNext).
+def fallback_json(byte_fallback):
+    vocab = {"<unk>": 0}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = 1 + b
+    for t in ["a", "b", "c", " ", "é", "ab", "abc", " a", " ab"]:
+        vocab[t] = len(vocab)
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": 0, "content": "<unk>", "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithNext", "invert": False},
+        "post_processor": None,
+        "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"},
+                                                     {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": byte_fallback,
+                  "ignore_merges": False, "vocab": vocab,
+                  "merges": [["a", "b"], ["ab", "c"], [" ", "a"], [" a", "b"]]},
+    }
+
+for fallback in (True, False):
+    tok = Tokenizer.from_str(json.dumps(fallback_json(fallback)))
+    for name, text in (("mixed", "abc ab é日 cab  x"), ("unknown", "xyz ab"), ("bytes", "日本")):
+        ids = tok.encode(text, add_special_tokens=False).ids
+        print(f"// fallback={fallback}", ids_line(name, ids), "decodes to", cxx(tok.decode(ids)))

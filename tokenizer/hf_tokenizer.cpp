@@ -1,0 +1,78 @@
+// Encoding and decoding with a tokenizer.json's parts, in the reference's
+// order: added tokens split first, the pre-tokenizer on the text between
+// them, the BPE model per word; decoding maps ids to their tokens (added
+// ones first) and runs the decoder.
+#include "tokenizer/hf_tokenizer.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "ir/error.h"
+#include "tokenizer/utf8.h"
+
+namespace fsdpc {
+
+HfTokenizer::HfTokenizer(std::string source, HfTokenizerParts parts)
+    : Tokenizer(std::move(source)),
+      added_(std::move(parts.added)),
+      pre_tokenizer_(std::move(parts.pre_tokenizer)),
+      model_(std::move(parts.model)),
+      decoder_(std::move(parts.decoder)),
+      cuts_at_newlines_(parts.cuts_at_newlines) {}
+
+void HfTokenizer::encode_into(std::string_view text, std::vector<TokenId>& ids, bool parse_special) const {
+  if (std::optional<size_t> bad = utf8::first_invalid(text)) fail("the text is not valid UTF-8 at byte ", *bad);
+  thread_local std::vector<std::string_view> words;
+  thread_local std::deque<std::string> owned;
+  added_.split(
+      text, parse_special,
+      [&](std::string_view part) {
+        words.clear();
+        owned.clear();
+        if (pre_tokenizer_) pre_tokenizer_->split(part, words, owned);
+        else words.push_back(part);
+        for (std::string_view w : words) model_->encode_word(w, ids);
+      },
+      [&](TokenId id) { ids.push_back(id); });
+}
+
+std::string HfTokenizer::decode(std::span<const TokenId> ids, bool skip_special) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (TokenId id : ids) {
+    if (const AddedToken* added = added_.find(id)) {
+      if (!(skip_special && added->special)) tokens.push_back(added->content);
+    } else if (const std::string* token = model_->id_to_token(id)) {
+      tokens.push_back(*token);
+    } else {
+      fail("token id ", id, " is not in the vocabulary of ", source(), " (", vocab_size(), " ids)");
+    }
+  }
+  if (!decoder_) {
+    std::string joined;
+    for (size_t i = 0; i < tokens.size(); ++i) joined += (i ? " " : "") + tokens[i];
+    return joined;
+  }
+  decoder_->decode(tokens);
+  std::string text;
+  for (const std::string& t : tokens) text += t;
+  return text;
+}
+
+int64_t HfTokenizer::vocab_size() const {
+  int64_t bound = model_->id_bound();
+  for (const AddedToken& t : added_.tokens()) bound = std::max<int64_t>(bound, int64_t{t.id} + 1);
+  return bound;
+}
+
+std::optional<TokenId> HfTokenizer::token_to_id(std::string_view token) const {
+  if (auto id = added_.id_of(token)) return id;
+  return model_->token_to_id(token);
+}
+
+bool HfTokenizer::is_special(TokenId id) const {
+  const AddedToken* added = added_.find(id);
+  return added != nullptr && added->special;
+}
+
+}  // namespace fsdpc
