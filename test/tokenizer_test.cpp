@@ -1,5 +1,5 @@
 // The tokenizer.json tokenizers against the reference: known ids for known
-// texts (tokenizer_fixtures.h: ids from Hugging Face's tokenizers, computed
+// texts (GPT-2's split, Llama 3's, Qwen2's with NFC) (tokenizer_fixtures.h: ids from Hugging Face's tokenizers, computed
 // once by test/tokenizers/make_reference.py), decode(encode(x)) == x for
 // random UTF-8, invalid UTF-8 refused, special tokens, byte fallback and the
 // unknown token, the decoder on ids that cut a character, cutting at
@@ -28,6 +28,7 @@ std::unique_ptr<HfTokenizer> from_text(const std::string& text) { return parse_h
 
 std::unique_ptr<HfTokenizer> gpt2() { return from_text(kGpt2SplitJson); }
 std::unique_ptr<HfTokenizer> llama3() { return from_text(kLlama3SplitJson); }
+std::unique_ptr<HfTokenizer> qwen2() { return from_text(kQwen2SplitJson); }
 
 void check_known_ids(const Tokenizer& t, const Expected& expected) {
   for (const Case& c : kCases) {
@@ -99,6 +100,14 @@ TEST_CASE("Llama 3's split (digits by three, case-blind contractions, ignore_mer
   check_known_ids(*llama3(), kLlama3SplitIds);
 }
 
+TEST_CASE("Qwen2's layout (NFC, digits one by one, a normalized added token): the reference's ids", "[tokenizer]") {
+  auto q = qwen2();
+  check_known_ids(*q, kQwen2SplitIds);
+  // NFC composes e + U+0301 before the split, and "café" is then the added token.
+  CHECK(q->encode("cafe\u0301") == std::vector<TokenId>{400});
+  CHECK(q->cuts_at_newlines());
+}
+
 TEST_CASE("decode(encode(x)) == x for random UTF-8", "[tokenizer]") {
   std::mt19937 rng(20261129);
   for (const auto& t : {gpt2(), llama3()}) {
@@ -161,7 +170,7 @@ TEST_CASE("byte fallback and the unknown token: the reference's ids and text", "
 
 TEST_CASE("text cut after a newline between printable characters encodes as the whole", "[tokenizer]") {
   std::mt19937 rng(7);
-  for (const auto& t : {gpt2(), llama3()}) {
+  for (const auto& t : {gpt2(), llama3(), qwen2()}) {
     for (int i = 0; i < 200; ++i) {
       const std::string a = random_utf8(rng, rng() % 30) + "x.", b = "y" + random_utf8(rng, rng() % 30);
       std::vector<TokenId> parts = t->encode(a + "\n");
@@ -173,7 +182,9 @@ TEST_CASE("text cut after a newline between printable characters encodes as the 
 }
 
 TEST_CASE("unsupported parts of a tokenizer.json are refused by name", "[tokenizer]") {
-  check_refused([](json& d) { d["normalizer"] = {{"type", "NFC"}}; }, "normalizer.type 'NFC' is not supported");
+  check_refused([](json& d) { d["normalizer"] = {{"type", "Lowercase"}}; },
+                "normalizer.type 'Lowercase' is not supported (supported: NFC, NFD, NFKC, NFKD, Sequence)");
+  check_refused([](json& d) { d["normalizer"] = {{"type", "NFC"}, {"form", 1}}; }, "normalizer.form: this key is not supported");
   check_refused([](json& d) { d["pre_tokenizer"] = {{"type", "Whitespace"}}; },
                 "pre_tokenizer.type 'Whitespace' is not supported (supported: ByteLevel, Split, Digits, Sequence)");
   check_refused([](json& d) { d["model"]["type"] = "WordPiece"; }, "model.type 'WordPiece' is not supported");

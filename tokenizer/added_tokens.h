@@ -1,7 +1,9 @@
 // Added tokens (tokenizer.json's "added_tokens": <|endoftext|>, Llama 3's
-// <|begin_of_text|> ...): found in the text before anything else runs, the
-// leftmost and then the longest, and turned into their ids directly; the
-// text between them goes through the pre-tokenizer and the model.
+// <|begin_of_text|> ...): found in the text, the leftmost and then the
+// longest, and turned into their ids directly; the text between them goes
+// through the pre-tokenizer and the model. As in the reference, tokens
+// marked "normalized" are searched for in a second pass, over the
+// normalized text between the others (hf_tokenizer.cpp).
 #pragma once
 
 #include <functional>
@@ -20,6 +22,7 @@ struct AddedToken {
   std::string content;
   TokenId id;
   bool special;
+  bool normalized = false;  // found in the normalized text, after the others
 };
 
 class AddedTokens {

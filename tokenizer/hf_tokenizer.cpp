@@ -1,6 +1,7 @@
 // Encoding and decoding with a tokenizer.json's parts, in the reference's
-// order: added tokens split first, the pre-tokenizer on the text between
-// them, the BPE model per word; decoding maps ids to their tokens (added
+// order: added tokens not marked normalized split first, the normalizer on
+// the text between them, the normalized added tokens split next, the
+// pre-tokenizer on what is left, the BPE model per word; decoding maps ids to their tokens (added
 // ones first) and runs the decoder.
 #include "tokenizer/hf_tokenizer.h"
 
@@ -11,10 +12,23 @@
 #include "tokenizer/utf8.h"
 
 namespace fsdpc {
+namespace {
+
+std::vector<AddedToken> only(const std::vector<AddedToken>& tokens, bool normalized) {
+  std::vector<AddedToken> some;
+  for (const AddedToken& t : tokens)
+    if (t.normalized == normalized) some.push_back(t);
+  return some;
+}
+
+}  // namespace
 
 HfTokenizer::HfTokenizer(std::string source, HfTokenizerParts parts)
     : Tokenizer(std::move(source)),
-      added_(std::move(parts.added)),
+      added_(parts.added),
+      raw_split_(only(parts.added, false)),
+      normalized_split_(only(parts.added, true)),
+      normalizer_(std::move(parts.normalizer)),
       pre_tokenizer_(std::move(parts.pre_tokenizer)),
       model_(std::move(parts.model)),
       decoder_(std::move(parts.decoder)),
@@ -24,16 +38,25 @@ void HfTokenizer::encode_into(std::string_view text, std::vector<TokenId>& ids, 
   if (std::optional<size_t> bad = utf8::first_invalid(text)) fail("the text is not valid UTF-8 at byte ", *bad);
   thread_local std::vector<std::string_view> words;
   thread_local std::deque<std::string> owned;
-  added_.split(
+  const auto push = [&](TokenId id) { ids.push_back(id); };
+  const auto words_of = [&](std::string_view part) {
+    words.clear();
+    owned.clear();
+    if (pre_tokenizer_) pre_tokenizer_->split(part, words, owned);
+    else words.push_back(part);
+    for (std::string_view w : words) model_->encode_word(w, ids);
+  };
+  raw_split_.split(
       text, parse_special,
       [&](std::string_view part) {
-        words.clear();
-        owned.clear();
-        if (pre_tokenizer_) pre_tokenizer_->split(part, words, owned);
-        else words.push_back(part);
-        for (std::string_view w : words) model_->encode_word(w, ids);
+        std::string normalized;
+        if (normalizer_) {
+          normalizer_->normalize(part, normalized);
+          part = normalized;
+        }
+        normalized_split_.split(part, parse_special, words_of, push);
       },
-      [&](TokenId id) { ids.push_back(id); });
+      push);
 }
 
 std::string HfTokenizer::decode(std::span<const TokenId> ids, bool skip_special) const {

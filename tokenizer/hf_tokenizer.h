@@ -11,6 +11,7 @@
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/decoder.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,6 +19,7 @@ namespace fsdpc {
 
 struct HfTokenizerParts {
   std::vector<AddedToken> added;
+  std::unique_ptr<Normalizer> normalizer;       // null: none
   std::unique_ptr<PreTokenizer> pre_tokenizer;  // null: the text is one word
   std::unique_ptr<BpeModel> model;
   std::unique_ptr<Decoder> decoder;  // null: the tokens joined by spaces, as the reference does
@@ -38,7 +40,9 @@ class HfTokenizer : public Tokenizer {
   const AddedTokens& added_tokens() const { return added_; }
 
  private:
-  AddedTokens added_;
+  AddedTokens added_;                      // all of them: ids, decoding
+  AddedTokens raw_split_, normalized_split_;  // the two passes of the search
+  std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<Decoder> decoder_;

@@ -252,6 +252,7 @@ std::vector<AddedToken> read_added_tokens(const json* j, const Where& w) {
     known_keys(t, here, {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"});
     AddedToken token{string_at(t, "content", here), static_cast<TokenId>(count_at(t, "id", here, (1u << 31) - 1)),
                      bool_at(t, "special", here, false)};
+    token.normalized = bool_at(t, "normalized", here, !token.special);  // the reference's default
     for (const char* option : {"single_word", "lstrip", "rstrip"})
       if (bool_at(t, option, here, false))
         fail(here.at(option).str(), " is true for '", token.content, "': not supported, expected false");
@@ -260,17 +261,28 @@ std::vector<AddedToken> read_added_tokens(const json* j, const Where& w) {
   return added;
 }
 
-void check_normalizer(const json* j, const Where& w) {
-  if (j == nullptr) return;
-  const std::string type = type_of(*j, w);
-  if (type == "Sequence") {
-    known_keys(*j, w, {"type", "normalizers"});
-    const json* steps = member(*j, "normalizers");
-    if (steps == nullptr || !steps->is_array()) fail(w.at("normalizers").str(), " must be an array");
-    for (size_t i = 0; i < steps->size(); ++i) check_normalizer(&(*steps)[i], w.at("normalizers").at(i));
-    return;
+std::unique_ptr<Normalizer> read_normalizer(const json& j, const Where& w) {
+  const std::string type = type_of(j, w);
+  static const std::pair<const char*, NormalForm> kForms[] = {
+      {"NFC", NormalForm::nfc}, {"NFD", NormalForm::nfd}, {"NFKC", NormalForm::nfkc}, {"NFKD", NormalForm::nfkd}};
+  for (const auto& [name, form] : kForms) {
+    if (type == name) {
+      known_keys(j, w, {"type"});
+      return make_unicode_normalizer(form);
+    }
   }
-  unsupported(w, type, "none: null or an empty Sequence");
+  if (type == "Sequence") {
+    known_keys(j, w, {"type", "normalizers"});
+    const json* steps = member(j, "normalizers");
+    if (steps == nullptr || !steps->is_array()) fail(w.at("normalizers").str(), " must be an array");
+    if (steps->empty()) return nullptr;
+    std::vector<std::unique_ptr<Normalizer>> parts;
+    for (size_t i = 0; i < steps->size(); ++i) {
+      if (auto step = read_normalizer((*steps)[i], w.at("normalizers").at(i))) parts.push_back(std::move(step));
+    }
+    return make_sequence_normalizer(std::move(parts));
+  }
+  unsupported(w, type, "NFC, NFD, NFKC, NFKD, Sequence");
 }
 
 }  // namespace
@@ -288,7 +300,10 @@ std::unique_ptr<HfTokenizer> parse_hf_tokenizer_json(const std::string& text, co
                         "post_processor", "decoder", "model"});
   for (const char* option : {"truncation", "padding"})
     if (member(doc, option)) fail(top.at(option).str(), " is set: not supported (it changes the ids), expected null");
-  check_normalizer(member(doc, "normalizer"), top.at("normalizer"));
+  HfTokenizerParts parts;
+  // Normal forms keep the cut of cuts_at_newlines: they change nothing across
+  // a newline between two printable ASCII characters.
+  if (const json* normalizer = member(doc, "normalizer")) parts.normalizer = read_normalizer(*normalizer, top.at("normalizer"));
   // The post-processor adds special tokens only when asked to
   // (add_special_tokens); encode never asks (tokenizer.h).
   if (const json* post = member(doc, "post_processor")) {
@@ -297,7 +312,6 @@ std::unique_ptr<HfTokenizer> parse_hf_tokenizer_json(const std::string& text, co
         type != "BertProcessing")
       unsupported(top.at("post_processor"), type, "ByteLevel, TemplateProcessing, Sequence, RobertaProcessing, BertProcessing");
   }
-  HfTokenizerParts parts;
   PreTokenizerInfo info;
   if (const json* pre = member(doc, "pre_tokenizer")) parts.pre_tokenizer = read_pre_tokenizer(*pre, top.at("pre_tokenizer"), info);
   else info.cuts_at_newlines = false;

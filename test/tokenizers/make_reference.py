@@ -4,7 +4,7 @@
 # `sentencepiece` from pip, in a venv outside the repository:
 #   python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers sentencepiece
 #   /tmp/tokvenv/bin/python test/tokenizers/make_reference.py OUTDIR
-# It writes OUTDIR/gpt2_split.json, OUTDIR/llama3_split.json,
+# It writes OUTDIR/gpt2_split.json, OUTDIR/llama3_split.json, OUTDIR/qwen2_split.json,
 # test/tokenizers/sp_tiny.model (beside this script) and prints the expected
 # ids as C++ initialisers. Versions used: tokenizers 0.23.3, sentencepiece 0.2.3.
 import json, os, sys
@@ -26,6 +26,7 @@ CORPUS = [
 ]
 
 GPT2_SPLIT = None  # ByteLevel(use_regex=True) is GPT-2's regular expression
+QWEN2_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 LLAMA3_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 def train_bpe(pre, specials, vocab_size, ignore_merges=False):
@@ -57,6 +58,17 @@ llama = train_bpe(pre_tokenizers.Sequence([
 llama.add_tokens([AddedToken("<tool>", special=False, normalized=False)])
 llama = save_compact(llama, os.path.join(out, "llama3_split.json"), merges_as_strings=True)
 
+# Qwen2's layout: the NFC normalizer, Qwen2's split (digits one by one), a
+# special token that is not normalized and an added token that is.
+qwen = train_bpe(pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
+    ["<|endoftext|>", "<|im_end|>"], 400)
+from tokenizers import normalizers
+qwen.normalizer = normalizers.NFC()
+qwen.add_tokens([AddedToken("café", special=False, normalized=True)])
+qwen = save_compact(qwen, os.path.join(out, "qwen2_split.json"))
+
 sp_prefix = os.path.join(here, "sp_tiny")
 spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS * 20), model_prefix=sp_prefix, vocab_size=420,
                                model_type="bpe", byte_fallback=True, character_coverage=0.98,
@@ -76,6 +88,7 @@ CASES = [
     ("code", "def f(x):\n    return x**2  # square\n\nfor (int i = 0; i < n; ++i) { y[i] += x[i]; }\n"),
     ("unseen", "Zebra ξ Ж ∑ 𝔘"),
     ("special", "a<|endoftext|>b<|end_of_text|> <tool>c"),
+    ("decomposed", "Cafe\u0301 cafe\u0301 Ångstro\u0308m A\u030angstrom \uff21\u2460 e\u0301\u0301<|im_end|>"),
 ]
 
 def cxx(s):
@@ -84,7 +97,7 @@ def cxx(s):
 def ids_line(name, ids):
     return "    {" + cxx(name) + ", {" + ", ".join(map(str, ids)) + "}},"
 
-for label, tok in (("gpt2", gpt2), ("llama3", llama)):
+for label, tok in (("gpt2", gpt2), ("llama3", llama), ("qwen2", qwen)):
     print(f"// {label}")
     for name, text in CASES:
         print(ids_line(name, tok.encode(text, add_special_tokens=False).ids))
