@@ -71,15 +71,15 @@ class BpeModel {
   std::optional<TokenId> id_of_key(std::string_view key) const;
 
   BpeOptions options_;
-  StringMap<TokenId> ids_;                    // by key: raw bytes (byte_level) or as written
-  StringMap<TokenId> file_ids_;          // by the file's text
-  std::vector<std::string> tokens_;                     // the file's text by id ("" where none)
+  StringMap<TokenId> ids_;                      // by key: raw bytes (byte_level) or as written
+  StringMap<TokenId> file_ids_;                 // by the file's text
+  std::vector<std::string> tokens_;             // the file's text by id ("" where none)
   std::vector<bool> has_token_;
-  std::unordered_map<uint64_t, Merge> merges_;          // by (left id << 32 | right id)
-  std::vector<int64_t> byte_ids_;                       // byte -> id of that one byte, -1 if none (byte_level)
-  std::vector<int64_t> fallback_ids_;                   // byte -> id of <0xXX>, -1 if none
+  std::unordered_map<uint64_t, Merge> merges_;  // by (left id << 32 | right id)
+  std::vector<int64_t> byte_ids_;               // byte -> id of that one byte, -1 if none (byte_level)
+  std::vector<int64_t> fallback_ids_;           // byte -> id of <0xXX>, -1 if none
   std::optional<TokenId> unk_id_;
-  uint64_t instance_;                                   // tells the per-thread word caches apart
+  uint64_t instance_;                           // tells the per-thread word caches apart
 };
 
 }  // namespace fsdpc
