@@ -181,6 +181,42 @@ TEST_CASE("text cut after a newline between printable characters encodes as the 
   }
 }
 
+TEST_CASE("every split behaviour, Digits, a prefix space and the normal forms: the reference's ids", "[tokenizer]") {
+  // The GPT-2 fixture with the top-level keys of `patch` replaced
+  // (make_reference.py's VARIANTS, its ids from tokenizers 0.23.3).
+  struct Variant {
+    const char* name;
+    const char* patch;
+    std::vector<TokenId> ids;
+  };
+  const Variant variants[] = {
+    {"Split Removed", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "Removed", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 282, 280, 371, 316, 17, 323, 326, 172, 106, 224, 260, 159, 240, 255, 172, 121, 95, 344, 69, 137, 224, 0, 88, 89}},
+    {"Split Removed inverted", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "Removed", "invert": true}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {12, 221, 27, 266, 221, 221, 221, 14, 202, 199, 198, 0, 221}},
+    {"Split Isolated", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 221, 282, 280, 27, 266, 371, 316, 221, 17, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Split Isolated inverted", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "Isolated", "invert": true}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 221, 282, 280, 27, 266, 371, 316, 221, 17, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Split MergedWithPrevious", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "MergedWithPrevious", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 221, 282, 280, 27, 266, 371, 316, 221, 17, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Split MergedWithPrevious inverted", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "MergedWithPrevious", "invert": true}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 303, 280, 27, 266, 371, 316, 297, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Split MergedWithNext", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "MergedWithNext", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 303, 280, 27, 266, 371, 316, 297, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Split MergedWithNext inverted", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "MergedWithNext", "invert": true}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 221, 282, 280, 27, 266, 371, 316, 221, 17, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Split Contiguous", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "Contiguous", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 221, 282, 280, 27, 266, 371, 316, 221, 17, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Split Contiguous inverted", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": "Contiguous", "invert": true}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 221, 282, 280, 27, 266, 371, 316, 221, 17, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Split on a string", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithNext", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 303, 280, 27, 221, 221, 371, 316, 297, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Digits one by one", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]}})", {40, 73, 12, 303, 280, 27, 221, 221, 371, 316, 221, 17, 18, 19, 20, 21, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"Digits grouped", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})", {40, 73, 12, 303, 280, 27, 266, 371, 316, 221, 17, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"ByteLevel with a prefix space", R"({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}})", {221, 40, 73, 12, 303, 280, 27, 221, 221, 371, 316, 297, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 300, 221, 89}},
+    {"NFKC", R"({"normalizer": {"type": "NFKC"}})", {40, 73, 12, 303, 280, 27, 221, 221, 371, 316, 297, 323, 326, 271, 277, 297, 33, 14, 202, 199, 198, 344, 284, 0, 88, 221, 89}},
+    {"NFD", R"({"normalizer": {"type": "NFD"}})", {40, 73, 12, 303, 280, 27, 221, 221, 371, 316, 297, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 69, 137, 224, 0, 88, 221, 89}},
+    {"a Sequence of NFD and NFC", R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "NFC"}]}})", {40, 73, 12, 303, 280, 27, 221, 221, 371, 316, 297, 323, 326, 221, 172, 106, 224, 260, 221, 159, 240, 255, 172, 121, 95, 14, 202, 199, 198, 344, 284, 0, 88, 221, 89}},
+  };
+  const std::string text = "Hi, there;  we've 12345 \ufb01ne \u2460\uff21.\r\n\tcafe\u0301<|endoftext|>x y";
+  for (const Variant& v : variants) {
+    INFO(v.name);
+    json doc = json::parse(kGpt2SplitJson);
+    doc.update(json::parse(v.patch));
+    CHECK(from_text(doc.dump())->encode(text) == v.ids);
+  }
+}
+
 TEST_CASE("unsupported parts of a tokenizer.json are refused by name", "[tokenizer]") {
   check_refused([](json& d) { d["normalizer"] = {{"type", "Lowercase"}}; },
                 "normalizer.type 'Lowercase' is not supported (supported: NFC, NFD, NFKC, NFKD, Sequence)");
@@ -213,6 +249,7 @@ TEST_CASE("load_tokenizer: a folder's tokenizer.json, its tokenizer_config.json'
   CHECK(t->eos_id() == TokenId{1});
   write_scratch("llama3-folder/tokenizer_config.json", R"({"bos_token": null, "eos_token": {"content": "<tool>"}})");
   t = load_tokenizer(dir.string());
+  CHECK_FALSE(t->bos_id());  // null: none, whatever the vocabulary holds
   CHECK(t->eos_id() == TokenId{420});
   write_scratch("llama3-folder/tokenizer_config.json", R"({"eos_token": "<nope>"})");
   CHECK_THROWS_WITH(load_tokenizer(dir.string()), Contains("eos_token '<nope>' is not a token"));

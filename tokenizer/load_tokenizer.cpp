@@ -45,6 +45,10 @@ void read_ends(Tokenizer& tokenizer, const fs::path& file) {
     }
     if (config.is_object()) {
       for (auto [key, slot] : {std::pair{"bos_token", &bos}, std::pair{"eos_token", &eos}}) {
+        if (auto it = config.find(key); it != config.end() && it->is_null()) {
+          slot->reset();  // none, said outright (Qwen2's bos_token)
+          continue;
+        }
         const std::string name = config_token(config, key);
         if (name.empty()) continue;
         std::optional<TokenId> id = tokenizer.token_to_id(name);

@@ -142,3 +142,24 @@ for fallback in (True, False):
     for name, text in (("mixed", "abc ab é日 cab  x"), ("unknown", "xyz ab"), ("bytes", "日本")):
         ids = tok.encode(text, add_special_tokens=False).ids
         print(f"// fallback={fallback}", ids_line(name, ids), "decodes to", cxx(tok.decode(ids)))
+
+# Pre-tokenizer and normalizer variants of the GPT-2 fixture (tokenizer_test.cpp's
+# "every split behaviour" case): the top-level keys of each replaced, one text.
+BL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+TEXT = "Hi, there;  we've 12345 ﬁne ①Ａ.\r\n\tcafe\u0301<|endoftext|>x y"
+VARIANTS = []
+for beh in ['Removed', 'Isolated', 'MergedWithPrevious', 'MergedWithNext', 'Contiguous']:
+    for inv in [False, True]:
+        VARIANTS.append((f"Split {beh}{' inverted' if inv else ''}", {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "\\s+|[,.;]"}, "behavior": beh, "invert": inv}, BL]}}))
+VARIANTS.append(("Split on a string", {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithNext", "invert": False}, BL]}}))
+VARIANTS.append(("Digits one by one", {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}}))
+VARIANTS.append(("Digits grouped", {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": False}, BL]}}))
+VARIANTS.append(("ByteLevel with a prefix space", {"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}}))
+VARIANTS.append(("NFKC", {"normalizer": {"type": "NFKC"}}))
+VARIANTS.append(("NFD", {"normalizer": {"type": "NFD"}}))
+VARIANTS.append(("a Sequence of NFD and NFC", {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "NFC"}]}}))
+for name, edit in VARIANTS:
+    d = json.loads(gpt2.to_str()); d.update(edit)
+    ids = Tokenizer.from_str(json.dumps(d)).encode(TEXT, add_special_tokens=False).ids
+    print('    {"%s", R"(%s)", {%s}},' % (name, json.dumps(edit), ", ".join(map(str, ids))))
