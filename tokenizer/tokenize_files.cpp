@@ -1,8 +1,7 @@
-// The pipeline of tokenize_files: the pieces of every input (cut where the
-// tokenizer allows, else one per document) are numbered; worker threads take
-// the next number and encode it into its slot; the calling thread writes the
-// slots in order and reports progress. At most a window of pieces is in
-// flight, which bounds memory whatever the input's size.
+// tokenize_files: the pieces of every input (cut where the tokenizer allows,
+// else one per document) go to a PieceEncoder's threads; the calling thread
+// writes their ids in order to a temporary file, with the separator between
+// documents, reports progress, splits off the val file and renames both.
 #include "tokenizer/tokenize_files.h"
 
 #include <fcntl.h>
@@ -10,21 +9,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <bit>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
-#include <exception>
 #include <filesystem>
-#include <mutex>
 #include <string_view>
 #include <thread>
 
 #include "ir/error.h"
-#include "tokenizer/utf8.h"
+#include "tokenizer/piece_encoder.h"
 
 namespace fsdpc {
 namespace {
@@ -78,11 +72,6 @@ size_t next_cut(std::string_view text, size_t target) {
   }
   return text.size();
 }
-
-struct Piece {
-  size_t document;
-  size_t begin, end;  // in the document's text
-};
 
 // A temporary file renamed over its name when done, removed if not.
 class OutputFile {
@@ -165,132 +154,92 @@ int token_file_width(const std::string& out, int64_t vocab_size) {
   return 2;
 }
 
-TokenizeResult tokenize_files(const Tokenizer& tokenizer, const TokenizeOptions& options) {
-  const auto start = Clock::now();
-  TokenizeResult result;
-  result.width = token_file_width(options.out, tokenizer.vocab_size());
+namespace {
+
+// The pieces of every document: cut where the tokenizer allows, else whole.
+std::vector<TextPiece> plan_pieces(const Tokenizer& tokenizer, const std::vector<std::string>& inputs,
+                                   const std::vector<std::unique_ptr<MappedFile>>& documents, size_t piece_bytes,
+                                   std::vector<size_t>& first_piece) {
+  std::vector<TextPiece> pieces;
+  for (size_t d = 0; d < documents.size(); ++d) {
+    first_piece.push_back(pieces.size());
+    const std::string_view text = documents[d]->text();
+    size_t at = 0;
+    do {
+      const size_t end = tokenizer.cuts_at_newlines() ? next_cut(text, at + piece_bytes) : text.size();
+      pieces.push_back({text.substr(at, end - at), &inputs[d], at});
+      at = end;
+    } while (at < text.size());
+  }
+  return pieces;
+}
+
+void check_options(const Tokenizer& tokenizer, const TokenizeOptions& options) {
   if (options.inputs.empty()) fail("no input files");
   if (options.val_fraction < 0 || options.val_fraction >= 1) fail("--val-fraction ", options.val_fraction, " must be in [0, 1)");
   if (options.inputs.size() > 1 && !options.separator)
     fail(tokenizer.source(), " names no end-of-text token to put between the ", options.inputs.size(),
          " documents; name one (--eot TOKEN)");
+  if (options.val_fraction > 0 && val_path_for(options.out) == options.out)
+    fail("--out ", options.out, ": the validation file would be the same file");
+}
+
+}  // namespace
+
+TokenizeResult tokenize_files(const Tokenizer& tokenizer, const TokenizeOptions& options) {
+  const auto start = Clock::now();
+  TokenizeResult result;
+  result.width = token_file_width(options.out, tokenizer.vocab_size());
+  check_options(tokenizer, options);
   result.train_path = options.out;
   if (options.val_fraction > 0) result.val_path = val_path_for(options.out);
-  if (result.val_path == result.train_path) fail("--out ", options.out, ": the validation file would be the same file");
 
   std::vector<std::unique_ptr<MappedFile>> documents;
-  std::vector<Piece> pieces;
-  for (size_t d = 0; d < options.inputs.size(); ++d) {
-    documents.push_back(std::make_unique<MappedFile>(options.inputs[d]));
-    const std::string_view text = documents.back()->text();
-    result.bytes += static_cast<int64_t>(text.size());
-    size_t at = 0;
-    do {
-      const size_t end = tokenizer.cuts_at_newlines() ? next_cut(text, at + options.piece_bytes) : text.size();
-      pieces.push_back({d, at, end});
-      at = end;
-    } while (at < text.size());
+  for (const std::string& input : options.inputs) {
+    documents.push_back(std::make_unique<MappedFile>(input));
+    result.bytes += static_cast<int64_t>(documents.back()->text().size());
   }
-
+  std::vector<size_t> first_piece;  // of each document
+  std::vector<TextPiece> pieces = plan_pieces(tokenizer, options.inputs, documents, options.piece_bytes, first_piece);
+  std::vector<size_t> piece_sizes;
+  for (const TextPiece& p : pieces) piece_sizes.push_back(p.text.size());
+  const size_t count = pieces.size();
   const size_t threads = options.threads > 0 ? static_cast<size_t>(options.threads)
                                              : std::max<size_t>(1, std::thread::hardware_concurrency());
-  const size_t window = 4 * threads;
-  std::vector<std::vector<TokenId>> slots(pieces.size());
-  std::vector<char> ready(pieces.size(), 0);
-  std::mutex mutex;
-  std::condition_variable changed;
-  size_t written = 0;  // pieces written out so far
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
-  std::exception_ptr error;
 
-  const auto work = [&] {
-    try {
-      for (size_t i; !stop && (i = next++) < pieces.size();) {
-        {
-          std::unique_lock lock(mutex);
-          changed.wait(lock, [&] { return stop || i < written + window; });
-          if (stop) return;
-        }
-        const Piece& p = pieces[i];
-        const std::string_view text = documents[p.document]->text().substr(p.begin, p.end - p.begin);
-        if (std::optional<size_t> bad = utf8::first_invalid(text))
-          fail(options.inputs[p.document], ": not UTF-8 text at byte ", p.begin + *bad);
-        std::vector<TokenId> ids;
-        ids.reserve(text.size() / 3);
-        tokenizer.encode_into(text, ids, options.parse_special);
-        std::lock_guard lock(mutex);
-        slots[i] = std::move(ids);
-        ready[i] = 1;
-        changed.notify_all();
+  OutputFile train(result.train_path);
+  PieceEncoder encoder(tokenizer, std::move(pieces), threads, options.parse_special);
+  TokenizeProgress progress{0, result.bytes, 0, 0};
+  auto last_report = Clock::now();
+  size_t document = 0;
+  for (size_t i = 0; i < count;) {
+    if (std::optional<std::vector<TokenId>> ids = encoder.next(std::chrono::milliseconds(200))) {
+      for (; document + 1 < first_piece.size() && first_piece[document + 1] <= i; ++document) {
+        write_ids(train, {*options.separator}, result.width);  // between documents
+        ++result.tokens;
       }
-    } catch (...) {
-      std::lock_guard lock(mutex);
-      if (!error) error = std::current_exception();
-      stop = true;
-      changed.notify_all();
+      write_ids(train, *ids, result.width);
+      result.tokens += static_cast<int64_t>(ids->size());
+      progress.bytes_done += static_cast<int64_t>(piece_sizes[i]);
+      ++i;
     }
-  };
-  std::vector<std::thread> workers;
-  for (size_t t = 0; t < threads; ++t) workers.emplace_back(work);
-  const auto join = [&] {
-    {
-      std::lock_guard lock(mutex);
-      stop = true;
-      changed.notify_all();
+    if (options.progress && Clock::now() - last_report > std::chrono::milliseconds(500)) {
+      progress.tokens = result.tokens;
+      progress.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      options.progress(progress);
+      last_report = Clock::now();
     }
-    for (std::thread& w : workers) w.join();
-  };
-
-  try {
-    OutputFile train(result.train_path);
-    TokenizeProgress progress{0, result.bytes, 0, 0};
-    auto last_report = Clock::now();
-    while (written < pieces.size()) {
-      std::vector<TokenId> ids;
-      bool got = false;
-      {
-        std::unique_lock lock(mutex);
-        changed.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop || ready[written]; });
-        if (error) std::rethrow_exception(error);
-        got = ready[written];
-        if (got) ids = std::move(slots[written]);
-      }
-      if (got) {
-        const Piece& p = pieces[written];
-        if (p.document > 0 && p.begin == 0) {
-          write_ids(train, {*options.separator}, result.width);
-          ++result.tokens;
-        }
-        write_ids(train, ids, result.width);
-        result.tokens += static_cast<int64_t>(ids.size());
-        progress.bytes_done += static_cast<int64_t>(p.end - p.begin);
-        std::lock_guard lock(mutex);
-        ++written;
-        changed.notify_all();
-      }
-      if (options.progress && Clock::now() - last_report > std::chrono::milliseconds(500)) {
-        progress.tokens = result.tokens;
-        progress.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        options.progress(progress);
-        last_report = Clock::now();
-      }
-    }
-    join();
-    result.train_tokens = result.tokens;
-    if (options.val_fraction > 0) {
-      // nanoGPT's int(n * 0.9) for train, the rest for val.
-      result.train_tokens = static_cast<int64_t>(static_cast<double>(result.tokens) * (1 - options.val_fraction));
-      result.val_tokens = result.tokens - result.train_tokens;
-      OutputFile val(result.val_path);
-      split_off_val(train, val, result.train_tokens, result.val_tokens, result.width);
-      val.commit();
-    }
-    train.commit();
-  } catch (...) {
-    join();
-    throw;
   }
+  result.train_tokens = result.tokens;
+  if (options.val_fraction > 0) {
+    // nanoGPT's int(n * 0.9) for train, the rest for val.
+    result.train_tokens = static_cast<int64_t>(static_cast<double>(result.tokens) * (1 - options.val_fraction));
+    result.val_tokens = result.tokens - result.train_tokens;
+    OutputFile val(result.val_path);
+    split_off_val(train, val, result.train_tokens, result.val_tokens, result.width);
+    val.commit();
+  }
+  train.commit();
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }
