@@ -108,6 +108,22 @@ TEST_CASE("Qwen2's layout (NFC, digits one by one, a normalized added token): th
   CHECK(q->cuts_at_newlines());
 }
 
+TEST_CASE("Llama 2's tokenizer.json (Prepend and Replace, or Metaspace; byte fallback): the reference's ids and text", "[tokenizer]") {
+  for (const char* name : {"llama2_legacy", "llama2_metaspace"}) {
+    auto t = load_tokenizer(std::string(FSDPC_SOURCE_DIR) + "/test/tokenizers/" + name + ".json");
+    const bool legacy = std::string(name) == "llama2_legacy";
+    for (const ExpectedText& e : legacy ? kLlama2LegacyIds : kLlama2MetaspaceIds) {
+      INFO(name << ": " << e.name);
+      std::string text = e.name == std::string("after_special") ? kAfterSpecial : "";
+      for (const Case& c : kCases)
+        if (e.name == std::string(c.name)) text = c.text;
+      CHECK(t->encode(text) == e.ids);
+      CHECK(t->decode(e.ids) == e.decoded);
+    }
+    CHECK_FALSE(t->cuts_at_newlines());
+  }
+}
+
 TEST_CASE("decode(encode(x)) == x for random UTF-8", "[tokenizer]") {
   std::mt19937 rng(20261129);
   for (const auto& t : {gpt2(), llama3()}) {
@@ -219,10 +235,10 @@ TEST_CASE("every split behaviour, Digits, a prefix space and the normal forms: t
 
 TEST_CASE("unsupported parts of a tokenizer.json are refused by name", "[tokenizer]") {
   check_refused([](json& d) { d["normalizer"] = {{"type", "Lowercase"}}; },
-                "normalizer.type 'Lowercase' is not supported (supported: NFC, NFD, NFKC, NFKD, Sequence)");
+                "normalizer.type 'Lowercase' is not supported (supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence)");
   check_refused([](json& d) { d["normalizer"] = {{"type", "NFC"}, {"form", 1}}; }, "normalizer.form: this key is not supported");
   check_refused([](json& d) { d["pre_tokenizer"] = {{"type", "Whitespace"}}; },
-                "pre_tokenizer.type 'Whitespace' is not supported (supported: ByteLevel, Split, Digits, Sequence)");
+                "pre_tokenizer.type 'Whitespace' is not supported (supported: ByteLevel, Split, Digits, Metaspace, Sequence)");
   check_refused([](json& d) { d["model"]["type"] = "WordPiece"; }, "model.type 'WordPiece' is not supported");
   check_refused([](json& d) { d["model"]["dropout"] = 0.1; }, "model.dropout is 0.1: BPE dropout");
   check_refused([](json& d) { d["model"]["continuing_subword_prefix"] = "##"; }, "model.continuing_subword_prefix");

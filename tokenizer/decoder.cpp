@@ -106,6 +106,28 @@ class ReplaceDecoder : public Decoder {
   std::string pattern_, content_;
 };
 
+class MetaspaceDecoder : public Decoder {
+ public:
+  MetaspaceDecoder(std::string replacement, bool prepend_never)
+      : replacement_(std::move(replacement)), prepend_never_(prepend_never) {}
+  void decode(std::vector<std::string>& tokens) const override {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const std::string with = i == 0 && !prepend_never_ ? "" : " ";
+      std::string out;
+      size_t at = 0;
+      for (size_t hit; !replacement_.empty() && (hit = tokens[i].find(replacement_, at)) != std::string::npos;
+           at = hit + replacement_.size())
+        out.append(tokens[i], at, hit - at).append(with);
+      out.append(tokens[i], at, std::string::npos);
+      tokens[i] = std::move(out);
+    }
+  }
+
+ private:
+  std::string replacement_;
+  bool prepend_never_;
+};
+
 class SequenceDecoder : public Decoder {
  public:
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> steps) : steps_(std::move(steps)) {}
@@ -127,6 +149,9 @@ std::unique_ptr<Decoder> make_strip_decoder(std::string content, size_t start, s
 }
 std::unique_ptr<Decoder> make_replace_decoder(std::string pattern, std::string content) {
   return std::make_unique<ReplaceDecoder>(std::move(pattern), std::move(content));
+}
+std::unique_ptr<Decoder> make_metaspace_decoder(std::string replacement, bool prepend_never) {
+  return std::make_unique<MetaspaceDecoder>(std::move(replacement), prepend_never);
 }
 std::unique_ptr<Decoder> make_sequence_decoder(std::vector<std::unique_ptr<Decoder>> steps) {
   return std::make_unique<SequenceDecoder>(std::move(steps));

@@ -29,6 +29,9 @@ std::unique_ptr<Decoder> make_fuse_decoder();
 std::unique_ptr<Decoder> make_strip_decoder(std::string content, size_t start, size_t stop);
 // Replace: every `pattern` (literal text) in each token by `content`.
 std::unique_ptr<Decoder> make_replace_decoder(std::string pattern, std::string content);
+// Metaspace: `replacement` back to ' ', except in the first token, where it
+// is dropped unless `prepend_never` (the reference's rule).
+std::unique_ptr<Decoder> make_metaspace_decoder(std::string replacement, bool prepend_never);
 std::unique_ptr<Decoder> make_sequence_decoder(std::vector<std::unique_ptr<Decoder>> steps);
 
 }  // namespace fsdpc

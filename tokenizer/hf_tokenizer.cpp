@@ -39,21 +39,24 @@ void HfTokenizer::encode_into(std::string_view text, std::vector<TokenId>& ids, 
   thread_local std::vector<std::string_view> words;
   thread_local std::deque<std::string> owned;
   const auto push = [&](TokenId id) { ids.push_back(id); };
+  const char* start = nullptr;  // where the text being pre-tokenized begins (Metaspace's "first")
   const auto words_of = [&](std::string_view part) {
     words.clear();
     owned.clear();
-    if (pre_tokenizer_) pre_tokenizer_->split(part, words, owned);
+    if (pre_tokenizer_) pre_tokenizer_->split(part, part.data() == start, words, owned);
     else words.push_back(part);
     for (std::string_view w : words) model_->encode_word(w, ids);
   };
   raw_split_.split(
       text, parse_special,
       [&](std::string_view part) {
+        const bool at_start = part.data() == text.data();
         std::string normalized;
         if (normalizer_) {
           normalizer_->normalize(part, normalized);
           part = normalized;
         }
+        start = at_start ? part.data() : nullptr;
         normalized_split_.split(part, parse_special, words_of, push);
       },
       push);

@@ -92,6 +92,34 @@ bool cuts_at_newlines_pattern(const std::string& pattern) {
   return known.count(pattern) > 0;
 }
 
+// A Metaspace's replacement and prepend scheme (pre-tokenizer and decoder
+// alike): prepend_scheme "always" | "first" | "never", or, in files before
+// it, add_prefix_space (true: always).
+std::pair<std::string, PrependScheme> read_metaspace(const json& j, const Where& w) {
+  known_keys(j, w, {"type", "replacement", "prepend_scheme", "split", "add_prefix_space", "str_rep"});
+  const std::string replacement = string_at(j, "replacement", w);
+  PrependScheme scheme = bool_at(j, "add_prefix_space", w, true) ? PrependScheme::always : PrependScheme::never;
+  if (member(j, "prepend_scheme")) {
+    const std::string name = string_at(j, "prepend_scheme", w);
+    if (name == "always") scheme = PrependScheme::always;
+    else if (name == "first") scheme = PrependScheme::first;
+    else if (name == "never") scheme = PrependScheme::never;
+    else fail(w.at("prepend_scheme").str(), " '", name, "' is not supported (supported: always, first, never)");
+  }
+  return {replacement, scheme};
+}
+
+// {"String": ...} or {"Regex": ...}: the text and whether it is a regex.
+std::pair<std::string, bool> read_pattern(const json& j, const Where& w) {
+  const json* pattern = member(j, "pattern");
+  if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1)
+    fail(w.at("pattern").str(), " must be {\"Regex\": ...} or {\"String\": ...}");
+  const bool regex = pattern->contains("Regex");
+  if (!regex && !pattern->contains("String"))
+    fail(w.at("pattern").str(), " has '", pattern->begin().key(), "', expected Regex or String");
+  return {string_at(*pattern, regex ? "Regex" : "String", w.at("pattern")), regex};
+}
+
 struct PreTokenizerInfo {
   bool byte_level = false;        // a ByteLevel step: the model works on bytes
   bool cuts_at_newlines = true;   // every step keeps the cut (tokenizer.h)
@@ -111,13 +139,7 @@ std::unique_ptr<PreTokenizer> read_pre_tokenizer(const json& j, const Where& w, 
   }
   if (type == "Split") {
     known_keys(j, w, {"type", "pattern", "behavior", "invert"});
-    const json* pattern = member(j, "pattern");
-    if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1)
-      fail(w.at("pattern").str(), " must be {\"Regex\": ...} or {\"String\": ...}");
-    const bool regex = pattern->contains("Regex");
-    if (!regex && !pattern->contains("String"))
-      fail(w.at("pattern").str(), " has '", pattern->begin().key(), "', expected Regex or String");
-    const std::string text = string_at(*pattern, regex ? "Regex" : "String", w.at("pattern"));
+    const auto [text, regex] = read_pattern(j, w);
     const std::string behavior = string_at(j, "behavior", w);
     static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
         {"Removed", SplitBehavior::removed},
@@ -144,6 +166,11 @@ std::unique_ptr<PreTokenizer> read_pre_tokenizer(const json& j, const Where& w, 
     return make_split(std::make_unique<Regex>(single ? R"(\p{N})" : R"(\p{N}+)", w.str()), SplitBehavior::isolated,
                       false);
   }
+  if (type == "Metaspace") {
+    auto [replacement, scheme] = read_metaspace(j, w);
+    info.cuts_at_newlines = false;  // a cut's second part could gain a prefix
+    return make_metaspace(std::move(replacement), scheme, bool_at(j, "split", w, true));
+  }
   if (type == "Sequence") {
     known_keys(j, w, {"type", "pretokenizers"});
     const json* steps = member(j, "pretokenizers");
@@ -152,7 +179,7 @@ std::unique_ptr<PreTokenizer> read_pre_tokenizer(const json& j, const Where& w, 
     for (size_t i = 0; i < steps->size(); ++i) parts.push_back(read_pre_tokenizer((*steps)[i], w.at("pretokenizers").at(i), info));
     return make_sequence(std::move(parts));
   }
-  unsupported(w, type, "ByteLevel, Split, Digits, Sequence");
+  unsupported(w, type, "ByteLevel, Split, Digits, Metaspace, Sequence");
 }
 
 std::unique_ptr<Decoder> read_decoder(const json& j, const Where& w) {
@@ -182,6 +209,10 @@ std::unique_ptr<Decoder> read_decoder(const json& j, const Where& w) {
       fail(w.at("pattern").str(), " must be {\"String\": ...} (a Regex pattern is not supported)");
     return make_replace_decoder(string_at(*pattern, "String", w.at("pattern")), string_at(j, "content", w));
   }
+  if (type == "Metaspace") {
+    auto [replacement, scheme] = read_metaspace(j, w);
+    return make_metaspace_decoder(std::move(replacement), scheme == PrependScheme::never);
+  }
   if (type == "Sequence") {
     known_keys(j, w, {"type", "decoders"});
     const json* steps = member(j, "decoders");
@@ -190,7 +221,7 @@ std::unique_ptr<Decoder> read_decoder(const json& j, const Where& w) {
     for (size_t i = 0; i < steps->size(); ++i) parts.push_back(read_decoder((*steps)[i], w.at("decoders").at(i)));
     return make_sequence_decoder(std::move(parts));
   }
-  unsupported(w, type, "ByteLevel, ByteFallback, Fuse, Strip, Replace, Sequence");
+  unsupported(w, type, "ByteLevel, ByteFallback, Fuse, Strip, Replace, Metaspace, Sequence");
 }
 
 std::unique_ptr<BpeModel> read_model(const json& j, const Where& w, bool byte_level) {
@@ -261,7 +292,8 @@ std::vector<AddedToken> read_added_tokens(const json* j, const Where& w) {
   return added;
 }
 
-std::unique_ptr<Normalizer> read_normalizer(const json& j, const Where& w) {
+// `local`: stays true while every normal form keeps cuts_at_newlines' cut.
+std::unique_ptr<Normalizer> read_normalizer(const json& j, const Where& w, bool& local) {
   const std::string type = type_of(j, w);
   static const std::pair<const char*, NormalForm> kForms[] = {
       {"NFC", NormalForm::nfc}, {"NFD", NormalForm::nfd}, {"NFKC", NormalForm::nfkc}, {"NFKD", NormalForm::nfkd}};
@@ -271,6 +303,17 @@ std::unique_ptr<Normalizer> read_normalizer(const json& j, const Where& w) {
       return make_unicode_normalizer(form);
     }
   }
+  if (type == "Prepend") {
+    known_keys(j, w, {"type", "prepend"});
+    local = false;  // each part between added tokens gains the prefix
+    return make_prepend_normalizer(string_at(j, "prepend", w));
+  }
+  if (type == "Replace") {
+    known_keys(j, w, {"type", "pattern", "content"});
+    local = false;  // a pattern may span the newline
+    const auto [pattern, regex] = read_pattern(j, w);
+    return make_replace_normalizer(pattern, regex, string_at(j, "content", w));
+  }
   if (type == "Sequence") {
     known_keys(j, w, {"type", "normalizers"});
     const json* steps = member(j, "normalizers");
@@ -278,11 +321,11 @@ std::unique_ptr<Normalizer> read_normalizer(const json& j, const Where& w) {
     if (steps->empty()) return nullptr;
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (size_t i = 0; i < steps->size(); ++i) {
-      if (auto step = read_normalizer((*steps)[i], w.at("normalizers").at(i))) parts.push_back(std::move(step));
+      if (auto step = read_normalizer((*steps)[i], w.at("normalizers").at(i), local)) parts.push_back(std::move(step));
     }
     return make_sequence_normalizer(std::move(parts));
   }
-  unsupported(w, type, "NFC, NFD, NFKC, NFKD, Sequence");
+  unsupported(w, type, "NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence");
 }
 
 }  // namespace
@@ -303,7 +346,9 @@ std::unique_ptr<HfTokenizer> parse_hf_tokenizer_json(const std::string& text, co
   HfTokenizerParts parts;
   // Normal forms keep the cut of cuts_at_newlines: they change nothing across
   // a newline between two printable ASCII characters.
-  if (const json* normalizer = member(doc, "normalizer")) parts.normalizer = read_normalizer(*normalizer, top.at("normalizer"));
+  bool local_normalizer = true;
+  if (const json* normalizer = member(doc, "normalizer"))
+    parts.normalizer = read_normalizer(*normalizer, top.at("normalizer"), local_normalizer);
   // The post-processor adds special tokens only when asked to
   // (add_special_tokens); encode never asks (tokenizer.h).
   if (const json* post = member(doc, "post_processor")) {
@@ -320,7 +365,7 @@ std::unique_ptr<HfTokenizer> parse_hf_tokenizer_json(const std::string& text, co
   parts.model = read_model(*model, top.at("model"), info.byte_level);
   if (const json* decoder = member(doc, "decoder")) parts.decoder = read_decoder(*decoder, top.at("decoder"));
   parts.added = read_added_tokens(member(doc, "added_tokens"), top.at("added_tokens"));
-  parts.cuts_at_newlines = info.cuts_at_newlines && info.splits;
+  parts.cuts_at_newlines = info.cuts_at_newlines && info.splits && local_normalizer;
   for (const AddedToken& t : parts.added)
     if (t.content.find('\n') != std::string::npos) parts.cuts_at_newlines = false;
   return std::make_unique<HfTokenizer>(path, std::move(parts));

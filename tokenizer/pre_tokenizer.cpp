@@ -40,7 +40,7 @@ class SplitPreTokenizer : public PreTokenizer {
   SplitPreTokenizer(std::unique_ptr<Regex> regex, SplitBehavior behavior, bool invert)
       : regex_(std::move(regex)), behavior_(behavior), invert_(invert) {}
 
-  void split(std::string_view word, std::vector<std::string_view>& out, std::deque<std::string>&) const override {
+  void split(std::string_view word, bool, std::vector<std::string_view>& out, std::deque<std::string>&) const override {
     thread_local std::vector<Span> spans;
     spans.clear();
     find_spans(*regex_, word, spans);
@@ -100,12 +100,13 @@ class ByteLevelPreTokenizer : public PreTokenizer {
       split_ = make_split(std::make_unique<Regex>(kGpt2SplitPattern, "ByteLevel"), SplitBehavior::isolated, false);
   }
 
-  void split(std::string_view word, std::vector<std::string_view>& out, std::deque<std::string>& owned) const override {
+  void split(std::string_view word, bool at_start, std::vector<std::string_view>& out,
+             std::deque<std::string>& owned) const override {
     if (add_prefix_space_ && (word.empty() || word.front() != ' ')) {
       owned.push_back(" " + std::string(word));
       word = owned.back();
     }
-    if (split_) split_->split(word, out, owned);
+    if (split_) split_->split(word, at_start, out, owned);
     else if (!word.empty()) out.push_back(word);
   }
 
@@ -114,15 +115,45 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   std::unique_ptr<PreTokenizer> split_;
 };
 
+class MetaspacePreTokenizer : public PreTokenizer {
+ public:
+  MetaspacePreTokenizer(std::string replacement, PrependScheme prepend, bool split)
+      : replacement_(std::move(replacement)), prepend_(prepend) {
+    if (split)
+      split_ = make_split(std::make_unique<Regex>(replacement_, "Metaspace", /*literal=*/true),
+                          SplitBehavior::merged_with_next, false);
+  }
+
+  void split(std::string_view word, bool at_start, std::vector<std::string_view>& out,
+             std::deque<std::string>& owned) const override {
+    std::string text;
+    const bool prepend = prepend_ == PrependScheme::always || (prepend_ == PrependScheme::first && at_start);
+    for (char c : word) {
+      if (c == ' ') text += replacement_;
+      else text += c;
+    }
+    if (prepend && !std::string_view(text).starts_with(replacement_)) text.insert(0, replacement_);
+    owned.push_back(std::move(text));
+    if (split_) split_->split(owned.back(), at_start, out, owned);
+    else if (!owned.back().empty()) out.push_back(owned.back());
+  }
+
+ private:
+  std::string replacement_;
+  PrependScheme prepend_;
+  std::unique_ptr<PreTokenizer> split_;
+};
+
 class SequencePreTokenizer : public PreTokenizer {
  public:
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {}
 
-  void split(std::string_view word, std::vector<std::string_view>& out, std::deque<std::string>& owned) const override {
+  void split(std::string_view word, bool at_start, std::vector<std::string_view>& out,
+             std::deque<std::string>& owned) const override {
     std::vector<std::string_view> current{word}, next;
     for (const auto& step : steps_) {
       next.clear();
-      for (std::string_view w : current) step->split(w, next, owned);
+      for (size_t i = 0; i < current.size(); ++i) step->split(current[i], at_start && i == 0, next, owned);
       std::swap(current, next);
     }
     out.insert(out.end(), current.begin(), current.end());
@@ -140,6 +171,10 @@ std::unique_ptr<PreTokenizer> make_split(std::unique_ptr<Regex> pattern, SplitBe
 
 std::unique_ptr<PreTokenizer> make_byte_level(bool add_prefix_space, bool use_regex) {
   return std::make_unique<ByteLevelPreTokenizer>(add_prefix_space, use_regex);
+}
+
+std::unique_ptr<PreTokenizer> make_metaspace(std::string replacement, PrependScheme prepend, bool split) {
+  return std::make_unique<MetaspacePreTokenizer>(std::move(replacement), prepend, split);
 }
 
 std::unique_ptr<PreTokenizer> make_sequence(std::vector<std::unique_ptr<PreTokenizer>> steps) {

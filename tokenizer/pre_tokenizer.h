@@ -24,8 +24,9 @@ class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
   // Appends the words of `word` to `out`. Words that are not views into
-  // the caller's text (a prefix space added) live in `owned`.
-  virtual void split(std::string_view word, std::vector<std::string_view>& out,
+  // the caller's text (a prefix space added) live in `owned`. `at_start`:
+  // the word begins the text being encoded (Metaspace's "first" scheme).
+  virtual void split(std::string_view word, bool at_start, std::vector<std::string_view>& out,
                      std::deque<std::string>& owned) const = 0;
 };
 
@@ -37,6 +38,13 @@ std::unique_ptr<PreTokenizer> make_split(std::unique_ptr<Regex> pattern, SplitBe
 // (add_prefix_space), then GPT-2's expression when `use_regex`. Its byte
 // mapping is the BPE model's (bpe_model.h: byte_level).
 std::unique_ptr<PreTokenizer> make_byte_level(bool add_prefix_space, bool use_regex);
+
+// Metaspace (SentencePiece's spaces, Llama 2's tokenizer.json): every ' '
+// becomes `replacement` ("▁"), which is put before the word too when
+// `prepend` says (always, or only at the start of the text), then, when
+// `split`, the word is cut before each replacement.
+enum class PrependScheme { always, first, never };
+std::unique_ptr<PreTokenizer> make_metaspace(std::string replacement, PrependScheme prepend, bool split);
 
 // Sequence: each in turn, on every word the one before made.
 std::unique_ptr<PreTokenizer> make_sequence(std::vector<std::unique_ptr<PreTokenizer>> steps);

@@ -163,3 +163,40 @@ for name, edit in VARIANTS:
     d = json.loads(gpt2.to_str()); d.update(edit)
     ids = Tokenizer.from_str(json.dumps(d)).encode(TEXT, add_special_tokens=False).ids
     print('    {"%s", R"(%s)", {%s}},' % (name, json.dumps(edit), ", ".join(map(str, ids))))
+
+# Llama 2's tokenizer.json layouts: SentencePiece-style BPE over characters
+# with byte fallback (<0x00>..<0xFF> added to the vocabulary as the
+# converted Llama 2 has them) and <unk>; "legacy" is Prepend("▁") and
+# Replace(" ", "▁") normalizers with no pre-tokenizer, "metaspace" the
+# Metaspace pre-tokenizer (prepend_scheme first, split) and decoder.
+from tokenizers import normalizers as norms
+def sp_style(name, normalizer, pre, decoder):
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    if pre is not None:
+        tok.pre_tokenizer = pre
+    tok.decoder = decoder
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    tok.train_from_iterator(CORPUS * 20, trainer)
+    doc = json.loads(tok.to_str())
+    vocab = doc["model"]["vocab"]
+    for b in range(256):
+        if "<0x%02X>" % b not in vocab:
+            vocab["<0x%02X>" % b] = len(vocab)
+    path = os.path.join(out, name + ".json")
+    with open(path, "w") as f:
+        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
+    return Tokenizer.from_file(path)
+
+legacy = sp_style("llama2_legacy", norms.Sequence([norms.Prepend("▁"), norms.Replace(" ", "▁")]), None,
+                  decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)]))
+metaspace = sp_style("llama2_metaspace", None, pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True),
+                     decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="first")]))
+SP_STYLE_CASES = CASES + [("after_special", "<s>Hello world</s> again  two")]
+for label, tok in (("llama2 legacy", legacy), ("llama2 metaspace", metaspace)):
+    print(f"// {label}")
+    for name, text in SP_STYLE_CASES:
+        ids = tok.encode(text, add_special_tokens=False).ids
+        print(ids_line(name, ids), "//", cxx(tok.decode(ids, skip_special_tokens=False)))
