@@ -18,7 +18,7 @@ find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 # One archive, so users (and pkg-config) link one library, and the
 # executors <-> cuda cycle stays inside it.
-set(fsdpc_parts fsdpc_ir fsdpc_passes fsdpc_executors fsdpc_runtime fsdpc_frontend)
+set(fsdpc_parts fsdpc_ir fsdpc_passes fsdpc_executors fsdpc_runtime fsdpc_frontend fsdpc_tokenizer)
 if(FSDPC_HAVE_CUDA)
   list(APPEND fsdpc_parts fsdpc_cuda)
 endif()
@@ -49,8 +49,18 @@ endfunction()
 fsdpc_import_library(dnnl ${FSDPC_DNNL_LIBRARY})
 fsdpc_import_library(openmp ${OpenMP_CXX_LIBRARIES})  # the runtime only: no -fopenmp for users
 fsdpc_import_library(llvm ${FSDPC_LLVM_LIBRARY})  # the CPU fusion executor's JIT (shared libLLVM)
-target_link_libraries(fsdpc_lib PUBLIC MPI::MPI_CXX PRIVATE fsdpc::dnnl fsdpc::openmp fsdpc::llvm OpenSSL::Crypto)
-set(fsdpc_pc_libs ${FSDPC_DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES} ${FSDPC_LLVM_LIBRARY} ${OPENSSL_CRYPTO_LIBRARY})
+# The tokenizers' PCRE2, libsentencepiece and utf8proc, found by
+# tokenizer/CMakeLists.txt through pkg-config (the full paths of the libraries).
+find_library(FSDPC_PCRE2_LIBRARY NAMES pcre2-8 HINTS ${FSDPC_PCRE2_LIBRARY_DIRS})
+find_library(FSDPC_SENTENCEPIECE_LIBRARY NAMES sentencepiece HINTS ${FSDPC_SENTENCEPIECE_LIBRARY_DIRS})
+find_library(FSDPC_UTF8PROC_LIBRARY NAMES utf8proc HINTS ${FSDPC_UTF8PROC_LIBRARY_DIRS})
+fsdpc_import_library(pcre2 ${FSDPC_PCRE2_LIBRARY})
+fsdpc_import_library(sentencepiece ${FSDPC_SENTENCEPIECE_LIBRARY})
+fsdpc_import_library(utf8proc ${FSDPC_UTF8PROC_LIBRARY})
+target_link_libraries(fsdpc_lib PUBLIC MPI::MPI_CXX PRIVATE fsdpc::dnnl fsdpc::openmp fsdpc::llvm OpenSSL::Crypto
+                      fsdpc::pcre2 fsdpc::sentencepiece fsdpc::utf8proc)
+set(fsdpc_pc_libs ${FSDPC_DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES} ${FSDPC_LLVM_LIBRARY} ${OPENSSL_CRYPTO_LIBRARY}
+    ${FSDPC_PCRE2_LIBRARY} ${FSDPC_SENTENCEPIECE_LIBRARY} ${FSDPC_UTF8PROC_LIBRARY})
 if(FSDPC_HAVE_CUDA)
   fsdpc_import_library(nccl ${FSDPC_NCCL_LIBRARY})
   # NVRTC: the CUDA fusion executor compiles its regions at run time.
@@ -127,5 +137,6 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libopenmpi-dev | mpi-default-dev, libdnnl-dev, libssl-dev, llvm-15-dev")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
+    "libopenmpi-dev | mpi-default-dev, libdnnl-dev, libssl-dev, llvm-15-dev, libpcre2-dev, libsentencepiece-dev, libutf8proc-dev")
 include(CPack)

@@ -1,12 +1,12 @@
 # Install-time script (cmake/install.cmake runs it): installs the public
-# headers, i.e. frontend/jit.h, frontend/trainer/trainer.h and the headers
+# headers, i.e. frontend/jit.h, frontend/trainer/trainer.h, tokenizer/tokenizer.h and the headers
 # the examples include, and every header they include in turn, keeping
 # their paths ("ir/trace.h") so user code includes them as the examples do.
 # Found by following the quoted includes, so the list cannot go stale.
 # In: FSDPC_SOURCE_DIR, FSDPC_HEADER_DESTINATION (relative to the prefix).
 cmake_policy(VERSION 3.25)  # cmake_install.cmake sets none; IN_LIST needs one
 file(GLOB examples RELATIVE ${FSDPC_SOURCE_DIR} ${FSDPC_SOURCE_DIR}/examples/*.cpp)
-set(todo frontend/jit.h frontend/trainer/trainer.h ${examples})
+set(todo frontend/jit.h frontend/trainer/trainer.h tokenizer/tokenizer.h ${examples})
 set(seen "")
 set(headers "")
 while(todo)

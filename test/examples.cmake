@@ -42,7 +42,7 @@ set_tests_properties("install: examples against the installed package" PROPERTIE
 # `preinstall` target, a no-op once the tree is built, as it is when ctest runs.
 find_program(FSDPC_DPKG_DEB dpkg-deb)
 if(FSDPC_DPKG_DEB)
-  set(fsdpc_deb_depends libdnnl libopenmpi libgomp libstdc libssl libllvm)
+  set(fsdpc_deb_depends libdnnl libopenmpi libgomp libstdc libssl libllvm libpcre2 libsentencepiece libutf8proc)
   if(FSDPC_MIMALLOC AND FSDPC_MIMALLOC_LIB)
     list(APPEND fsdpc_deb_depends libmimalloc)
   endif()

@@ -34,6 +34,7 @@ Command add_models_command(CLI::App& app);
 Command add_passes_command(CLI::App& app);
 Command add_link_probe_command(CLI::App& app);
 Command add_matmul_probe_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
 
 // Where a command's trace comes from: a built-in model, a config.json, or
 // (dump only) a trace file.

@@ -31,14 +31,14 @@ int run(int argc, char** argv) {
   std::vector<Command> commands = {add_trace_command(app), add_print_command(app), add_dump_command(app), add_train_command(app),
                                    add_generate_command(app), add_flight_command(app), add_passes_command(app),
                                    add_models_command(app), add_advise_command(app), add_link_probe_command(app),
-                                   add_matmul_probe_command(app)};
+                                   add_matmul_probe_command(app), add_tokenize_command(app)};
   try {
     // CLI11 reports an unknown first word as a missing subcommand; name it.
     const std::string first = argc > 1 ? argv[1] : "";
     bool known = first.empty() || first[0] == '-';
     for (const Command& c : commands) known = known || c.app->get_name() == first;
     if (!known)
-      throw CLI::ExtrasError("unknown command '" + first + "' (expected trace, print, dump, train, generate, flight, passes, models, advise or link-probe)",
+      throw CLI::ExtrasError("unknown command '" + first + "' (expected trace, print, dump, train, generate, tokenize, flight, passes, models, advise or link-probe)",
                              CLI::ExitCodes::ExtrasError);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -9,6 +9,7 @@ packages=(
   libdnnl-dev libopenmpi-dev openmpi-bin libmimalloc-dev
   llvm-15-dev mlir-15-tools libssl-dev
   clang libclang-rt-14-dev
+  libpcre2-dev libsentencepiece-dev libutf8proc-dev
   patchelf
 )
 
