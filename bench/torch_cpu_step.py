@@ -21,54 +21,14 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+from torch_gpt2 import GPT2
 
 # name: (layers, heads, width, vocab, context, batch, seq), as bench/train_bench.cpp.
 MODELS = {
     "gpt2-tiny": (2, 2, 64, 256, 64, 8, 64),
     "gpt2-4x512": (4, 8, 512, 8192, 256, 4, 256),
 }
-
-
-class Block(nn.Module):
-    def __init__(self, width, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln_1 = nn.LayerNorm(width, eps=1e-5)
-        self.c_attn = nn.Linear(width, 3 * width)
-        self.c_proj = nn.Linear(width, width)
-        self.ln_2 = nn.LayerNorm(width, eps=1e-5)
-        self.c_fc = nn.Linear(width, 4 * width)
-        self.mlp_proj = nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
-        q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT2(nn.Module):
-    def __init__(self, layers, heads, width, vocab, context):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, width)
-        self.wpe = nn.Embedding(context, width)
-        self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(width, eps=1e-5)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.normal_(p, std=0.02)
-
-    def forward(self, idx, targets):
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.h:
-            x = block(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()  # tied output embedding
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
 def run(mode, model_name, steps, threads, precision):

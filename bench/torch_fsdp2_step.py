@@ -30,48 +30,11 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
+
+from torch_gpt2 import GPT2
 
 N_LAYER, N_HEAD, N_EMBD, VOCAB, CONTEXT, EPS = 4, 8, 512, 8192, 256, 1e-5
 BATCH, SEQ = 4, 256
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(N_EMBD, eps=EPS)
-        self.c_attn = nn.Linear(N_EMBD, 3 * N_EMBD)
-        self.attn_proj = nn.Linear(N_EMBD, N_EMBD)
-        self.ln_2 = nn.LayerNorm(N_EMBD, eps=EPS)
-        self.c_fc = nn.Linear(N_EMBD, 4 * N_EMBD)
-        self.mlp_proj = nn.Linear(4 * N_EMBD, N_EMBD)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, N_HEAD, c // N_HEAD).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.attn_proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT2(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.wte = nn.Embedding(VOCAB, N_EMBD)
-        self.wpe = nn.Embedding(CONTEXT, N_EMBD)
-        self.h = nn.ModuleList(Block() for _ in range(N_LAYER))
-        self.ln_f = nn.LayerNorm(N_EMBD, eps=EPS)
-        for p in self.parameters():  # GPT-2's init scale; values do not affect timing
-            if p.dim() > 1:
-                nn.init.normal_(p, std=0.02)
-
-    def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-        for block in self.h:
-            x = block(x)
-        logits = F.linear(self.ln_f(x), self.wte.weight)  # the head is tied to wte
-        return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
 
 
 def main():
@@ -85,7 +48,7 @@ def main():
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)  # the same initial weights on every rank
-    model = GPT2()
+    model = GPT2(N_LAYER, N_HEAD, N_EMBD, VOCAB, CONTEXT, EPS)
     replicas, shards = 1, world
     if args.strategy == "no_shard":
         model = nn.parallel.DistributedDataParallel(model)

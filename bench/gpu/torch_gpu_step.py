@@ -25,13 +25,15 @@ there is no GPU with a small --batch and --seq.
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from torch_gpt2 import GPT2  # noqa: E402  (bench/, beside this folder)
 
 # name: (layers, heads, width, batch, seq), the batch and seq of bench/gpu/run.sh.
 MODELS = {
@@ -40,46 +42,6 @@ MODELS = {
 }
 VOCAB, CONTEXT, EPS = 50257, 1024, 1e-5
 WARMUP = 3
-
-
-class Block(nn.Module):
-    def __init__(self, width, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln_1 = nn.LayerNorm(width, eps=EPS)
-        self.c_attn = nn.Linear(width, 3 * width)
-        self.c_proj = nn.Linear(width, width)
-        self.ln_2 = nn.LayerNorm(width, eps=EPS)
-        self.c_fc = nn.Linear(width, 4 * width)
-        self.mlp_proj = nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
-        q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT2(nn.Module):
-    def __init__(self, layers, heads, width):
-        super().__init__()
-        self.wte = nn.Embedding(VOCAB, width)
-        self.wpe = nn.Embedding(CONTEXT, width)
-        self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(width, eps=EPS)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.normal_(p, std=0.02)
-
-    def forward(self, idx, targets):
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.h:
-            x = block(x)
-        logits = F.linear(self.ln_f(x), self.wte.weight)  # tied output embedding
-        return F.cross_entropy(logits.view(-1, VOCAB).float(), targets.view(-1))
 
 
 def run(a):
@@ -93,7 +55,7 @@ def run(a):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
-    model = GPT2(layers, heads, width).to(dev)
+    model = GPT2(layers, heads, width, VOCAB, CONTEXT, EPS).to(dev)
     params = sum(p.numel() for p in model.parameters())
     bf16 = a.precision == "bf16"
     if a.mode == "fsdp2":
