@@ -152,8 +152,9 @@ int64_t Engine::load_rank_state(const std::string& dir) {
   anchors_.clear();
   outer_momenta_.clear();
   if (outer_anchors) {
-    // The round under way goes on from its anchor; without one (a round's
-    // end, or a checkpoint of synchronous training) the next step starts one.
+    // The round under way goes on from its anchor and the outer momentum;
+    // without them (a checkpoint of synchronous training, or one written
+    // before the first step) the next step starts a round.
     start_outer_round();
     for (size_t j = 0; j < outer_params_.size(); ++j) {
       const Param& p = params_[outer_params_[j]];
