@@ -22,6 +22,22 @@ using namespace fsdpc;
 
 namespace {
 
+// A step on a world of one: a gather, a product, a division by one and a
+// reduction; `tail` ends it.
+Trace one_rank_step(const std::string& tail) {
+  return parse_trace(R"(def f(x, t_w):
+  # x: "cpu f32[4, 4]"
+  # t_w: "cpu f32[4, 4]" fully_sharded param=w
+  ft0 = all_gather(t_w, group=dp, size=1, dim=0)  # ft0: "FUTURE cpu f32[4, 4]" replicated
+  t1 = wait(ft0)  # t1: "cpu f32[4, 4]" replicated
+  t2 = matmul(x, t1)  # t2: "cpu f32[4, 4]"
+  t3 = div(t2, 1.0)  # t3: "cpu f32[4, 4]"
+  ft4 = reduce_scatter(t3, group=dp, size=1, dim=0, op=sum)  # ft4: "FUTURE cpu f32[4, 4]" fully_sharded
+  t5 = wait(ft4)  # t5: "cpu f32[4, 4]" fully_sharded
+)" + tail,
+                     "f.trace");
+}
+
 int collectives(const Trace& t) {
   int n = 0;
   for (const BoundSymbol& b : t.bsyms) n += op_info(b.op).category == OpCategory::collective;
@@ -31,19 +47,9 @@ int collectives(const Trace& t) {
 }  // namespace
 
 TEST_CASE("a gather, a reduction and a division by one disappear, their users renamed", "[elide]") {
-  const Trace t = parse_trace(R"(def f(x, t_w):
-  # x: "cpu f32[4, 4]"
-  # t_w: "cpu f32[4, 4]" fully_sharded param=w
-  ft0 = all_gather(t_w, group=dp, size=1, dim=0)  # ft0: "FUTURE cpu f32[4, 4]" replicated
-  t1 = wait(ft0)  # t1: "cpu f32[4, 4]" replicated
-  t2 = matmul(x, t1)  # t2: "cpu f32[4, 4]"
-  t3 = div(t2, 1.0)  # t3: "cpu f32[4, 4]"
-  ft4 = reduce_scatter(t3, group=dp, size=1, dim=0, op=sum)  # ft4: "FUTURE cpu f32[4, 4]" fully_sharded
-  t5 = wait(ft4)  # t5: "cpu f32[4, 4]" fully_sharded
-  t6 = div(t5, 2.0)  # t6: "cpu f32[4, 4]"
+  const Trace t = one_rank_step(R"(  t6 = div(t5, 2.0)  # t6: "cpu f32[4, 4]"
   return t1, t6
-)",
-                                "f.trace");
+)");
   const Trace e = elide_identities(t);
   REQUIRE_NOTHROW(verify(e));
   CHECK(print_trace(e) == R"(# Constructed by elide
@@ -100,18 +106,7 @@ TEST_CASE("at world size 2 the collectives are all still there", "[elide]") {
 }
 
 TEST_CASE("with collectives off only the division by one goes", "[elide]") {
-  const Trace t = parse_trace(R"(def f(x, t_w):
-  # x: "cpu f32[4, 4]"
-  # t_w: "cpu f32[4, 4]" fully_sharded param=w
-  ft0 = all_gather(t_w, group=dp, size=1, dim=0)  # ft0: "FUTURE cpu f32[4, 4]" replicated
-  t1 = wait(ft0)  # t1: "cpu f32[4, 4]" replicated
-  t2 = matmul(x, t1)  # t2: "cpu f32[4, 4]"
-  t3 = div(t2, 1.0)  # t3: "cpu f32[4, 4]"
-  ft4 = reduce_scatter(t3, group=dp, size=1, dim=0, op=sum)  # ft4: "FUTURE cpu f32[4, 4]" fully_sharded
-  t5 = wait(ft4)  # t5: "cpu f32[4, 4]" fully_sharded
-  return t1, t5
-)",
-                                "f.trace");
+  const Trace t = one_rank_step("  return t1, t5\n");
   const Trace e = elide_identities(t, {.collectives = false});
   REQUIRE_NOTHROW(verify(e));
   CHECK(print_trace(e) == R"(# Constructed by elide

@@ -414,12 +414,13 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
     for (const Mesh& m : meshes) fsdp(Strategy::hybrid_zero2, m);
     // DiLoCo, when asked: each hybrid with replicas to train apart, on its
     // usually fastest knobs.
-    for (const Mesh& m : meshes)
-      for (Strategy strategy : {Strategy::hybrid, Strategy::hybrid_zero2})
-        if (s.diloco.enabled() && m.replicas > 1) {
-          add(strategy, m, true, 1);
-          cs.back().diloco = s.diloco;
-        }
+    for (const Mesh& m : meshes) {
+      if (!s.diloco.enabled() || m.replicas == 1) continue;
+      for (Strategy strategy : {Strategy::hybrid, Strategy::hybrid_zero2}) {
+        add(strategy, m, true, 1);
+        cs.back().diloco = s.diloco;
+      }
+    }
     // Pipeline stages on the same tp: each stage's data-parallel ranks laid
     // out flat, FSDP with a collective per block (its usually fastest knobs).
     for (int pp : s.pps) {
