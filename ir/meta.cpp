@@ -86,7 +86,7 @@ void require_float(const MetaArgs& a, const TensorType& t, std::string_view what
 }
 
 void require_index(const MetaArgs& a, const TensorType& t, std::string_view what) {
-  if (!is_integer(t.dtype)) a.fail(what, " is ", desc(t), "; expected an index dtype (i32 or i64)");
+  if (!is_index(t.dtype)) a.fail(what, " is ", desc(t), "; expected an index dtype (i32 or i64)");
 }
 
 void require_same_dtype(const MetaArgs& a, const TensorType& x, std::string_view xn,
@@ -169,6 +169,8 @@ Types dispatch(const MetaArgs& a) {
     FSDPC_COLLECTIVE_CASES return {meta_collective(a)};
     case OpId::Pack: return {meta_pack(a)};
     case OpId::Unpack: return meta_unpack(a);
+    case OpId::Quantize: return {meta_quantize(a)};
+    case OpId::Dequantize: return {meta_dequantize(a)};
     case OpId::Del: return {};  // frees its inputs; defines nothing
     case OpId::Fusion:
       // Only its statements know its outputs: verify() checks them there.

@@ -1,9 +1,10 @@
-// Meta functions of the distributed ops and flat buffers (docs/ir.md
+// Meta functions of the distributed ops and communication buffers (docs/ir.md
 // "Distributed"). These are the only ops whose outputs are replicated,
 // fully_sharded or futures; sharding pads dim 0 to ceil(d0/size) rows.
 #include <initializer_list>
 
 #include "ir/meta_rules.h"
+#include "ir/quantize.h"
 
 namespace fsdpc::meta {
 
@@ -247,6 +248,40 @@ TensorType meta_collective(const MetaArgs& a) {
   }
   FSDPC_CHECK(false) << a.name() << " is not a collective";
   return {};
+}
+
+// quantize(x, block): x's rows as an int8 buffer (ir/quantize.h), in x's
+// distribution: a shard quantizes where it lies, so that the buffer is
+// what an all_gather moves.
+TensorType meta_quantize(const MetaArgs& a) {
+  const TensorType& x = a.tensor(0);
+  if (x.dtype != DType::f32 && x.dtype != DType::bf16) a.fail("x is ", desc(x), "; expected f32 or bf16");
+  if (x.shape.empty()) a.fail("x is ", desc(x), "; expected at least one dimension (the rows it quantizes)");
+  const int64_t block = a.get_int("block");
+  if (block < 1) a.fail("block ", block, " must be >= 1");
+  TensorType out = collective_out(x, x.shape, x.dist, false);
+  out.dtype = DType::i8;
+  out.shape.back() = quantized_row_bytes(x.shape.back(), block);
+  return out;
+}
+
+// dequantize(q, block, dtype): the values of q's quantized rows, as dtype.
+TensorType meta_dequantize(const MetaArgs& a) {
+  const TensorType& q = a.tensor(0);
+  if (q.dtype != DType::i8 || q.shape.empty())
+    a.fail("q is ", desc(q), "; expected an i8 buffer of quantized rows (from quantize)");
+  const int64_t block = a.get_int("block");
+  if (block < 1) a.fail("block ", block, " must be >= 1");
+  const DType d = a.get_dtype("dtype");
+  if (d != DType::f32 && d != DType::bf16) a.fail("dtype ", dtype_name(d), " is not supported (expected f32 or bf16)");
+  const std::optional<int64_t> n = dequantized_row_size(q.shape.back(), block);
+  if (!n)
+    a.fail("q is ", desc(q), ": no row of values quantizes to ", q.shape.back(), " bytes in blocks of ", block,
+           " (n values take n + 4 ceil(n / ", block, ") bytes)");
+  TensorType out = collective_out(q, q.shape, q.dist, false);
+  out.dtype = d;
+  out.shape.back() = *n;
+  return out;
 }
 
 }  // namespace fsdpc::meta

@@ -104,5 +104,7 @@ Types meta_composite(const MetaArgs& a);
 TensorType meta_collective(const MetaArgs& a);
 TensorType meta_pack(const MetaArgs& a);
 Types meta_unpack(const MetaArgs& a);
+TensorType meta_quantize(const MetaArgs& a);
+TensorType meta_dequantize(const MetaArgs& a);
 
 }  // namespace fsdpc::meta

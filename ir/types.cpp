@@ -8,9 +8,9 @@
 namespace fsdpc {
 
 namespace {
-constexpr std::array<std::string_view, 7> kDTypeNames = {"f32", "f16", "bf16", "f64",
-                                                         "i64", "i32", "bool"};
-constexpr std::array<int64_t, 7> kDTypeSizes = {4, 2, 2, 8, 8, 4, 1};
+constexpr std::array<std::string_view, 8> kDTypeNames = {"f32", "f16", "bf16", "f64",
+                                                         "i64", "i32", "bool", "i8"};
+constexpr std::array<int64_t, 8> kDTypeSizes = {4, 2, 2, 8, 8, 4, 1, 1};
 constexpr std::array<std::string_view, 3> kDistNames = {"none", "replicated",
                                                         "fully_sharded"};
 
@@ -43,7 +43,9 @@ bool is_float(DType d) {
   return d == DType::f32 || d == DType::f16 || d == DType::bf16 || d == DType::f64;
 }
 
-bool is_integer(DType d) { return d == DType::i64 || d == DType::i32; }
+bool is_integer(DType d) { return is_index(d) || d == DType::i8; }
+
+bool is_index(DType d) { return d == DType::i64 || d == DType::i32; }
 
 std::string device_name(const Device& d) {
   if (d.kind == DeviceKind::cpu) return "cpu";

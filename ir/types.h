@@ -10,13 +10,15 @@
 
 namespace fsdpc {
 
-enum class DType : uint8_t { f32, f16, bf16, f64, i64, i32, boolean };
+// i8 holds quantized communication buffers (quantize/dequantize, ir/quantize.h).
+enum class DType : uint8_t { f32, f16, bf16, f64, i64, i32, boolean, i8 };
 
 std::string_view dtype_name(DType d);               // "f32", ..., "bool"
 std::optional<DType> parse_dtype(std::string_view);  // inverse of dtype_name
 int64_t dtype_size(DType d);                         // bytes per element
 bool is_float(DType d);
-bool is_integer(DType d);  // i32, i64 (not bool)
+bool is_integer(DType d);  // i32, i64, i8 (not bool)
+bool is_index(DType d);    // i32, i64: what take, index_add and iota's ids may be
 
 enum class DeviceKind : uint8_t { cpu, cuda };
 

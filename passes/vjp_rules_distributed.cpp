@@ -107,6 +107,13 @@ Cotangents vjp_distributed(const VjpCall& c) {
            "): point-to-point ops are inserted after autodiff (by the pipeline pass), never differentiated");
     case OpId::Pack: return pack_grad(c);
     case OpId::Unpack: return unpack_grad(c);
+    case OpId::Quantize:
+    case OpId::Dequantize:
+      // Quantized communication is inserted after autodiff, on the forward's
+      // parameter gathers (passes/quantize_gathers.h) and DiLoCo's outer
+      // exchange; a gradient is never quantized without error feedback.
+      fail("no VJP for ", op_name(c.bsym.op), " (", c.bsym.outputs[0].name,
+           "): quantized communication is inserted after autodiff, never differentiated");
     // not collective or buffer ops: the check below
     FSDPC_ELEMENTWISE_CASES
     FSDPC_REDUCTION_CASES

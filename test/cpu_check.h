@@ -42,6 +42,7 @@ inline void with_ctype(DType d, F&& f) {
     case DType::f64: return f(double{});
     case DType::i32: return f(int32_t{});
     case DType::i64: return f(int64_t{});
+    case DType::i8: return f(int8_t{});
     case DType::boolean: return f(uint8_t{});
     default: FAIL("no C++ type for " << dtype_name(d));
   }

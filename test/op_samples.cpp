@@ -158,6 +158,12 @@ OpSample op_sample(OpId op) {
       return {{at({10}, f32, kSharded)},
               {{"shapes", IntLists{{2, 3}, {4}}}},
               {on1({2, 3}, f32, kSharded), on1({4}, f32, kSharded)}};
+    // 300 values in blocks of 256: 300 codes and 2 scales of 4 bytes; a
+    // shard quantizes to a shard, and the gathered rows dequantize.
+    case OpId::Quantize:
+      return {{at({13, 300}, f32, kSharded)}, {{"block", int64_t{256}}}, {on1({13, 308}, DType::i8, kSharded)}};
+    case OpId::Dequantize:
+      return {{at({52, 308}, DType::i8)}, {{"block", int64_t{256}}, {"dtype", "bf16"}}, {on1({52, 300}, bf16, kRepl)}};
     case OpId::Del: return {{at({2}), at({3})}, {}, {}};
     case OpId::Fusion: return {};  // its types come from its statements (verifier_test)
   }

@@ -203,6 +203,7 @@ MPI_Datatype mpi_type(DType d) {
     case DType::f64: return MPI_DOUBLE;
     case DType::i64: return MPI_INT64_T;
     case DType::i32: return MPI_INT32_T;
+    case DType::i8: return MPI_INT8_T;
     default: break;
   }
   return dtype_size(d) == 2 ? MPI_UINT16_T : MPI_UINT8_T;

@@ -29,6 +29,7 @@ std::optional<ncclDataType_t> nccl_dtype(DType d) {
     case DType::f64: return ncclFloat64;
     case DType::i32: return ncclInt32;
     case DType::i64: return ncclInt64;
+    case DType::i8: return ncclInt8;
     case DType::boolean: break;
   }
   return std::nullopt;

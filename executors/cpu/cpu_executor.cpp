@@ -115,7 +115,7 @@ const Executor& cpu_executor() {
 namespace cpu {
 
 bool is_cpu_dtype(DType d) {
-  return is_one_of(d, {DType::f32, DType::bf16, DType::f64, DType::i32, DType::i64, DType::boolean});
+  return is_one_of(d, {DType::f32, DType::bf16, DType::f64, DType::i32, DType::i64, DType::i8, DType::boolean});
 }
 
 void require_f32(const BoundSymbol& b, const TensorView& v, const char* what) {

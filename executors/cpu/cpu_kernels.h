@@ -47,6 +47,9 @@ FSDPC_CPU_KERNEL(full_kernel);
 FSDPC_CPU_KERNEL(iota_kernel);
 FSDPC_CPU_KERNEL(pack_kernel);
 FSDPC_CPU_KERNEL(unpack_kernel);
+// cpu_quantize.cpp
+FSDPC_CPU_KERNEL(quantize_kernel);
+FSDPC_CPU_KERNEL(dequantize_kernel);
 // cpu_index.cpp
 FSDPC_CPU_KERNEL(take_kernel);
 FSDPC_CPU_KERNEL(index_add_kernel);
@@ -153,13 +156,14 @@ decltype(auto) visit_dtype(const BoundSymbol& b, const char* what, DType d, F&& 
     case DType::f32: return f(float{});
     case DType::f64: return f(double{});
     case DType::i32: return f(int32_t{});
+    case DType::i8: return f(int8_t{});
     case DType::i64: return f(int64_t{});
     case DType::boolean: return f(uint8_t{});
     case DType::bf16: return f(Bf16{});
     default: break;
   }
   fail("cpu_", op_name(b.op), ": ", what, " has dtype ", dtype_name(d),
-       ", which the CPU executor does not support (f32, bf16, f64, i32, i64, bool)");
+       ", which the CPU executor does not support (f32, bf16, f64, i32, i64, i8, bool)");
 }
 
 // n values converted between f32 and bf16 (cpu_bf16.cpp): vectorised, over

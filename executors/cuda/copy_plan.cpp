@@ -267,6 +267,7 @@ uint64_t fill_pattern(double value, DType d) {
     case DType::bf16: return bits_of(__double2bfloat16(value));
     case DType::i32: return bits_of(saturating_int<int32_t>(value));
     case DType::i64: return bits_of(saturating_int<int64_t>(value));
+    case DType::i8: return bits_of(saturating_int<int8_t>(value));
     case DType::boolean: return value != 0 ? 1 : 0;
   }
   FSDPC_CHECK(false) << "fill_pattern of dtype " << static_cast<int>(d);

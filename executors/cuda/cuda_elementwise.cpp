@@ -27,6 +27,8 @@ ElementType element_type(DType d) {
     case DType::i32: return ElementType::i32;
     case DType::i64: return ElementType::i64;
     case DType::boolean: return ElementType::boolean;
+    case DType::i8:  // quantized buffers: only dequantize reads them
+      fail("cuda: the elementwise kernels do not take i8 (a quantized buffer; dequantize reads it)");
   }
   FSDPC_CHECK(false) << "unknown dtype " << static_cast<int>(d);
   return ElementType::f32;

@@ -60,7 +60,9 @@ bool supports(OpId op, DType d) {
     case OpId::Iota:  // every numeric dtype kernels/copy.cu's iota writes (the CPU's f64 too)
       return is_one_of(d, {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64});
     FSDPC_SHAPE_CASES
-    FSDPC_BUFFER_CASES
+    FSDPC_BUFFER_CASES  // i8: quantized buffers, moved by the copy kernels as bytes
+      return is_one_of(d, {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64,
+                           DType::boolean, DType::i8});
     case OpId::Take: case OpId::Full:
       return is_one_of(d, {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64,
                            DType::boolean});

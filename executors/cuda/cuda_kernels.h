@@ -41,6 +41,9 @@ FSDPC_CUDA_KERNEL(full_kernel);
 FSDPC_CUDA_KERNEL(iota_kernel);
 FSDPC_CUDA_KERNEL(pack_kernel);
 FSDPC_CUDA_KERNEL(unpack_kernel);
+// cuda_quantize.cpp (kernels/quantize.cu)
+FSDPC_CUDA_KERNEL(quantize_kernel);
+FSDPC_CUDA_KERNEL(dequantize_kernel);
 // cuda_index.cpp (kernels/index.cu)
 FSDPC_CUDA_KERNEL(take_kernel);       // embedding gather
 FSDPC_CUDA_KERNEL(index_add_kernel);  // its scatter-add

@@ -75,6 +75,10 @@ Data run_prim(const BoundSymbol& b, const std::vector<Input>& in, const TensorTy
 Data run_shape_op(const BoundSymbol& b, const std::vector<Input>& in, const TensorType& out);
 std::vector<Data> run_unpack(const BoundSymbol& b, const Value& buf);
 
+// quantize and dequantize (reference_quantize.cpp), ir/quantize.h's format.
+Data quantize(const BoundSymbol& b, const Value& x);
+Data dequantize(const BoundSymbol& b, const Value& q, const TensorType& out);
+
 // A composite computed directly, for one recorded without its decomposition
 // (reference_composites.cpp): one result per output.
 std::vector<Data> run_composite(const BoundSymbol& b, const std::vector<Input>& in);

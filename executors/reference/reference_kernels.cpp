@@ -107,6 +107,8 @@ Data run_prim(const BoundSymbol& b, const std::vector<Input>& in, const TensorTy
       return d;
     }
     case OpId::Pack: return pack(in);
+    case OpId::Quantize: return quantize(b, *in[0].value);
+    case OpId::Dequantize: return dequantize(b, *in[0].value, out);
     // elementwise, reduction, shape and indexing ops: run above, by category;
     // the others (wait: above) are not rank-local prims: the check below
     FSDPC_ELEMENTWISE_CASES

@@ -235,3 +235,21 @@ TEST_CASE("gpu kernels: full, iota, pack and unpack", "[gpu][kernels]") {
       h.check(OpId::Unpack, {h.r.tensor({total}, d)}, Attrs{{"shapes", shapes}});
     }
 }
+
+// quantize's codes and scales equal the CPU's byte for byte (both divide in
+// f32 and round to even; the scale is rounded toward zero on both), and
+// dequantize reads rows the CPU's quantize wrote, so its scales are real ones.
+TEST_CASE("gpu kernels: quantize and dequantize", "[gpu][kernels]") {
+  Harness h;
+  const Shape shapes[] = {{1}, {300}, {3, 1000}, {2, 3, 513}, {1, 70000}, {4, 0}};
+  for (const Shape& s : shapes)
+    for (int64_t block : {int64_t{1}, int64_t{7}, int64_t{256}, int64_t{4096}}) {
+      const Attrs a{{"block", block}};
+      h.check(OpId::Quantize, {h.r.tensor(s, DType::f32, 3.0)}, a);
+      h.check(OpId::Quantize, {h.r.tensor(s, DType::bf16)}, a);
+      const Arg x = h.r.tensor(s, DType::f32, 0.5);
+      const Trace q = one_op_trace(OpId::Quantize, {x}, a, Device{});
+      const std::vector<Arg> rows = h.run(q, {x.data}, false);
+      for (const char* d : {"f32", "bf16"}) h.check(OpId::Dequantize, {rows.at(0)}, Attrs(a).set("dtype", std::string(d)));
+    }
+}

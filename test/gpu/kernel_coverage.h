@@ -10,12 +10,12 @@ namespace fsdpc::gpu_test {
 
 // gpu_kernels_test.cpp: every elementwise op, by its kind from the op-sample
 // table (test/op_samples.h, no list here), and these reduction, shape,
-// indexing, creation and buffer kernels.
+// indexing, creation and buffer kernels (quantize and dequantize among them).
 inline constexpr OpId kComparedByKernelsTest[] = {
     OpId::Sum, OpId::Amax,
     OpId::Reshape, OpId::Permute, OpId::BroadcastInDim, OpId::Slice, OpId::Pad, OpId::Cat,
     OpId::Take, OpId::IndexAdd,
-    OpId::Full, OpId::Iota, OpId::Pack, OpId::Unpack};
+    OpId::Full, OpId::Iota, OpId::Pack, OpId::Unpack, OpId::Quantize, OpId::Dequantize};
 
 // gpu_nn_kernels_test.cpp: matmul and the nn composites' fused kernels.
 inline constexpr OpId kComparedByNnKernelsTest[] = {

@@ -46,6 +46,7 @@ void with_bytes_type(DType d, F&& f) {
     case DType::f64: return f(double{});
     case DType::i32: return f(int32_t{});
     case DType::i64: return f(int64_t{});
+    case DType::i8: return f(int8_t{});
     case DType::boolean: return f(uint8_t{});
     default: FAIL("no host encoding for " << dtype_name(d));
   }
