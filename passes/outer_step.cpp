@@ -20,6 +20,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ir/quantize.h"
 #include "passes/del.h"
 #include "passes/schedule.h"
 
@@ -40,23 +41,36 @@ Proxy all_reduce_mean(TraceBuilder& b, const Proxy& delta, int replicas) {
 }
 
 // The same sum with `narrow` on the link: each replica's delta rounded to
-// it and gathered whole, then widened and summed in f32, so that the sum
-// adds no rounding of its own. Gathering moves (R - 1) deltas into each
-// rank against the ring all_reduce's 2 (R - 1) / R; in a narrow dtype half
-// as wide that is as many bytes at R = 2 and more beyond.
+// it (bf16) or coded in int8 blocks with f32 scales (i8, ir/quantize.h) and
+// gathered whole, then widened and summed in f32, so that the sum adds no
+// rounding of its own. Gathering moves (R - 1) deltas into each rank against
+// the ring all_reduce's 2 (R - 1) / R; in bf16, half as wide, that is as
+// many bytes at R = 2 and more beyond; int8 is a quarter of f32 (plus 1.6%
+// of scales), half the ring's bytes at R = 2.
 Proxy gathered_mean(TraceBuilder& b, const Proxy& delta, DType narrow, int replicas) {
   const int64_t n = numel(delta.type.shape);
-  Proxy flat = b.emit1(OpId::Reshape, {tensor(delta)}, Attrs{{"shape", IntList{n}}});
-  Proxy cast = b.emit1(OpId::ConvertElementType, {tensor(flat)}, Attrs{{"dtype", std::string(dtype_name(narrow))}});
-  Proxy future = b.emit1(OpId::AllGather, {tensor(cast)}, replicate_group(replicas).set("dim", int64_t{0}));
-  Proxy all = b.emit1(OpId::Wait, {tensor(future)});
-  Proxy wide = b.emit1(OpId::ConvertElementType, {tensor(all)}, Attrs{{"dtype", std::string(dtype_name(DType::f32))}});
-  Proxy rows = b.emit1(OpId::Reshape, {tensor(wide)}, Attrs{{"shape", IntList{replicas, n}}});
+  const Attrs gather = replicate_group(replicas).set("dim", int64_t{0});
+  Proxy rows;  // [R, n] f32: every replica's delta
+  if (narrow == DType::i8) {
+    const Attrs block{{"block", kQuantBlock}};
+    Proxy row = b.emit1(OpId::Reshape, {tensor(delta)}, Attrs{{"shape", IntList{1, n}}});
+    Proxy q = b.emit1(OpId::Quantize, {tensor(row)}, block);
+    Proxy all = b.emit1(OpId::Wait, {tensor(b.emit1(OpId::AllGather, {tensor(q)}, gather))});
+    rows = b.emit1(OpId::Dequantize, {tensor(all)}, Attrs(block).set("dtype", std::string(dtype_name(DType::f32))));
+  } else {
+    Proxy flat = b.emit1(OpId::Reshape, {tensor(delta)}, Attrs{{"shape", IntList{n}}});
+    Proxy cast = b.emit1(OpId::ConvertElementType, {tensor(flat)}, Attrs{{"dtype", std::string(dtype_name(narrow))}});
+    Proxy all = b.emit1(OpId::Wait, {tensor(b.emit1(OpId::AllGather, {tensor(cast)}, gather))});
+    Proxy wide = b.emit1(OpId::ConvertElementType, {tensor(all)}, Attrs{{"dtype", std::string(dtype_name(DType::f32))}});
+    rows = b.emit1(OpId::Reshape, {tensor(wide)}, Attrs{{"shape", IntList{replicas, n}}});
+  }
   Proxy sum = b.emit1(OpId::Sum, {tensor(rows)}, Attrs{{"dims", IntList{0}}});
   return b.emit1(OpId::Reshape, {tensor(sum)}, Attrs{{"shape", IntList(delta.type.shape)}});
 }
 
 }  // namespace
+
+std::string_view outer_dtype_name(DType d) { return d == DType::i8 ? "int8" : dtype_name(d); }
 
 void check_diloco_options(const DilocoOptions& d, Strategy strategy) {
   if (d.outer_steps < 0) fail("--outer-steps must be at least 1 (0: off), got ", d.outer_steps);
@@ -64,8 +78,8 @@ void check_diloco_options(const DilocoOptions& d, Strategy strategy) {
   if (!std::isfinite(d.outer_lr) || d.outer_lr <= 0) fail("--outer-lr must be positive, got ", d.outer_lr);
   if (!std::isfinite(d.outer_momentum) || d.outer_momentum < 0 || d.outer_momentum >= 1)
     fail("--outer-momentum must be in [0, 1), got ", d.outer_momentum);
-  if (d.outer_dtype != DType::f32 && d.outer_dtype != DType::bf16)
-    fail("--outer-dtype ", dtype_name(d.outer_dtype), " is not supported (expected f32 or bf16)");
+  if (d.outer_dtype != DType::f32 && d.outer_dtype != DType::bf16 && d.outer_dtype != DType::i8)
+    fail("--outer-dtype ", outer_dtype_name(d.outer_dtype), " is not supported (expected f32, bf16 or int8)");
   if (!is_hybrid(strategy))
     fail("--outer-steps (DiLoCo) trains the replicas of a hybrid mesh apart; --strategy ",
          strategy_name(strategy), " has no replicas (use --strategy hybrid or hybrid_zero2 with --mesh R,S)");

@@ -8,7 +8,7 @@
 // - otherwise its losses do not depend on how each replica is laid out (hybrid,
 //   hybrid_zero2, one rank, tp 2, two pipeline stages), and differ from
 //   synchronous training;
-// - a bf16 outer exchange rounds each replica's change, and only that;
+// - a bf16 or int8 outer exchange rounds each replica's change, and only that;
 // - a resume in the middle of an outer round continues bit for bit; a
 //   checkpoint whose replicas disagree is refused where it cannot continue;
 // - bad flags are refused with exit code 2, naming the flag.
@@ -128,17 +128,24 @@ TEST_CASE("DiLoCo's training does not depend on how each replica is sharded, and
 // --outer-dtype bf16: each replica's change (anchor - theta, a few inner
 // steps' worth) is rounded to bf16, 2^-9 of itself, before it crosses; the
 // sum is taken in f32. The weights move by far less than they weigh, so the
-// rounding stays far below the weights' size, but it is there.
-TEST_CASE("DiLoCo with a bf16 outer exchange trains as the f32 one does, to bf16's rounding of the change",
+// rounding stays far below the weights' size, but it is there. int8 codes
+// the change in blocks of 256 to within 1/254 of each block's largest
+// value: coarser than bf16, and as far below the weights' size.
+TEST_CASE("DiLoCo with a bf16 or int8 outer exchange trains as the f32 one does, to the rounding of the change",
           "[mpi][diloco]") {
   const std::string flags = "--steps 10 --optimizer adamw --lr 3e-3 --strategy hybrid --mesh 2,2 --outer-steps 3";
   const Trained f32 = train(4, flags, "dtype-f32");
   const Trained bf16 = train(4, flags + " --outer-dtype bf16", "dtype-bf16");
-  REQUIRE(bf16.losses.size() == f32.losses.size());
-  for (size_t i = 0; i < f32.losses.size(); ++i) CHECK(bf16.losses[i] == Approx(f32.losses[i]).epsilon(1e-3));
-  const double d = relative_distance(f32.state, bf16.state);
-  CHECK(d > 0);  // the exchange did round
-  CHECK(d < 1e-3);
+  const Trained int8 = train(4, flags + " --outer-dtype int8", "dtype-int8");
+  for (const Trained* narrow : {&bf16, &int8}) {
+    REQUIRE(narrow->losses.size() == f32.losses.size());
+    for (size_t i = 0; i < f32.losses.size(); ++i) CHECK(narrow->losses[i] == Approx(f32.losses[i]).epsilon(1e-3));
+  }
+  const double d_bf16 = relative_distance(f32.state, bf16.state), d_int8 = relative_distance(f32.state, int8.state);
+  CHECK(d_bf16 > 0);  // the exchange did round
+  CHECK(d_bf16 < 1e-3);
+  CHECK(d_int8 > d_bf16);  // int8's steps are coarser than bf16's
+  CHECK(d_int8 < 1e-3);
 }
 
 TEST_CASE("a DiLoCo run resumed in the middle of an outer round continues bit for bit", "[mpi][diloco][checkpoint]") {
@@ -209,6 +216,15 @@ TEST_CASE("fsdpc dump shows DiLoCo's outer trace, and the backward without the r
   CHECK_THAT(bf16.out, Contains("convert_element_type(") && Contains("bf16[4096]") &&
                            Contains("all_gather(") && Contains("sum("));
   CHECK(bf16.out.find("all_reduce(") == std::string::npos);
+  // int8: each change quantized as one row (2048 codes, 8 scales of 4
+  // bytes), gathered, dequantized and summed in f32.
+  const fsdpc::testing::Run int8 = fsdpc::testing::run_fsdpc(
+      "dump --model mlp --world-size 4 --strategy hybrid --mesh 2,2 --outer-steps 5 --outer-dtype int8 --stage "
+      "outer_step");
+  REQUIRE(int8.code == 0);
+  CHECK_THAT(int8.out, Contains("quantize(") && Contains("i8[1, 2080]") && Contains("i8[2, 2080]") &&
+                           Contains("dequantize(") && Contains("sum("));
+  CHECK(int8.out.find("all_reduce(") == std::string::npos);
   // Synchronous hybrid all-reduces each gradient over replicate instead.
   const fsdpc::testing::Run sync =
       fsdpc::testing::run_fsdpc("dump --model mlp --world-size 4 --strategy hybrid --mesh 2,2 --stage backward");

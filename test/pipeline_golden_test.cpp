@@ -35,12 +35,14 @@ const Golden kGoldens[] = {
     {"mlp-zero3-w2-exec.trace",
      "--model mlp --world-size 2 --strategy zero3 --stage exec --executor cpu --fusion none"},
     // DiLoCo: the backward reduces over shard only; the outer step's trace,
-    // with f32 and with bf16 between the replicas.
+    // with f32, bf16 and int8 between the replicas.
     {"mlp-hybrid-2x2-diloco.trace",
      "--model mlp --strategy hybrid --mesh 2,2 --outer-steps 5 --stage backward,outer_step"},
     {"mlp-hybrid-2x2-diloco-bf16.trace",
      "--model mlp --strategy hybrid --mesh 2,2 --outer-steps 5 --outer-lr 0.5 --outer-momentum 0.8 --outer-dtype bf16 "
      "--stage outer_step"},
+    {"mlp-hybrid-2x2-diloco-int8.trace",
+     "--model mlp --strategy hybrid --mesh 2,2 --outer-steps 5 --outer-dtype int8 --stage outer_step"},
     {"gpt2-tiny-zero3-unit-exec.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec "
      "--fusion none"},

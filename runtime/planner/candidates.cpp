@@ -345,7 +345,7 @@ std::string Candidate::flags() const {
   if (diloco.enabled()) {
     std::ostringstream d;
     d << " --outer-steps " << diloco.outer_steps << " --outer-lr " << diloco.outer_lr << " --outer-momentum "
-      << diloco.outer_momentum << " --outer-dtype " << dtype_name(diloco.outer_dtype);
+      << diloco.outer_momentum << " --outer-dtype " << outer_dtype_name(diloco.outer_dtype);
     f += d.str();
   }
   return f;
@@ -362,7 +362,7 @@ std::string Candidate::name() const {
   if (keep_gathered) n += " kg";
   if (diloco.enabled())
     n += " diloco:" + std::to_string(diloco.outer_steps) +
-         (diloco.outer_dtype == DType::f32 ? "" : ":" + std::string(dtype_name(diloco.outer_dtype)));
+         (diloco.outer_dtype == DType::f32 ? "" : ":" + std::string(outer_dtype_name(diloco.outer_dtype)));
   return n;
 }
 

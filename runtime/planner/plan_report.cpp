@@ -178,7 +178,7 @@ std::string plan_json(const Plan& p, const std::string& model, bool measured) {
                         {"mfu", c.mfu}});
     if (c.diloco.enabled())
       rows.back()["diloco"] = Json{{"outer_steps", c.diloco.outer_steps},
-                                   {"outer_dtype", dtype_name(c.diloco.outer_dtype)},
+                                   {"outer_dtype", outer_dtype_name(c.diloco.outer_dtype)},
                                    {"outer_seconds", c.outer_seconds}};
     if (c.link_for_90 > 0) rows.back()["link_for_90pct_bytes_per_second"] = c.link_for_90;
     if (measured) rows.back()["measured"] = measured_json(c);
