@@ -97,6 +97,25 @@ void TraceBuilder::append(BoundSymbol b) {
   sink_->push_back(std::move(b));
 }
 
+std::vector<Proxy> TraceBuilder::emit_named(OpId op, std::vector<Operand> inputs, Attrs attrs,
+                                            const std::vector<std::string>& names) {
+  FSDPC_CHECK(!op_info(op).composite) << "emit_named(" << op_name(op) << "): a composite's decomposition keeps its names";
+  emit(op, std::move(inputs), std::move(attrs));
+  BoundSymbol s = std::move(sink_->back());
+  sink_->pop_back();
+  size_t renamed = 0;
+  for (size_t i = 0; i < names.size() && i < s.outputs.size(); ++i) {
+    if (names[i].empty()) continue;
+    types_.erase(s.outputs[i].name);
+    s.outputs[i].name = names[i];
+    ++renamed;
+  }
+  // Hand back the fresh names nobody kept, so the numbering has no gaps.
+  if (renamed == s.outputs.size()) trace_.next_id -= static_cast<int64_t>(renamed);
+  append(std::move(s));
+  return sink_->back().outputs;
+}
+
 Proxy TraceBuilder::emit1(OpId op, std::vector<Operand> inputs, Attrs attrs) {
   std::vector<Proxy> outs = emit(op, std::move(inputs), std::move(attrs));
   FSDPC_CHECK(outs.size() == 1) << op_name(op) << " has " << outs.size() << " outputs";

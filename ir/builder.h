@@ -30,6 +30,11 @@ class TraceBuilder {
   std::vector<Proxy> emit(OpId op, std::vector<Operand> inputs, Attrs attrs = {});
   // Same, for ops with exactly one output.
   Proxy emit1(OpId op, std::vector<Operand> inputs, Attrs attrs = {});
+  // Same, a prim's outputs named `names` ("" keeps the fresh name): a pass
+  // replacing statements gives its results the names the rest of the trace
+  // already reads. (A composite's decomposition would keep the fresh names.)
+  std::vector<Proxy> emit_named(OpId op, std::vector<Operand> inputs, Attrs attrs,
+                                const std::vector<std::string>& names);
 
   // Appends an already-built symbol as it is (a pass copying statements);
   // its recorded types are trusted here and checked by the verifier.

@@ -269,35 +269,15 @@ std::vector<Bucket> ddp_buckets(const Index& ix, const BucketingOptions& o) {
   return buckets;
 }
 
-// Emits `op` with its outputs named `names` ("" keeps the fresh name), so a
-// bucket's results take the names the rest of the trace already reads.
-std::vector<Proxy> emit_named(TraceBuilder& b, OpId op, std::vector<Operand> inputs, Attrs attrs,
-                              const std::vector<std::string>& names) {
-  b.emit(op, std::move(inputs), std::move(attrs));
-  std::vector<BoundSymbol>& bsyms = b.trace().bsyms;
-  BoundSymbol s = std::move(bsyms.back());
-  bsyms.pop_back();
-  size_t renamed = 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i].empty()) continue;
-    s.outputs[i].name = names[i];
-    ++renamed;
-  }
-  // Hand back the fresh names nobody kept, so the numbering has no gaps.
-  if (renamed == s.outputs.size()) b.trace().next_id -= static_cast<int64_t>(renamed);
-  b.append(std::move(s));
-  return bsyms.back().outputs;
-}
-
 Operand use(const Proxy& p) { return Operand::of(p.name); }
 
 Proxy reshape(TraceBuilder& b, const std::string& x, Shape shape, const std::string& name = "") {
-  return emit_named(b, OpId::Reshape, {Operand::of(x)}, Attrs{{"shape", std::move(shape)}}, {name})[0];
+  return b.emit_named(OpId::Reshape, {Operand::of(x)}, Attrs{{"shape", std::move(shape)}}, {name})[0];
 }
 
 Proxy slice(TraceBuilder& b, const std::string& x, IntList starts, IntList ends, const std::string& name = "") {
   IntList strides(starts.size(), 1);
-  return emit_named(b, OpId::Slice, {Operand::of(x)},
+  return b.emit_named(OpId::Slice, {Operand::of(x)},
                     Attrs{{"starts", std::move(starts)}, {"ends", std::move(ends)}, {"strides", std::move(strides)}},
                     {name})[0];
 }
@@ -355,7 +335,7 @@ void emit_reduce_scatter(TraceBuilder& b, const Bucket& bucket) {
     shard = b.emit1(OpId::Wait, {use(b.emit1(OpId::AllReduce, {use(shard)}, *first.replicate))});
   if (first.cast)  // one cast of the reduced flat shard
     shard = b.emit1(OpId::ConvertElementType, {use(shard)}, Attrs{{"dtype", std::string(dtype_name(*first.cast))}});
-  emit_named(b, OpId::Unpack, {use(shard)}, Attrs{{"shapes", std::move(shapes)}}, names);
+  b.emit_named(OpId::Unpack, {use(shard)}, Attrs{{"shapes", std::move(shapes)}}, names);
 }
 
 // DDP: pack -> all_reduce -> wait -> unpack.
@@ -372,7 +352,7 @@ void emit_all_reduce(TraceBuilder& b, const Bucket& bucket) {
   Proxy sum = b.emit1(OpId::Wait, {use(b.emit1(OpId::AllReduce, {use(buf)}, bucket.chains[0].attrs))});
   if (const auto& cast = bucket.chains[0].cast)
     sum = b.emit1(OpId::ConvertElementType, {use(sum)}, Attrs{{"dtype", std::string(dtype_name(*cast))}});
-  emit_named(b, OpId::Unpack, {use(sum)}, Attrs{{"shapes", std::move(shapes)}}, names);
+  b.emit_named(OpId::Unpack, {use(sum)}, Attrs{{"shapes", std::move(shapes)}}, names);
 }
 
 }  // namespace

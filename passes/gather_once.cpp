@@ -20,12 +20,13 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "passes/del.h"
+#include "passes/quantize_gathers.h"
 #include "passes/schedule.h"
 #include "passes/vjp_rules.h"
 
 namespace fsdpc {
 
-GatherOnceTraces gather_once_traces(const Trace& sharded) {
+GatherOnceTraces gather_once_traces(const Trace& sharded, bool int8_gathers) {
   std::unordered_map<std::string, const BoundSymbol*> sync_of;  // parameter argument -> its synchronize
   std::unordered_set<std::string> params;
   for (const Proxy& a : sharded.args)
@@ -57,6 +58,7 @@ GatherOnceTraces gather_once_traces(const Trace& sharded) {
   }
   gather.returns = ReturnTree::tuple(std::move(full));
   reduce.returns = ReturnTree::tuple(std::move(reduced));
+  if (int8_gathers) gather = quantize_gathers(gather);
   issue_before_waiting(gather);
   issue_before_waiting(reduce);
   for (Trace* t : {&gather, &reduce}) {

@@ -26,7 +26,9 @@ struct GatherOnceTraces {
 //       padding, reduce_scatter, the hybrid all_reduce) is the synchronising
 //       step's; every all_gather and reduce_scatter is issued before the
 //       first wait, and `del` frees each value after its last use.
+//       With int8_gathers (--gather-dtype int8), the gathers move int8
+//       codes (passes/quantize_gathers.h), as the micro-batches' would.
 // Throws fsdpc::Error when a parameter is never read (it has no synchronize).
-GatherOnceTraces gather_once_traces(const Trace& sharded);
+GatherOnceTraces gather_once_traces(const Trace& sharded, bool int8_gathers = false);
 
 }  // namespace fsdpc

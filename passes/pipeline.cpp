@@ -6,6 +6,7 @@
 #include "ir/error.h"
 #include "ir/verifier.h"
 #include "passes/bucketing.h"
+#include "passes/quantize_gathers.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/elide_identities.h"
@@ -93,6 +94,9 @@ void validate(const PipelineOptions& o) {
   FSDPC_CHECK(o.mesh.pp == 1) << "PipelineOptions::mesh is one pipeline stage's; the stage count is PipelineOptions::pp";
   if (!o.pp_balance.empty() && o.pp < 2) fail("--pp-balance lists blocks per pipeline stage; it needs --pp 2 or more");
   check_diloco_options(o.diloco, o.strategy);
+  if (o.int8_gathers && o.strategy == Strategy::no_shard)
+    fail("--gather-dtype int8 quantizes the parameters' all_gathers; --strategy no_shard gathers none "
+         "(use zero3, zero2, hybrid or hybrid_zero2)");
 }
 }  // namespace
 
@@ -225,6 +229,10 @@ SplitResult compile_bucketing(const SplitResult& fb, const JointTrace& j, const 
   SplitResult out{bucketing(fb.forward, bucket), bucketing(fb.backward, bucket), fb.saved};
   sync_saved_types(out.forward, out.backward);
   record(log, o, "bucketing", {&out.forward, &out.backward});
+  if (!o.int8_gathers) return out;
+  out.forward = quantize_gathers(out.forward);
+  out.backward = quantize_gathers(out.backward);
+  record(log, o, "quantize_gathers", {&out.forward, &out.backward});
   return out;
 }
 

@@ -33,6 +33,9 @@ struct PipelineOptions {
   // then the gradients are reduced in reduce_dtype (f32, or `precision`).
   DType precision = DType::f32;
   DType reduce_dtype = DType::f32;
+  // --gather-dtype int8: the parameters' all_gathers move int8 codes with
+  // f32 scales (passes/quantize_gathers.h, after bucketing).
+  bool int8_gathers = false;
   bool sync_grads = true;      // false: no_sync (gradient accumulation micro-batch)
   bool accumulate_grads = false;
   RematOptions remat;          // activation checkpointing (passes/remat.h)

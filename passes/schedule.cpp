@@ -64,7 +64,9 @@ struct Gather {
 bool is_feed_op(OpId op) {
   return op == OpId::Div || op == OpId::Pad || op == OpId::Reshape || op == OpId::Cat || op == OpId::Pack;
 }
-bool is_gather_tail_op(OpId op) { return op == OpId::Reshape || op == OpId::Slice || op == OpId::Unpack; }
+bool is_gather_tail_op(OpId op) {
+  return op == OpId::Reshape || op == OpId::Slice || op == OpId::Unpack || op == OpId::Dequantize;
+}
 // A convert after a reduction's wait is mixed precision's cast of the
 // reduced gradient back to f32: it moves with the wait. Hybrid's replica
 // all_reduce of a reduce_scatter's result is not tail: it is a reduction of
@@ -213,8 +215,8 @@ std::optional<size_t> sole_wait(const Trace& t, const std::unordered_map<std::st
   return it->second[0];
 }
 
-// all_gathers of parameter shards (arguments), of a shard cast to a lower
-// precision (autocast), or of a pack of shards.
+// all_gathers of parameter shards (arguments), or of a pack of shards, each
+// perhaps cast to a lower precision (autocast) or quantized (int8 gathers).
 void Schedule::find_gathers(const std::vector<Unit>& units) {
   std::unordered_map<std::string, std::string> unit_of;
   for (const Unit& u : units)
@@ -224,21 +226,28 @@ void Schedule::find_gathers(const std::vector<Unit>& units) {
     if (b.op != OpId::AllGather) continue;
     std::vector<size_t> issue{i};
     std::string shard = b.inputs[0].name;
-    if (!args_.count(shard)) {
-      const size_t d = def_.at(shard);
-      const BoundSymbol& src = in_.bsyms[d];
-      const bool only_gathered = users_.at(shard).size() == 1 && !returned_.count(shard);
-      if (src.op == OpId::ConvertElementType && only_gathered && args_.count(src.inputs[0].name)) {
-        issue.push_back(d);  // the cast is issued with its gather
-        shard = src.inputs[0].name;
+    // Back through what only this gather reads: casts (mixed precision),
+    // quantize (--gather-dtype int8), to a shard or a pack of shards.
+    bool from_shards = true;
+    while (from_shards && !args_.count(shard)) {
+      const auto d = def_.find(shard);
+      const bool only_gathered = d != def_.end() && users_.at(shard).size() == 1 && !returned_.count(shard);
+      const BoundSymbol* src = only_gathered ? &in_.bsyms[d->second] : nullptr;
+      if (src && (src->op == OpId::ConvertElementType || src->op == OpId::Quantize)) {
+        issue.push_back(d->second);  // moves with its gather
+        shard = src->inputs[0].name;
+        continue;
+      }
+      bool packs_args = src && src->op == OpId::Pack;
+      for (size_t k = 0; packs_args && k < src->inputs.size(); ++k) packs_args = args_.count(src->inputs[k].name) > 0;
+      if (packs_args) {
+        issue.push_back(d->second);
+        shard = src->inputs[0].name;
       } else {
-        bool packs_args = src.op == OpId::Pack && only_gathered;
-        for (const Operand& x : src.inputs) packs_args = packs_args && args_.count(x.name);
-        if (!packs_args) continue;
-        issue.push_back(d);
-        shard = src.inputs[0].name;
+        from_shards = false;
       }
     }
+    if (!from_shards) continue;
     std::optional<size_t> w = sole_wait(in_, users_, b.output().name);
     if (!w) continue;
     std::vector<size_t> wait = tail(*w, is_gather_tail_op);

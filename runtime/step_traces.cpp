@@ -28,6 +28,7 @@ PipelineOptions gathered_micro_options(const PipelineOptions& o) {
   m.mesh.shards = o.mesh.replicas * o.mesh.shards;
   m.mesh.replicas = 1;
   m.bucketing = false;  // nothing is gathered or reduced in them to bucket
+  m.int8_gathers = false;  // nor quantized: the step's gather trace is (gather_once_traces)
   m.sync_grads = false;
   m.accumulate_grads = false;
   return m;
@@ -58,7 +59,7 @@ std::vector<EngineTraces> step_traces(const Trace& captured, const PipelineOptio
   if (m.keep_gathered) {
     const std::vector<std::vector<Stage>> micro = compile_pipeline(captured, gathered_micro_options(o));
     for (size_t s = 0; s < out.size(); ++s) {
-      GatherOnceTraces step = gather_once_traces(fsdp_trace(compiled[s]));
+      GatherOnceTraces step = gather_once_traces(fsdp_trace(compiled[s]), o.int8_gathers);
       out[s].gathered = GatheredStep{std::move(step.gather), std::move(step.reduce), final_traces(micro.at(s))};
     }
   }

@@ -350,3 +350,14 @@ TEST_CASE("memory plan equals the measured peak of a pipeline stage under GPipe 
   CHECK_THAT(refused.output, Catch::Contains("pipeline stage 0: ") && Catch::Contains("predicted before running"));
   CHECK_THAT(refused.output, !Catch::Contains("step    0"));
 }
+
+// --gather-dtype int8: the quantized shard, its gathered codes and the
+// dequantized parameter are values like any other; the plan counts them.
+TEST_CASE("memory plan equals the measured peak with int8 gathers (zero3 bucketed, hybrid, bf16, DiLoCo int8)",
+          "[mpi][memory_plan][int8]") {
+  check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --strategy zero3 --bucketing unit --gather-dtype int8");
+  check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy hybrid --mesh 2,2 --gather-dtype int8 "
+                                     "--precision bf16 --remat block");
+  check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy hybrid --mesh 2,2 --outer-steps 1 "
+                                     "--outer-dtype int8 --gather-dtype int8");
+}

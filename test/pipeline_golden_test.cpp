@@ -41,6 +41,11 @@ const Golden kGoldens[] = {
     {"mlp-hybrid-2x2-diloco-bf16.trace",
      "--model mlp --strategy hybrid --mesh 2,2 --outer-steps 5 --outer-lr 0.5 --outer-momentum 0.8 --outer-dtype bf16 "
      "--stage outer_step"},
+    // --gather-dtype int8: each unit's packed shards quantized, gathered as
+    // codes and dequantized; the gradients' reduce_scatters as they were.
+    {"gpt2-tiny-zero3-unit-int8-gathers.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --gather-dtype int8 "
+     "--stage schedule"},
     {"mlp-hybrid-2x2-diloco-int8.trace",
      "--model mlp --strategy hybrid --mesh 2,2 --outer-steps 5 --outer-dtype int8 --stage outer_step"},
     {"gpt2-tiny-zero3-unit-exec.trace",

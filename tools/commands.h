@@ -56,7 +56,7 @@ void add_diloco_options(CLI::App* cmd, DilocoArgs& d);
 // How a model is sharded: the flags dump and train share.
 struct ShardingArgs {
   std::string strategy = "zero3", mesh, wrap = "block", bucketing = "none", precision = "f32", reduce_dtype = "f32",
-              remat = "none", loss_chunk = "auto";
+              gather_dtype = "param", remat = "none", loss_chunk = "auto";
   int prefetch = 1, max_inflight = 2;
   int tp = 1;  // --tp: tensor-parallel ranks per group
   bool sequence_parallel = false;  // --sequence-parallel

@@ -1,5 +1,5 @@
 // --strategy, --mesh, --wrap, --bucketing, --prefetch, --max-inflight,
-// --bucket-mb, --precision, --reduce-dtype, --remat, --loss-chunk, --tp, --pp, --outer-*: shared by
+// --bucket-mb, --precision, --reduce-dtype, --gather-dtype, --remat, --loss-chunk, --tp, --pp, --outer-*: shared by
 // fsdpc dump and fsdpc train.
 #include <cstdlib>
 #include <sstream>
@@ -46,6 +46,12 @@ void add_sharding_options(CLI::App* cmd, ShardingArgs& s) {
                   "With --precision bf16: the dtype gradients are reduced in, f32 (as FSDP2's "
                   "MixedPrecisionPolicy(reduce_dtype=float32)) | bf16 (half the reduce_scatter's bytes)")
       ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--gather-dtype", s.gather_dtype,
+                  "What the parameters' all_gathers move: param (their dtype: f32, or bf16 with --precision bf16) | "
+                  "int8 (blocks of 256 int8 codes with an f32 scale, ZeRO++'s qwZ: a quarter of f32's bytes, half "
+                  "of bf16's; gradients stay unquantized)")
+      ->check(CLI::IsMember({"param", "int8"}))
       ->capture_default_str();
   cmd->add_option("--remat", s.remat,
                   "Activation checkpointing: none | block (recompute each unit from its input) | selective (keep "
@@ -143,6 +149,7 @@ PipelineOptions stage_pipeline(const ShardingArgs& s, int world, const std::stri
   o.max_inflight = s.max_inflight;
   o.bucket_mb = s.bucket_mb;
   o.precision = *parse_dtype(s.precision);
+  o.int8_gathers = s.gather_dtype == "int8";
   o.reduce_dtype = *parse_dtype(s.reduce_dtype);
   if (o.reduce_dtype != DType::f32 && o.reduce_dtype != o.precision)
     fail("--reduce-dtype ", s.reduce_dtype, " needs --precision ", s.reduce_dtype,
