@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Training across a slow link: synchronous hybrid against DiLoCo
-# (--outer-steps) on two nodes emulated on this host (tools/netns_cluster.sh
-# --pin: one rank per node, each node its own half of the CPUs), the link
-# unshaped and shaped to 1 Gbit/s and 100 Mbit/s. The model is the 4x512
-# GPT-2 (8192-token vocabulary, read as bytes here) on the GPL-3 text,
-# validated on the GPL-2; 8 x 256 tokens a step over the 2 replicas, unit
-# buckets, AdamW. Prints one JSON object per run, then one per configuration
-# and link comparing it with synchronous training on the unshaped link:
+# Training across a slow link on two nodes emulated on this host
+# (tools/netns_cluster.sh --pin: one rank per node, each node its own half
+# of the CPUs), the link unshaped and shaped to 1 Gbit/s and 100 Mbit/s:
+# synchronous hybrid against DiLoCo (--outer-steps, with f32, bf16 or int8
+# between the replicas), and zero3 against zero3 with int8 gathers
+# (--gather-dtype int8). The model is the 4x512 GPT-2 (8192-token
+# vocabulary, read as bytes here) on the GPL-3 text, validated on the
+# GPL-2; 8 x 256 tokens a step over the 2 ranks, unit buckets, AdamW.
+# Prints one JSON object per run, then one per configuration and link
+# comparing it with its baseline on the unshaped link (synchronous hybrid,
+# or zero3 gathering the parameters' own dtype):
 # tokens/s, cross-node bytes per step (the veth's counters, both ways, over
 # the whole run, launch included) and the validation loss after the same
 # tokens.
@@ -20,7 +23,8 @@
 # Usage: bench/low_bandwidth_bench.sh [BUILD_DIR] [STEPS]
 #   STEPS       steps of every full run (default 1000)
 #   env: LINKS (default "unshaped 1gbit 100mbit"),
-#        CONFIGS (default "sync diloco diloco-bf16"; diloco* use H below),
+#        CONFIGS (default "sync diloco diloco-bf16"; diloco* use H below;
+#          also diloco-int8, zero3, zero3-int8, zero3-bf16, zero3-bf16-int8),
 #        H (DiLoCo's --outer-steps, default 50), SYNC_STEPS (default 10),
 #        RUNS (LINK:CONFIG pairs instead of every LINKS x CONFIGS, e.g.
 #        "unshaped:sync 100mbit:sync 100mbit:diloco-bf16")
@@ -62,17 +66,23 @@ EOF
 results=$work/results.jsonl
 run() {  # CONFIG LINK STEPS
   local config=$1 link=$2 n=$3 flags=() rate=() log=$work/$1-$2.jsonl
+  local layout=(--strategy hybrid --mesh 2,1)
   case $config in
     sync) ;;
     diloco) flags=(--outer-steps "$outer") ;;
     diloco-bf16) flags=(--outer-steps "$outer" --outer-dtype bf16) ;;
+    diloco-int8) flags=(--outer-steps "$outer" --outer-dtype int8) ;;
+    zero3) layout=(--strategy zero3) ;;
+    zero3-int8) layout=(--strategy zero3) flags=(--gather-dtype int8) ;;
+    zero3-bf16) layout=(--strategy zero3) flags=(--precision bf16) ;;
+    zero3-bf16-int8) layout=(--strategy zero3) flags=(--precision bf16 --gather-dtype int8) ;;
     *) echo "low_bandwidth_bench.sh: unknown configuration '$config'" >&2; return ;;
   esac
   [[ $link == unshaped ]] || rate=(--rate "$link")
   local out
   out=$(bash "$root/tools/netns_cluster.sh" --pin "${rate[@]}" -- bash "$work/counted.sh" \
     mpirun --allow-run-as-root -np 2 "$fsdpc" train --config "$work/gpt2-4x512.json" --seq 256 --batch 8 \
-    --strategy hybrid --mesh 2,1 --bucketing unit --optimizer adamw --lr 1e-3 --seed 1 \
+    "${layout[@]}" --bucketing unit --optimizer adamw --lr 1e-3 --seed 1 \
     --data "$train" --val-data "$val" --eval-every "$n" --eval-batches 8 --steps "$n" --log-every 100 \
     --log-json "$log" "${flags[@]}" 2>&1)
   local bytes
@@ -92,7 +102,7 @@ later = recs[1:] or recs
 tokens = 8 * 256
 seconds = sum(r["step_ms"] for r in later) / 1e3
 val = [r["val_loss"] for r in recs if "val_loss" in r]
-print(json.dumps({"config": config, "link": link, "steps": n, "outer_steps": h if config != "sync" else 0,
+print(json.dumps({"config": config, "link": link, "steps": n, "outer_steps": h if config.startswith("diloco") else 0,
                   "tokens_per_s": round(tokens * len(later) / seconds, 1),
                   "step_ms_mean": round(1e3 * seconds / len(later), 1),
                   "outer_steps_run": sum(1 for r in recs if r.get("outer_step")),
@@ -115,20 +125,25 @@ for pair in $pairs; do
   run "$config" "$link" "$n"
 done
 
-# Each run against synchronous training on the unshaped link.
+# Each run against its baseline on the unshaped link: synchronous hybrid
+# for the hybrid and DiLoCo runs, and for an int8-gather run the same run
+# gathering the parameters' own dtype.
 python3 - "$results" <<'EOF'
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
-base = next((r for r in runs if r["config"] == "sync" and r["link"] == "unshaped"), None)
-if base is None:
-    sys.exit(0)
+def baseline(config):
+    if config.startswith("zero3"):
+        return config[:-len("-int8")] if config.endswith("-int8") else None
+    return "sync"
 for r in runs:
-    if r is base:
+    name = baseline(r["config"])
+    base = next((b for b in runs if b["config"] == name and b["link"] == "unshaped"), None)
+    if base is None or base is r:
         continue
-    out = {"compare": r["config"], "link": r["link"],
-           "tokens_per_s_vs_unshaped_sync": round(r["tokens_per_s"] / base["tokens_per_s"], 3),
-           "bytes_per_step_fewer": round(base["cross_node_bytes_per_step"] / max(1, r["cross_node_bytes_per_step"]), 1)}
+    out = {"compare": r["config"], "with": name, "link": r["link"],
+           "tokens_per_s_vs_baseline_unshaped": round(r["tokens_per_s"] / base["tokens_per_s"], 3),
+           "bytes_per_step_fewer": round(base["cross_node_bytes_per_step"] / max(1, r["cross_node_bytes_per_step"]), 2)}
     if r["val_loss"] is not None and r["steps"] == base["steps"]:
-        out["val_loss_vs_sync"] = round(r["val_loss"] / base["val_loss"], 4)
+        out["val_loss_vs_baseline"] = round(r["val_loss"] / base["val_loss"], 4)
     print(json.dumps(out))
 EOF
