@@ -320,6 +320,45 @@ TEST_CASE("advise --outer-steps prices DiLoCo beside synchronous hybrid, its out
   for (const Json& c : synchronous["candidates"]) CHECK(c["candidate"].get<std::string>().find("diloco") == std::string::npos);
 }
 
+// --gather-dtype int8: each sharded layout also with int8 gathers, priced
+// from its own traces (the quantize and dequantize statements, a quarter of
+// the gathers' bytes), and it keeps its speed on a slower link than its
+// twin gathering f32.
+TEST_CASE("advise --gather-dtype int8 prices int8 gathers beside each sharded layout") {
+  const std::string base = "--model gpt2-tiny --world-size 4 --mesh 2,2 --hardware " + cpu_profile().string();
+  const Json j = advise(base + " --gather-dtype int8");
+  std::set<std::string> names;
+  for (const Json& c : j["candidates"]) names.insert(c["candidate"].get<std::string>());
+  std::set<std::string> expected = expected_names(4);
+  expected.insert({"zero3 unit p1 int8", "zero2 unit p1 int8", "hybrid 2x2 unit p1 int8", "hybrid_zero2 2x2 unit p1 int8"});
+  CHECK(names == expected);
+  auto row = [&](const std::string& name) {
+    for (const Json& c : j["candidates"])
+      if (c["candidate"] == name) return c;
+    FAIL("no candidate " << name);
+    return Json();
+  };
+  for (const char* layout : {"zero3 unit p1", "hybrid 2x2 unit p1"}) {
+    INFO(layout);
+    const Json exact = row(layout), int8 = row(std::string(layout) + " int8");
+    const std::string flags = "--model gpt2-tiny --world-size 4 " + int8["flags"].get<std::string>();
+    CHECK_THAT(flags, Catch::Contains("--gather-dtype int8"));
+    CHECK(int8["gather_dtype"] == "int8");
+    CHECK(int8["peak_bytes"].get<int64_t>() == dump_peak(flags));
+    CHECK(int8["comm_bytes"].get<double>() == Approx(dump_comm_bytes(flags)));
+    CHECK(int8["comm_bytes"].get<double>() < exact["comm_bytes"].get<double>());
+    const double exact_link = exact["link_for_90pct_bytes_per_second"].get<double>();
+    const double int8_link = int8["link_for_90pct_bytes_per_second"].get<double>();
+    CHECK(int8_link > 0);
+    CHECK(int8_link < exact_link);
+  }
+  const Run text = fsdpc_run("advise " + base + " --gather-dtype int8");
+  CHECK_THAT(text.out, Catch::Contains("slow links (this profile's: ") && Catch::Contains(" int8 down to "));
+  // Without it, no int8 candidate: it changes what the forward computes with.
+  for (const Json& c : advise(base)["candidates"])
+    CHECK(c["candidate"].get<std::string>().find("int8") == std::string::npos);
+}
+
 TEST_CASE("advise is deterministic: one thread or several, the same table") {
   const std::string base = "--model gpt2-tiny --world-size 4 --hardware " + cpu_profile().string();
   Json one = advise(base + " --threads 1"), three = advise(base + " --threads 3");

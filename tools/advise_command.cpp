@@ -20,6 +20,7 @@ struct AdviseArgs {
   std::vector<int> tps{1}, pps{1};
   int micro_batches = 0;
   DilocoArgs diloco;  // --outer-steps H: DiLoCo candidates
+  std::string gather_dtype = "param";  // int8: int8-gather candidates
   std::string mesh, hardware = "local", mem_cap, precision, executor, format = "text", output, loss_chunk = "auto";
 };
 
@@ -55,6 +56,7 @@ void run_advise(const AdviseArgs& a) {
   r.tensor_parallel_plan = source_tensor_parallel_plan(a.src);
   r.loss_chunk = parse_loss_chunk(a.loss_chunk);
   r.diloco = a.diloco.options();
+  r.int8_gathers = a.gather_dtype == "int8";
   r.threads = a.threads;
   const std::string mpirun = a.measure ? find_mpirun() : "";
   if (a.measure && mpirun.empty())
@@ -84,6 +86,11 @@ Command add_advise_command(CLI::App& app) {
   cmd->add_option("--mesh", a->mesh, "R,S: the hybrid strategies on this mesh only (default: every R x S = N, R, S > 1)");
   add_loss_chunk_option(cmd, a->loss_chunk);
   add_diloco_options(cmd, a->diloco);
+  cmd->add_option("--gather-dtype", a->gather_dtype,
+                  "param | int8: every sharded strategy also with its parameters gathered as int8 codes (unit buckets, "
+                  "prefetch 1), and the link between nodes from which each keeps 90% of its speed")
+      ->check(CLI::IsMember({"param", "int8"}))
+      ->capture_default_str();
   cmd->add_option("--hardware", a->hardware,
                   "local (this host, measured and cached) | a profile name (hardware/NAME.json) | a .json file")
       ->capture_default_str();

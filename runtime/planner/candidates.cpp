@@ -120,8 +120,9 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
       it->busy += st.busy / h;
     }
   }
-  // Slow links are DiLoCo's question: every hybrid's answer, beside it.
-  if (s.diloco.enabled() && is_hybrid(c.strategy)) {
+  // Slow links are DiLoCo's and int8 gathers' question: every candidate's
+  // answer that they could change, beside it.
+  if ((s.diloco.enabled() && is_hybrid(c.strategy)) || (s.int8_gathers && c.strategy != Strategy::no_shard)) {
     c.link_for_90 = link_for_90(s.hw, [&](const HardwareProfile& h) {
       double t = simulate_step({&fwd, &bwd}, o.mesh, h, c.optimizer_seconds).seconds;
       if (low.outer) t += simulate_step({&low.outer->trace}, o.mesh, h, 0).seconds / o.diloco.outer_steps;
@@ -291,7 +292,9 @@ void compile_family(const AdviseSetup& s, const std::vector<Candidate*>& family)
       const SplitResult bucketed = compile_bucketing(split, joint, opts[j], nullptr);
       std::vector<Evaluated> evaluated;
       for (size_t k = j; k < family.size(); ++k) {
-        if (done[k] || opts[k].remat.mode != opts[i].remat.mode || opts[k].bucketing != opts[j].bucketing) continue;
+        if (done[k] || opts[k].remat.mode != opts[i].remat.mode || opts[k].bucketing != opts[j].bucketing ||
+            opts[k].int8_gathers != opts[j].int8_gathers)  // quantize_gathers runs in compile_bucketing
+          continue;
         SplitResult scheduled = compile_schedule(bucketed, joint, opts[k], nullptr, !dels_later);
         // A knob that changes nothing gives the traces of an earlier
         // candidate, and so its predictions: prefetch 2 under max_inflight 2
@@ -328,6 +331,7 @@ PipelineOptions candidate_pipeline(const AdviseSetup& s, const Candidate& c) {
   o.loss_chunk = s.loss_chunk;
   o.pp = c.pp;
   o.diloco = c.diloco;
+  o.int8_gathers = c.int8_gathers;
   o.verify = false;  // the passes are verified by the tests; advise compiles dozens of candidates
   return o;
 }
@@ -342,6 +346,7 @@ std::string Candidate::flags() const {
   if (sequence_parallel) f += " --sequence-parallel";
   if (pp > 1) f += " --pp " + std::to_string(pp) + " --grad-accum " + std::to_string(micro_batches);
   if (keep_gathered) f += " --keep-gathered";
+  if (int8_gathers) f += " --gather-dtype int8";
   if (diloco.enabled()) {
     std::ostringstream d;
     d << " --outer-steps " << diloco.outer_steps << " --outer-lr " << diloco.outer_lr << " --outer-momentum "
@@ -360,6 +365,7 @@ std::string Candidate::name() const {
   if (sequence_parallel) n += " sp";
   if (pp > 1) n += " pp" + std::to_string(pp) + " m" + std::to_string(micro_batches);
   if (keep_gathered) n += " kg";
+  if (int8_gathers) n += " int8";
   if (diloco.enabled())
     n += " diloco:" + std::to_string(diloco.outer_steps) +
          (diloco.outer_dtype == DType::f32 ? "" : ":" + std::string(outer_dtype_name(diloco.outer_dtype)));
@@ -420,6 +426,17 @@ std::vector<Candidate> enumerate_candidates(const AdviseSetup& s) {
         add(strategy, m, true, 1);
         cs.back().diloco = s.diloco;
       }
+    }
+    // int8 gathers, when asked: each sharded layout on its usually fastest knobs.
+    if (s.int8_gathers) {
+      auto int8 = [&](Strategy strategy, const Mesh& m) {
+        add(strategy, m, true, 1);
+        cs.back().int8_gathers = true;
+      };
+      int8(Strategy::zero3, with_tp(flat_mesh(data)));
+      int8(Strategy::zero2, with_tp(flat_mesh(data)));
+      for (const Mesh& m : meshes)
+        for (Strategy strategy : {Strategy::hybrid, Strategy::hybrid_zero2}) int8(strategy, m);
     }
     // Pipeline stages on the same tp: each stage's data-parallel ranks laid
     // out flat, FSDP with a collective per block (its usually fastest knobs).

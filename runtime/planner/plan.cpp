@@ -61,6 +61,7 @@ Plan plan_training(const PlanRequest& r, const std::function<Trace(int64_t)>& ca
   s.loss_chunk = r.loss_chunk;
   if (r.diloco.enabled()) check_diloco_options(r.diloco, Strategy::hybrid);
   s.diloco = r.diloco;
+  s.int8_gathers = r.int8_gathers;
   s.tps = sorted_unique(r.tps);  // each size once, smallest first
   s.pps = sorted_unique(r.pps);
   s.micro_batches = r.micro_batches;

@@ -62,25 +62,30 @@ std::string link_rate(double bytes_per_second) {
   return text;
 }
 
-// With --outer-steps: the fastest synchronous hybrid and the fastest DiLoCo
-// candidate that fit, and the link between nodes each needs to keep 90% of
-// its speed on an unlimited one; the synchronous one wins above the link
-// from which it is within 10% of DiLoCo's step, at which its optimisation
-// is the exact one.
+// With --outer-steps or --gather-dtype int8: the fastest candidate that
+// fits and moves every byte exactly (synchronous, its parameters' own
+// dtype), the fastest DiLoCo one and the fastest with int8 gathers, and the
+// link between nodes each needs to keep 90% of its speed on an unlimited
+// one; the exact one wins above the link from which it is within 10% of
+// the others' step, at which its optimisation is the exact one.
 std::string slow_link_text(const AdviseSetup& s, const std::vector<Candidate>& cs) {
-  if (!s.diloco.enabled()) return "";
-  const Candidate *sync = nullptr, *diloco = nullptr;
+  if (!s.diloco.enabled() && !s.int8_gathers) return "";
+  const Candidate *exact = nullptr, *diloco = nullptr, *int8 = nullptr;
   for (const Candidate& c : cs) {
-    if (!c.fits || !is_hybrid(c.strategy) || c.link_for_90 <= 0) continue;
-    const Candidate*& best = c.diloco.enabled() ? diloco : sync;
+    if (!c.fits || c.link_for_90 <= 0) continue;
+    const Candidate*& best = c.diloco.enabled() ? diloco : c.int8_gathers ? int8 : exact;
     if (!best) best = &c;  // ranked: the first is the fastest
   }
-  if (!sync || !diloco) return "slow links: no synchronous hybrid and DiLoCo candidate whose replicas cross nodes\n";
-  return "slow links (this profile's: " + link_rate(s.hw.inter_node.bandwidth.value) + " between nodes): " +
-         sync->name() + " keeps 90% of its speed down to " + link_rate(sync->link_for_90) + ", " + diloco->name() +
-         " down to " + link_rate(diloco->link_for_90) +
-         "; below the first, DiLoCo's fewer exchanges win, at the price of replicas that drift apart for " +
-         std::to_string(diloco->diloco.outer_steps) + " steps\n";
+  if (!exact || (!diloco && !int8))
+    return "slow links: no pair of exact and DiLoCo or int8-gather candidates whose traffic crosses nodes\n";
+  std::string text = "slow links (this profile's: " + link_rate(s.hw.inter_node.bandwidth.value) +
+                     " between nodes): " + exact->name() + " keeps 90% of its speed down to " +
+                     link_rate(exact->link_for_90);
+  if (diloco)
+    text += ", " + diloco->name() + " down to " + link_rate(diloco->link_for_90) +
+            " (its replicas drift apart for " + std::to_string(diloco->diloco.outer_steps) + " steps)";
+  if (int8) text += ", " + int8->name() + " down to " + link_rate(int8->link_for_90) + " (its weights gathered to 1/254 of each block's largest)";
+  return text + "; below the first, fewer or narrower exchanges win\n";
 }
 
 }  // namespace
@@ -181,6 +186,7 @@ std::string plan_json(const Plan& p, const std::string& model, bool measured) {
                                    {"outer_dtype", outer_dtype_name(c.diloco.outer_dtype)},
                                    {"outer_seconds", c.outer_seconds}};
     if (c.link_for_90 > 0) rows.back()["link_for_90pct_bytes_per_second"] = c.link_for_90;
+    if (c.int8_gathers) rows.back()["gather_dtype"] = "int8";
     if (measured) rows.back()["measured"] = measured_json(c);
   }
   Json j{{"model", model},

@@ -61,6 +61,7 @@ struct Candidate {
   // apart and meet every H steps; it changes the optimisation, not only the
   // schedule, so advise offers it only when asked (PlanRequest::diloco).
   DilocoOptions diloco;
+  bool int8_gathers = false;  // --gather-dtype int8: the parameters gathered as int8 codes (advise offers it when asked)
   // Predictions, per rank.
   int64_t peak_bytes = 0;  // the memory plan's worst step
   std::string peak_where;
@@ -69,7 +70,7 @@ struct Candidate {
   // DiLoCo: the outer step's simulated seconds; sim.seconds holds the inner
   // step plus this spread over the H steps of a round.
   double outer_seconds = 0;
-  // With --outer-steps: the inter-node bandwidth (bytes/s per rank, one
+  // With --outer-steps or --gather-dtype int8: the inter-node bandwidth (bytes/s per rank, one
   // direction) from which the candidate keeps 90% of the speed it would have
   // on an unlimited link; 0 when not asked, or when no stream crosses nodes.
   double link_for_90 = 0;
@@ -155,6 +156,9 @@ struct AdviseSetup {
   // --outer-steps H (with --outer-lr, --outer-momentum, --outer-dtype): every
   // hybrid candidate on R > 1 replicas also as DiLoCo (unit buckets, prefetch 1).
   DilocoOptions diloco;
+  // --gather-dtype int8: every sharded candidate also with int8 gathers
+  // (unit buckets, prefetch 1).
+  bool int8_gathers = false;
   // The model captured for each tp > 1 in tps at T times the batch: a tp
   // group's T ranks train on one data-parallel rank's batch, so every
   // candidate trains the same global batch (and tokens per step).
@@ -189,6 +193,7 @@ struct PlanRequest {
   TensorParallelPlan tensor_parallel_plan;  // the model family's (Model::tensor_parallel_plan())
   LossChunk loss_chunk;                 // --loss-chunk, every candidate's (passes/fuse_head.h)
   DilocoOptions diloco;                 // --outer-steps H: DiLoCo candidates beside the synchronous hybrids
+  bool int8_gathers = false;            // --gather-dtype int8: int8-gather candidates beside the sharded ones
   int threads = 0;                      // candidates compiled at once; 0: the cores
 };
 
