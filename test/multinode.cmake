@@ -14,6 +14,12 @@ fsdpc_add_multinode_test("zero3, 2 nodes x 1 rank, progress poll" poll 1 2 --str
 fsdpc_add_multinode_test("zero3 unit buckets, 2 nodes x 1 rank, progress auto" auto 1 2 --strategy zero3 --bucketing unit)
 fsdpc_add_multinode_test("hybrid 2x2, 2 nodes x 2 ranks, progress thread" thread 2 4
                          --strategy hybrid --mesh 2,2 --bucketing unit)
+# Slow links' remedies (issue 31): DiLoCo's replicas one per node, meeting
+# every 2 steps over an int8 exchange; zero3 gathering int8 codes.
+fsdpc_add_multinode_test("DiLoCo H=2 int8 exchange, 2 nodes x 1 rank, progress auto" auto 1 2
+                         --strategy hybrid --mesh 2,1 --outer-steps 2 --outer-dtype int8)
+fsdpc_add_multinode_test("zero3 int8 gathers unit buckets, 2 nodes x 1 rank, progress auto" auto 1 2
+                         --strategy zero3 --bucketing unit --gather-dtype int8)
 
 # The collectives test in each progress mode, on one host.
 foreach(progress poll thread)
