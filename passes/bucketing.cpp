@@ -38,6 +38,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ir/quantize.h"
 
 namespace fsdpc {
 
@@ -271,6 +272,13 @@ std::vector<Bucket> ddp_buckets(const Index& ix, const BucketingOptions& o) {
 
 Operand use(const Proxy& p) { return Operand::of(p.name); }
 
+// Whether int8 can code every shard of a gather bucket (f32 or bf16).
+bool quantizable(TraceBuilder& b, const Bucket& bucket) {
+  for (const Chain& c : bucket.chains)
+    if (const DType d = b.type_of(c.input).dtype; d != DType::f32 && d != DType::bf16) return false;
+  return true;
+}
+
 Proxy reshape(TraceBuilder& b, const std::string& x, Shape shape, const std::string& name = "") {
   return b.emit_named(OpId::Reshape, {Operand::of(x)}, Attrs{{"shape", std::move(shape)}}, {name})[0];
 }
@@ -284,31 +292,51 @@ Proxy slice(TraceBuilder& b, const std::string& x, IntList starts, IntList ends,
 
 // pack(shards) -> all_gather -> wait -> [N, total]; each parameter is the
 // column block of its shard, reshaped to the padded full shape, unpadded.
-void emit_gather(TraceBuilder& b, const Bucket& bucket) {
+// With int8 gathers each shard is quantized before the pack (its rows in
+// blocks of their own, ir/quantize.h), and each column block of codes is
+// dequantized into the dtype the parameter is computed in.
+void emit_gather(TraceBuilder& b, const Bucket& bucket, bool int8) {
   const int64_t n = bucket.chains[0].attrs.get_int("size");
+  const Attrs block{{"block", kQuantBlock}};
   std::vector<Operand> shards;
+  std::vector<Shape> packed;  // each chain's part of a rank's buffer
   int64_t total = 0;
   for (const Chain& c : bucket.chains) {
-    shards.push_back(Operand::of(c.input));
-    total += numel(b.type_of(c.input).shape);
+    const std::string part = int8 ? b.emit1(OpId::Quantize, {Operand::of(c.input)}, block).name : c.input;
+    shards.push_back(Operand::of(part));
+    packed.push_back(b.type_of(part).shape);
+    total += numel(packed.back());
   }
   Proxy buf = b.emit1(OpId::Pack, std::move(shards));
-  if (const auto& cast = bucket.chains[0].cast)  // one cast of the flat buffer
+  if (const auto& cast = bucket.chains[0].cast; cast && !int8)  // one cast of the flat buffer
     buf = b.emit1(OpId::ConvertElementType, {use(buf)}, Attrs{{"dtype", std::string(dtype_name(*cast))}});
   Proxy gathered = b.emit1(OpId::Wait, {use(b.emit1(OpId::AllGather, {use(buf)}, bucket.chains[0].attrs))});
   Proxy rows = reshape(b, gathered.name, {n, total});
   int64_t offset = 0;
-  for (const Chain& c : bucket.chains) {
+  for (size_t i = 0; i < bucket.chains.size(); ++i) {
+    const Chain& c = bucket.chains[i];
     Shape padded = b.type_of(c.input).shape;
-    const int64_t len = numel(padded);
+    const int64_t len = numel(packed[i]);
     Proxy column = slice(b, rows.name, {0, offset}, {n, offset + len});
     offset += len;
     padded[0] *= n;
-    if (padded == c.shape) {
-      reshape(b, column.name, padded, c.result);
-      continue;
+    const std::string name = padded == c.shape ? c.result : "";  // no padding to drop: the result itself
+    Proxy full;
+    if (!int8) {
+      full = reshape(b, column.name, padded, name);
+    } else {
+      const DType dtype = c.cast ? *c.cast : b.type_of(c.input).dtype;
+      const Attrs a = Attrs(block).set("dtype", std::string(dtype_name(dtype)));
+      if (padded.size() == 1) {  // [N, codes] rows: dequantized, then flattened
+        Proxy values = b.emit1(OpId::Dequantize, {use(column)}, a);
+        full = reshape(b, values.name, padded, name);
+      } else {  // [N * rows, ..., codes]
+        Shape codes = packed[i];
+        codes[0] *= n;
+        full = b.emit_named(OpId::Dequantize, {use(reshape(b, column.name, codes))}, a, {name})[0];
+      }
     }
-    slice(b, reshape(b, column.name, padded).name, IntList(padded.size(), 0), c.shape, c.result);
+    if (name.empty()) slice(b, full.name, IntList(padded.size(), 0), c.shape, c.result);
   }
 }
 
@@ -389,7 +417,7 @@ Trace bucketing(const Trace& trace, const BucketingOptions& o) {
     if (auto it = anchored.find(i); it != anchored.end()) {
       const Bucket& bucket = *it->second;
       const OpId op = trace.bsyms[i].op;
-      if (op == OpId::AllGather) emit_gather(b, bucket);
+      if (op == OpId::AllGather) emit_gather(b, bucket, o.int8_gathers && quantizable(b, bucket));
       else if (op == OpId::ReduceScatter) emit_reduce_scatter(b, bucket);
       else emit_all_reduce(b, bucket);
     }

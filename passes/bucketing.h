@@ -16,6 +16,9 @@ struct BucketingOptions {
   std::vector<Unit> units;    // from wrap_units()
   bool unit_buckets = false;  // --bucketing unit (FSDP strategies)
   double bucket_mb = 25.0;    // no_shard: gradient bucket size in MiB
+  // --gather-dtype int8: a unit's shards each quantized (passes/quantize_gathers.h)
+  // before they are packed, so that no block of codes straddles two parameters.
+  bool int8_gathers = false;
   // The parameter each gradient the backward returns belongs to, in return
   // order: grad()'s parameters with requires_grad, in argument order. The
   // backward alone cannot tell (it holds only the saved parameters), so FSDP

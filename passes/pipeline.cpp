@@ -225,7 +225,7 @@ SplitResult compile_cleanup(SplitResult fb, const PipelineOptions& o, StageLog* 
 }
 
 SplitResult compile_bucketing(const SplitResult& fb, const JointTrace& j, const PipelineOptions& o, StageLog* log) {
-  const BucketingOptions bucket{o.strategy, j.units, o.bucketing, o.bucket_mb, j.grad_params};
+  const BucketingOptions bucket{o.strategy, j.units, o.bucketing, o.bucket_mb, o.int8_gathers, j.grad_params};
   SplitResult out{bucketing(fb.forward, bucket), bucketing(fb.backward, bucket), fb.saved};
   sync_saved_types(out.forward, out.backward);
   record(log, o, "bucketing", {&out.forward, &out.backward});

@@ -11,9 +11,12 @@
 namespace fsdpc {
 
 // Pre:  a forward or backward trace after bucketing (before schedule). A
-//       parameter gather is an all_gather of a fully_sharded value (a
-//       shard, a cast of one, or a pack of shards) whose future one wait
-//       reads; its gather dim is 0.
+//       parameter gather is an all_gather of a fully_sharded f32 or bf16
+//       value (a shard, a cast of one, or a pack of shards) whose future one
+//       wait reads; its gather dim is 0. (bucketing with int8_gathers
+//       already quantized each shard of a unit before packing it, so that
+//       no block straddles two parameters; those gathers move i8 and are
+//       left as they are.)
 // Post: each such gather, where it stood, is
 //         q = quantize(x, block=256)     x: the shard, or a cast's source
 //         f = all_gather(q, ...)          (when the cast is read only here:

@@ -238,11 +238,24 @@ void Schedule::find_gathers(const std::vector<Unit>& units) {
         shard = src->inputs[0].name;
         continue;
       }
+      // A pack of shards, each perhaps quantized first (int8 gathers of a
+      // unit: bucketing codes each parameter in blocks of its own).
       bool packs_args = src && src->op == OpId::Pack;
-      for (size_t k = 0; packs_args && k < src->inputs.size(); ++k) packs_args = args_.count(src->inputs[k].name) > 0;
+      std::vector<size_t> coded;
+      for (size_t k = 0; packs_args && k < src->inputs.size(); ++k) {
+        const std::string& x = src->inputs[k].name;
+        if (args_.count(x)) continue;
+        const auto q = def_.find(x);
+        packs_args = q != def_.end() && in_.bsyms[q->second].op == OpId::Quantize && users_.at(x).size() == 1 &&
+                     !returned_.count(x) && args_.count(in_.bsyms[q->second].inputs[0].name);
+        if (packs_args) coded.push_back(q->second);
+      }
       if (packs_args) {
         issue.push_back(d->second);
-        shard = src->inputs[0].name;
+        issue.insert(issue.end(), coded.begin(), coded.end());
+        const BoundSymbol& first = in_.bsyms[d->second];
+        shard = args_.count(first.inputs[0].name) ? first.inputs[0].name
+                                                   : in_.bsyms[def_.at(first.inputs[0].name)].inputs[0].name;
       } else {
         from_shards = false;
       }

@@ -345,7 +345,7 @@ TEST_CASE("bucketing: gradient buckets need the parameter of each returned gradi
   const std::vector<Stage> stages = compile(captured("mlp"), options(Strategy::zero3, 2, false));
   const Trace& bwd = stage(stages, "split").traces[1];
   const Trace& sharded = stage(stages, "fsdp").traces[0];
-  BucketingOptions o{Strategy::zero3, wrap_units(sharded, "block"), true, 25.0, {}};
+  BucketingOptions o{Strategy::zero3, wrap_units(sharded, "block"), true, 25.0, false, {}};
   CHECK(count_ops(bucketing(bwd, o), OpId::ReduceScatter) == 2);  // left per parameter
   o.grad_params = gradient_params(sharded);
   const Trace b = bucketing(bwd, o);
