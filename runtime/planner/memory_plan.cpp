@@ -23,7 +23,15 @@ int64_t bytes_of(const TensorType& t) { return numel(t.shape) * dtype_size(t.dty
 // reference count as Storage is by shared_ptr.
 class AllocatorModel {
  public:
-  explicit AllocatorModel(size_t alignment) : alignment_(alignment) {}
+  AllocatorModel(size_t alignment, Target target) : alignment_(alignment), executors_(executors_for(target)) {}
+
+  // The scratch the kernel of `b` takes from the allocator while it runs
+  // (Executor::scratch_bytes; `in`: its inputs' types, nullptr for a literal).
+  int64_t scratch_of(const BoundSymbol& b, const std::vector<const TensorType*>& in) const {
+    for (const Executor* e : executors_)
+      if (e->name() == b.executor) return e->scratch_bytes(b, in);
+    return 0;
+  }
 
   int allocate(int64_t bytes, MemCategory c) {
     const size_t size = (static_cast<size_t>(bytes) + alignment_ - 1) / alignment_ * alignment_;
@@ -64,6 +72,7 @@ class AllocatorModel {
     int refs;
   };
   size_t alignment_;
+  std::vector<const Executor*> executors_;
   std::vector<Block> blocks_;
   MemBytes live_{};
   int64_t total_ = 0;
@@ -153,6 +162,7 @@ class StepReplay {
           env[p.name] = id;
           types[p.name] = &p.type;
         }
+        kernel_scratch(b, types, static_cast<int64_t>(i) + 1);
         if (b.op == OpId::Wait) {  // the future's name goes; its buffer lives under the wait's
           auto it = env.find(b.inputs.at(0).name);
           mem_.drop(it->second);
@@ -177,6 +187,21 @@ class StepReplay {
   AllocatorModel& mem() { return mem_; }
 
  private:
+  // Interpreter::run: a kernel's scratch (KernelContext::scratch_pool) lives
+  // while it runs, beside its outputs: a point of its own, "(during)".
+  void kernel_scratch(const BoundSymbol& b, const std::unordered_map<std::string, const TensorType*>& types,
+                      int64_t statement) {
+    if (b.executor.empty()) return;
+    std::vector<const TensorType*> in;
+    for (const Operand& o : b.inputs) in.push_back(o.is_scalar() ? nullptr : types.at(o.name));
+    const int64_t bytes = mem_.scratch_of(b, in);
+    if (bytes == 0) return;
+    const int id = mem_.allocate(bytes, MemCategory::activations);
+    if (peaks_only_) add_point(statement, &b, {});
+    else add_point(statement, nullptr, one_line(b) + " (during: " + format_bytes(bytes) + " of kernel scratch)");
+    mem_.drop(id);
+  }
+
   void add_point(int64_t statement, const BoundSymbol* b, std::string what) {
     MemoryPhase& ph = out_.phases.back();
     const bool first_of_step = out_.phases.size() == 1 && ph.points.empty();
@@ -528,7 +553,7 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   if (plan.no_sync) {
     FSDPC_CHECK(low.no_sync && low.accumulate) << "memory plan: no_sync accumulation needs its traces";
   }
-  AllocatorModel mem(plan.alignment);
+  AllocatorModel mem(plan.alignment, options.target);
   RankState s;
   for (const Proxy& a : low.sync.forward.args)  // Engine::Engine, in argument order
     if (a.is_param()) s.params.push_back({a.name, mem.allocate(bytes_of(a.type), MemCategory::parameters), a.requires_grad});
