@@ -357,7 +357,7 @@ TEST_CASE("memory plan equals the measured peak of a pipeline stage under GPipe 
 // while the statement runs, and still equals the measurement: the whole
 // vocabulary on one rank, a vocabulary slice under --tp 2 (with sequence
 // parallelism, and Llama's untied head in bf16).
-TEST_CASE("memory plan counts the fused head's kernel scratch, tp 1 and tp 2", "[mpi][memory_plan][tp]") {
+TEST_CASE("memory plan counts the fused head's kernel scratch on one rank and over tp 2", "[mpi][memory_plan][tp]") {
   check_predicted_equals_measured(1, "--model gpt2-tiny --seq 32 --loss-chunk 7");
   check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --tp 2");
   check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --tp 2 --sequence-parallel --loss-chunk 5");

@@ -289,7 +289,7 @@ TEST_CASE("vjp: linear, gelu, softmax, layer_norm (their own rules)", "[vjp]") {
   }
 }
 
-TEST_CASE("vjp: scaled_dot_product_attention (causal or not) and cross_entropy", "[vjp]") {
+TEST_CASE("vjp: scaled_dot_product_attention (causal or not), cross_entropy and a vocabulary slice's stats", "[vjp]") {
   for (uint64_t seed : {1, 2, 3, 4}) {
     GradCheck c(seed);
     const Shape batch = c.shape(c.integer(0, 2), 1, 2);
