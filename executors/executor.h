@@ -3,9 +3,11 @@
 // asks executors in priority order; the runtime calls the kernels.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
+#include "executors/scratch_pool.h"
 #include "ir/trace.h"
 
 namespace fsdpc {
@@ -19,10 +21,16 @@ struct TensorView {
 };
 
 // State a kernel may need beyond its operands: collectives reach their
-// communicators and pending requests through it. Compute kernels ignore it.
+// communicators and pending requests through it. Compute kernels ignore it,
+// except for `scratch_pool`.
 class KernelContext {
  public:
   virtual ~KernelContext() = default;
+  // The rank's allocator while the runtime runs a trace (the Interpreter
+  // sets it): a kernel whose Executor::scratch_bytes is not 0 takes exactly
+  // that scratch from it, so the memory plan counts it. nullptr outside the
+  // runtime (kernel tests), where such a kernel uses its own buffers.
+  ScratchPool* scratch_pool = nullptr;
 };
 
 // Computes `b`'s outputs (buffers already allocated by the runtime, sized by
@@ -40,6 +48,15 @@ class Executor {
   virtual bool claims(const BoundSymbol& b) const = 0;
   // The kernel of a claimed op.
   virtual KernelFn kernel(OpId op) const = 0;
+  // The bytes of scratch the kernel of claimed `b` takes from
+  // KernelContext::scratch_pool while it runs, for inputs of types `in` (nullptr
+  // for a scalar literal): one block, after its outputs, freed before the
+  // next statement. The memory plan (runtime/planner/memory_plan.h) adds it.
+  virtual int64_t scratch_bytes(const BoundSymbol& b, const std::vector<const TensorType*>& in) const {
+    (void)b;
+    (void)in;
+    return 0;
+  }
 };
 
 }  // namespace fsdpc

@@ -289,6 +289,20 @@ Proxy decompose_linear_cross_entropy(TraceBuilder& b, const BoundSymbol& c) {
   return binary(b, OpId::CrossEntropy, head_logits(b, h, c), targets);
 }
 
+// linear's rule for the logits' cotangent dlogits [n, V] (the loss's
+// dtype), cast to h's dtype: dh = dlogits w (h's shape), dw = dlogitsᵀ h
+// (in dw_dtype when set).
+std::vector<Proxy> head_gradients(TraceBuilder& b, const BoundSymbol& c, const Proxy& h, const Proxy& dz) {
+  Proxy dlogits = convert(b, dz, h.type.dtype);
+  Proxy dh = binary(b, OpId::Matmul, dlogits, input(b, c, 1));
+  const Shape h_shape = input(b, c, 0).type.shape;
+  if (dh.type.shape != h_shape) dh = reshape(b, dh, h_shape);
+  Attrs dw_attrs;
+  if (c.attrs.has("dw_dtype")) dw_attrs.set("out_dtype", c.attrs.get_str("dw_dtype"));
+  Proxy dw = b.emit1(OpId::Matmul, {op(permute(b, dlogits, {1, 0})), op(h)}, std::move(dw_attrs));
+  return {dh, dw};
+}
+
 // What autodiff makes of the decomposition above: the logits' cotangent
 // (softmax - onehot) * g / n (cross_entropy's rule, passes/vjp_rules_nn.cpp,
 // the one-hot subtracted by an index_add), cast to h's dtype, then linear's
@@ -296,7 +310,6 @@ Proxy decompose_linear_cross_entropy(TraceBuilder& b, const BoundSymbol& c) {
 // kernel run this; it holds [n, V] values, as the unfused head does.
 std::vector<Proxy> decompose_linear_cross_entropy_grad(TraceBuilder& b, const BoundSymbol& c) {
   auto [h, targets] = head_rows(b, c);
-  const Proxy w = input(b, c, 1);
   Proxy logits = head_logits(b, h, c);
   const int64_t n = logits.type.shape[0], v = logits.type.shape[1];
   const DType dt = logits.type.dtype;
@@ -312,14 +325,72 @@ std::vector<Proxy> decompose_linear_cross_entropy_grad(TraceBuilder& b, const Bo
       b, b.emit1(OpId::IndexAdd, {op(reshape(b, p, {n * v})), op(at), op(minus_one)}, Attrs{{"dim", int64_t{0}}}),
       {n, v});
   Proxy scale = broadcast(b, binary(b, OpId::Div, input(b, c, 3), static_cast<double>(n)), {n, v}, {});
-  Proxy dlogits = convert(b, binary(b, OpId::Mul, diff, scale), h.type.dtype);
-  Proxy dh = binary(b, OpId::Matmul, dlogits, w);
-  const Shape h_shape = input(b, c, 0).type.shape;
-  if (dh.type.shape != h_shape) dh = reshape(b, dh, h_shape);
-  Attrs dw_attrs;
-  if (c.attrs.has("dw_dtype")) dw_attrs.set("out_dtype", c.attrs.get_str("dw_dtype"));
-  Proxy dw = b.emit1(OpId::Matmul, {op(permute(b, dlogits, {1, 0})), op(h)}, std::move(dw_attrs));
-  return {dh, dw};
+  return head_gradients(b, c, h, binary(b, OpId::Mul, diff, scale));
+}
+
+// A vocabulary-parallel head's slice (linear_cross_entropy_stats): its
+// logits [n, V/T] in the loss's dtype, which of its classes are real (the
+// global class offset + j below `vocab`), and each row's target as a flat
+// index into the logits (`at`), valid where this slice holds it (`mine`).
+struct SliceHead {
+  Proxy h, logits, valid, at, mine;
+};
+
+SliceHead slice_head(TraceBuilder& b, const BoundSymbol& c) {
+  auto [h, targets] = head_rows(b, c);
+  SliceHead s{h, head_logits(b, h, c), {}, {}, {}};
+  const int64_t n = s.logits.type.shape[0], v = s.logits.type.shape[1];
+  const std::string device = device_name(s.logits.type.device);
+  Proxy offset = convert(b, input(b, c, 3), DType::i64);
+  if (targets.type.dtype != DType::i64) targets = convert(b, targets, DType::i64);
+  auto iota = [&](int64_t length) {
+    return b.emit1(OpId::Iota, {}, Attrs{{"length", length}, {"dtype", std::string("i64")}, {"device", device}});
+  };
+  Proxy classes = binary(b, OpId::Add, iota(v), broadcast(b, offset, {v}, {}));
+  s.valid = broadcast(b, binary(b, OpId::Lt, classes, static_cast<double>(c.attrs.get_int("vocab"))), {n, v}, {1});
+  // The target's column in the slice, 0 where another slice holds it.
+  Proxy local = binary(b, OpId::Sub, targets, broadcast(b, offset, {n}, {}));
+  Proxy inside = b.emit1(OpId::Where, {op(binary(b, OpId::Lt, local, 0.0)), Operand::lit(0), op(local)});
+  Proxy col = b.emit1(OpId::Where, {op(binary(b, OpId::Ge, inside, static_cast<double>(v))), Operand::lit(0), op(inside)});
+  s.mine = binary(b, OpId::Eq, local, col);
+  s.at = binary(b, OpId::Add, binary(b, OpId::Mul, iota(n), static_cast<double>(v)), col);
+  return s;
+}
+
+// Per row over the slice's real classes, lse = m + log(sum(exp(z - m))) with
+// m their max (0 when the slice has none, so that lse is -inf, not NaN);
+// the target's logit where the slice holds it, else 0.
+std::vector<Proxy> decompose_linear_cross_entropy_stats(TraceBuilder& b, const BoundSymbol& c) {
+  const SliceHead s = slice_head(b, c);
+  const Shape& nv = s.logits.type.shape;
+  const double inf = std::numeric_limits<double>::infinity();
+  Proxy z = b.emit1(OpId::Where, {op(s.valid), op(s.logits), Operand::lit(-inf)});
+  Proxy m = reduce(b, OpId::Amax, z, {1});
+  m = b.emit1(OpId::Where, {op(binary(b, OpId::Eq, m, -inf)), Operand::lit(0), op(m)});
+  Proxy e = unary(b, OpId::Exp, binary(b, OpId::Sub, z, broadcast(b, m, nv, {0})));
+  Proxy lse = binary(b, OpId::Add, m, unary(b, OpId::Log, reduce(b, OpId::Sum, e, {1})));
+  Proxy picked = b.emit1(OpId::Take, {op(reshape(b, s.logits, {nv[0] * nv[1]})), op(s.at)}, Attrs{{"dim", int64_t{0}}});
+  Proxy target = b.emit1(OpId::Where, {op(s.mine), op(picked), Operand::lit(0)});
+  const Shape& rows = input(b, c, 2).type.shape;
+  return {reshape(b, lse, rows), reshape(b, target, rows)};
+}
+
+// The VJP of the above for cotangents dlse and dtarget: per logit
+// dlse * exp(z - lse) over the real classes (the slice's softmax), plus
+// dtarget at the target where the slice holds it; then linear's rule.
+std::vector<Proxy> decompose_linear_cross_entropy_stats_grad(TraceBuilder& b, const BoundSymbol& c) {
+  const SliceHead s = slice_head(b, c);
+  const Shape& nv = s.logits.type.shape;
+  auto row = [&](size_t i) { return broadcast(b, reshape(b, input(b, c, i), {nv[0]}), nv, {0}); };
+  Proxy p = unary(b, OpId::Exp, binary(b, OpId::Sub, s.logits, row(4)));
+  // where, not a product with the mask: exp(z - lse) is inf for a padded
+  // class of a slice with no real ones (lse -inf).
+  Proxy d = b.emit1(OpId::Where, {op(s.valid), op(binary(b, OpId::Mul, p, row(5))), Operand::lit(0)});
+  Proxy at_target = b.emit1(OpId::Where, {op(s.mine), op(reshape(b, input(b, c, 6), {nv[0]})), Operand::lit(0)});
+  d = reshape(b, b.emit1(OpId::IndexAdd, {op(reshape(b, d, {nv[0] * nv[1]})), op(s.at), op(at_target)},
+                         Attrs{{"dim", int64_t{0}}}),
+              nv);
+  return head_gradients(b, c, s.h, d);
 }
 
 }  // namespace
@@ -336,6 +407,8 @@ std::vector<Proxy> decompose(TraceBuilder& b, const BoundSymbol& composite) {
     case OpId::RmsNorm: return {decompose_rms_norm(b, composite)};
     case OpId::LinearCrossEntropy: return {decompose_linear_cross_entropy(b, composite)};
     case OpId::LinearCrossEntropyGrad: return decompose_linear_cross_entropy_grad(b, composite);
+    case OpId::LinearCrossEntropyStats: return decompose_linear_cross_entropy_stats(b, composite);
+    case OpId::LinearCrossEntropyStatsGrad: return decompose_linear_cross_entropy_stats_grad(b, composite);
     case OpId::ScaledDotProductAttentionGrad: return decompose_sdpa_grad(b, composite);
     // prims, and fusion (a region's statements are already prims): the check below
     FSDPC_CASES_EXCEPT_COMPOSITE

@@ -182,11 +182,10 @@ TensorType meta_cross_entropy(const MetaArgs& a) {
   return compute_out(logits, {}, logits.dtype);
 }
 
-// h [..., C], w [V, C] (linear's weight layout), targets [...]: the mean
-// over the positions of cross_entropy(linear(h, w), targets), in
-// linear_cross_entropy_loss_dtype(h). `chunk` (optional): rows of logits a
-// kernel holds at once; it tiles the work and never changes the value.
-TensorType meta_linear_cross_entropy(const MetaArgs& a) {
+// The head's operands h [..., C], w [V, C] (linear's weight layout) and
+// targets [...], and `chunk` (optional): rows of logits a kernel holds at
+// once; it tiles the work and never changes the value.
+void check_head_operands(const MetaArgs& a) {
   const TensorType& h = a.tensor(0);
   const TensorType& w = a.tensor(1);
   const TensorType& targets = a.tensor(2);
@@ -201,20 +200,14 @@ TensorType meta_linear_cross_entropy(const MetaArgs& a) {
     a.fail("targets is ", desc(targets), ", h is ", desc(h), "; expected targets ", shape_str(batch_of(h, 1)),
            " (h.shape[:-1])");
   if (a.has("chunk") && a.get_int("chunk") < 1) a.fail("chunk ", a.get_int("chunk"), " must be >= 1 (rows)");
-  return compute_out(h, {}, linear_cross_entropy_loss_dtype(h.dtype));
 }
 
-// linear_cross_entropy's gradients for its loss's cotangent g (a scalar of
-// the loss's dtype): dh of h's type, dw of w's (or dw_dtype).
-Types meta_linear_cross_entropy_grad(const MetaArgs& a) {
-  const TensorType loss = meta_linear_cross_entropy(a);
-  const TensorType& g = a.tensor(3);
-  if (!g.shape.empty() || g.dtype != loss.dtype)
-    a.fail("g is ", desc(g), "; expected a ", dtype_name(loss.dtype), " scalar (the loss's cotangent)");
+// dh of h's type, dw of w's or dw_dtype's: f32 for bf16 operands writes dw
+// from its f32 accumulator (passes/widen_accumulation.h), as matmul's
+// out_dtype does.
+Types head_gradients(const MetaArgs& a) {
   const TensorType& h = a.tensor(0);
   const TensorType& w = a.tensor(1);
-  // dw_dtype: f32 for bf16 operands writes dw from its f32 accumulator
-  // (passes/widen_accumulation.h), as matmul's out_dtype does.
   DType dw = w.dtype;
   if (a.has("dw_dtype")) {
     dw = a.get_dtype("dw_dtype");
@@ -222,6 +215,53 @@ Types meta_linear_cross_entropy_grad(const MetaArgs& a) {
       a.fail("dw_dtype ", dtype_name(dw), " for w ", desc(w), "; expected ", dtype_name(w.dtype), " or f32");
   }
   return {compute_out(h, h.shape, h.dtype), compute_out(h, w.shape, dw)};
+}
+
+// The mean over the positions of cross_entropy(linear(h, w), targets), in
+// linear_cross_entropy_loss_dtype(h).
+TensorType meta_linear_cross_entropy(const MetaArgs& a) {
+  check_head_operands(a);
+  const TensorType& h = a.tensor(0);
+  return compute_out(h, {}, linear_cross_entropy_loss_dtype(h.dtype));
+}
+
+// linear_cross_entropy's gradients for its loss's cotangent g (a scalar of
+// the loss's dtype).
+Types meta_linear_cross_entropy_grad(const MetaArgs& a) {
+  const TensorType loss = meta_linear_cross_entropy(a);
+  const TensorType& g = a.tensor(3);
+  if (!g.shape.empty() || g.dtype != loss.dtype)
+    a.fail("g is ", desc(g), "; expected a ", dtype_name(loss.dtype), " scalar (the loss's cotangent)");
+  return head_gradients(a);
+}
+
+// One rank's slice of a vocabulary-parallel head: w [V/T, C] holds the
+// classes offset .. offset + V/T - 1 (`offset` an integer scalar), those
+// from `vocab` on padding. Per position, in the loss's dtype, the log of
+// the sum of exp over the slice's logits and the target's logit where the
+// slice holds the target (else 0).
+Types meta_linear_cross_entropy_stats(const MetaArgs& a) {
+  check_head_operands(a);
+  const TensorType& h = a.tensor(0);
+  const TensorType& offset = a.tensor(3);
+  require_index(a, offset, "offset");
+  if (!offset.shape.empty()) a.fail("offset is ", desc(offset), "; expected a scalar (the slice's first class)");
+  if (a.get_int("vocab") < 1) a.fail("vocab ", a.get_int("vocab"), " must be >= 1 (the classes of the whole head)");
+  const TensorType row = compute_out(h, a.tensor(2).shape, linear_cross_entropy_loss_dtype(h.dtype));
+  return {row, row};
+}
+
+// Its gradients for the cotangents of both outputs (inputs 5 and 6), given
+// its first output (input 4, saved by the forward).
+Types meta_linear_cross_entropy_stats_grad(const MetaArgs& a) {
+  const TensorType row = meta_linear_cross_entropy_stats(a).at(0);
+  const char* names[] = {"lse", "its cotangent", "the target logit's cotangent"};
+  for (size_t i = 4; i < 7; ++i) {
+    const TensorType& t = a.tensor(i);
+    if (t.shape != row.shape || t.dtype != row.dtype)
+      a.fail("input ", i + 1, " (", names[i - 4], ") is ", desc(t), "; expected ", desc(row));
+  }
+  return head_gradients(a);
 }
 
 // scaled_dot_product_attention's gradients for its output's cotangent g
@@ -249,6 +289,8 @@ Types meta_composite(const MetaArgs& a) {
     case OpId::RmsNorm: return {meta_rms_norm(a)};
     case OpId::LinearCrossEntropy: return {meta_linear_cross_entropy(a)};
     case OpId::LinearCrossEntropyGrad: return meta_linear_cross_entropy_grad(a);
+    case OpId::LinearCrossEntropyStats: return meta_linear_cross_entropy_stats(a);
+    case OpId::LinearCrossEntropyStatsGrad: return meta_linear_cross_entropy_stats_grad(a);
     case OpId::ScaledDotProductAttentionGrad: return meta_sdpa_grad(a);
     // not composites: the check below
     FSDPC_CASES_EXCEPT_COMPOSITE

@@ -17,7 +17,8 @@ enum class Precision { low, f32, keep };
 Precision policy(OpId op) {
   // the matmul composites; the fused head's loss is f32 by its meta rule
   // (its gradient comes after grad, which runs after autocast)
-  if (op == OpId::Linear || op == OpId::ScaledDotProductAttention || op == OpId::LinearCrossEntropy)
+  if (op == OpId::Linear || op == OpId::ScaledDotProductAttention || op == OpId::LinearCrossEntropy ||
+      op == OpId::LinearCrossEntropyStats)
     return Precision::low;
   switch (op) {
     FSDPC_MATMUL_CASES

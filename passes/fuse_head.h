@@ -15,9 +15,11 @@
 // A linear with a bias, another permutation, a product used elsewhere or
 // returned, mixed dtypes, or logits on a device other than the CPU (the CUDA
 // executor has no fused kernel yet: there the head stays as it is) are left
-// unfused. The pipeline runs this before tp, and only without tensor
-// parallelism: tp rewrites the plain cross_entropy of vocabulary-parallel
-// logits itself (passes/tensor_parallel_vocab.cpp).
+// unfused. The pipeline runs this before tp, which splits a fused head by
+// vocabulary into each rank's linear_cross_entropy_stats and the collectives
+// that combine them (passes/tensor_parallel_vocab.cpp), so that under tp no
+// [tokens, vocab / T] value exists either; an unfused head's cross_entropy
+// it rewrites into Megatron's vocabulary-parallel form.
 //
 // Pre:  verify(trace) passes; the captured trace (or one pipeline stage's
 //       cut of it): no collectives yet.

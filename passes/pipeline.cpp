@@ -138,12 +138,11 @@ void record(StageLog* log, const PipelineOptions& o, const std::string& name, st
 JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageLog* log) {
   record(log, o, "trace", {&captured});
   // The head fused with its loss first, on the captured trace, so that every
-  // pass after it (fsdp's gathers, autocast, grad's rule for the fused op)
-  // sees one statement. Not under tensor parallelism: tp rewrites the plain
-  // cross_entropy into its vocabulary-parallel form. Shown only when a head
-  // was fused.
+  // pass after it (tp's vocabulary-parallel split of it, fsdp's gathers,
+  // autocast, grad's rule for the fused op) sees one statement. Shown only
+  // when a head was fused.
   Trace fused_head;
-  const bool fuse = o.loss_chunk.fuse && o.mesh.tp == 1;
+  const bool fuse = o.loss_chunk.fuse;
   if (fuse) {
     fused_head = fuse_head(captured, o.loss_chunk);
     if (fused_head.bsyms.size() != captured.bsyms.size()) record(log, o, "fuse_head", {&fused_head});
@@ -154,7 +153,7 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
   Trace split_layers;
   if (o.mesh.tp > 1) {
     split_layers =
-        tensor_parallel(captured, TensorParallelOptions{o.mesh.tp, o.sequence_parallel, o.tensor_parallel_plan});
+        tensor_parallel(source, TensorParallelOptions{o.mesh.tp, o.sequence_parallel, o.tensor_parallel_plan});
     record(log, o, "tp", {&split_layers});
   }
   JointTrace j;

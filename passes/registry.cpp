@@ -7,7 +7,7 @@ const std::vector<PassInfo>& pass_registry() {
   static const std::vector<PassInfo> kPasses = {
       {"trace", "the captured trace of the model (no pass run)"},
       {"pp", "pipeline parallelism (--pp P > 1): the captured trace cut into P stage traces by blocks; each stage then runs every pass below"},
-      {"fuse_head", "the language-model head and its loss as one linear_cross_entropy (--loss-chunk, on by default; not with --tp): no [tokens, vocab] logits"},
+      {"fuse_head", "the language-model head and its loss as one linear_cross_entropy (--loss-chunk, on by default; with --tp split by vocabulary): no [tokens, vocab] logits"},
       {"tp", "tensor parallelism (--tp T > 1): column/row-parallel attention and MLP, f/g collectives on group tp"},
       {"fsdp", "shard parameters (zero3/zero2/hybrid) or replicate them (no_shard); synchronize before first use"},
       {"autocast", "mixed precision (--precision bf16): cast parameters before gathering; matmuls in bf16, the rest in f32"},

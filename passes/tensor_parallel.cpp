@@ -73,6 +73,14 @@ std::string TensorParallel::all_gather_seq(const std::string& x) {
   return gathered_[x] = emit(OpId::Wait, {Operand::of(emit(OpId::AllGather, {Operand::of(x)}, std::move(a)).name)}).name;
 }
 
+// The sequence all-gathered for a replicated computation after the
+// sequence-parallel region: every rank computes the whole result, so the
+// cotangent is split back, not summed.
+std::string TensorParallel::gather_seq_split_back(const std::string& x) {
+  Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"dim", int64_t{1}}, {"grad", std::string("split")}};
+  return emit(OpId::Wait, {Operand::of(emit(OpId::AllGather, {Operand::of(x)}, std::move(a)).name)}).name;
+}
+
 // A replicated value's S/T positions of this rank, for a statement that
 // mixes it with sequence-parallel values (a residual, the position
 // embedding): looked up by position after f, whose backward sums the
@@ -182,10 +190,8 @@ void TensorParallel::matmul(const BoundSymbol& s) {
   }
   if (x.layout.seq && !w.layout.split() && (s.inputs.size() < 3 || !in(s, 2).layout.split())) {
     // A replicated weight after the sequence-parallel region (an LM head
-    // the plan leaves whole): every rank computes the whole product, so its
-    // cotangent is split back, not summed.
-    Attrs a{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"dim", int64_t{1}}, {"grad", std::string("split")}};
-    ins[0] = Operand::of(emit(OpId::Wait, {Operand::of(emit(OpId::AllGather, {ins[0]}, std::move(a)).name)}).name);
+    // the plan leaves whole).
+    ins[0] = Operand::of(gather_seq_split_back(x.name));
     if (s.inputs.size() == 3) ins.push_back(Operand::of(in(s, 2).name));
     define(s, b_.emit1(s.op, std::move(ins), s.attrs), Layout{});
     return;
@@ -272,6 +278,7 @@ void TensorParallel::statement(const BoundSymbol& s) {
     for (const Proxy& o : s.outputs) values_[o.name] = {o.name, {}};
     return;
   }
+  if (s.op == OpId::LinearCrossEntropy) return linear_cross_entropy(s);
   if (s.op == OpId::Matmul || s.op == OpId::Linear) return matmul(s);
   const Local x = in(s, 0);
   if (split->seq) {  // the sequence-parallel region: norms, residuals, biases, elementwise

@@ -21,7 +21,10 @@
 //       column-parallel, and cross_entropy becomes Megatron's
 //       vocab-parallel form: the max shift by `all_reduce(op=max,
 //       grad=none)`, the sums of exp and the target logits by one g, so the
-//       full logits are never gathered. The rank's vocabulary offset comes
+//       full logits are never gathered. A head fused with its loss
+//       (passes/fuse_head.h) becomes each rank's
+//       linear_cross_entropy_stats over its vocabulary rows, combined the
+//       same way, so no rank holds its [tokens, V/T] logits either. The rank's vocabulary offset comes
 //       from `axis_index(group=tp)`. Norms and the position embedding stay
 //       replicated. Heads (and Llama's kv heads) or features not divisible
 //       by T, or a statement the split values cannot pass through, are an

@@ -2,7 +2,8 @@
 // halves: tensor_parallel.cpp walks the trace (f and g, column- and
 // row-parallel products, sequence parallelism, the layouts through shape
 // ops) and tensor_parallel_vocab.cpp holds the vocabulary-parallel ops (the
-// lookup, the cross-entropy, the padding mask and the rank's offsets).
+// lookup, the cross-entropy, the fused head, the padding mask and the rank's
+// offsets).
 // Private to passes/.
 #pragma once
 
@@ -61,6 +62,8 @@ class TensorParallel {
   void slice(const BoundSymbol& s, const Local& x);
   void take(const BoundSymbol& s, const Local& table);
   void cross_entropy(const BoundSymbol& s, const Local& logits);
+  void linear_cross_entropy(const BoundSymbol& s);
+  std::string gather_seq_split_back(const std::string& x);
   std::string mask_padding(const std::string& logits, int64_t vocab);
   Proxy rank_offset(int64_t rows, DType dtype, const Device& device);
   std::pair<Proxy, Proxy> local_ids(const std::string& ids, int64_t rows);

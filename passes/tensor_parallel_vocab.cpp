@@ -114,6 +114,64 @@ void TensorParallel::cross_entropy(const BoundSymbol& s, const Local& logits) {
   define(s, emit(OpId::Div, {Operand::of(total.name), Operand::lit(static_cast<double>(n))}), Layout{});
 }
 
+// The fused head (passes/fuse_head.h) with its weight split by vocabulary
+// rows, so that no rank holds its [tokens, V/T] logits either: each rank's
+// linear_cross_entropy_stats gives, per token, the log-sum-exp of its
+// slice's logits and the target's logit where its slice holds it, and the
+// trace combines the ranks' rows as Megatron's cross-entropy combines their
+// logits: lse = M + log(sum over ranks of exp(lse_r - M)), M the ranks' max
+// lse (all_reduce max, no gradient: the shift cancels out of the loss), the
+// sums and the target logits in one g. Two ops rather than one composite
+// with the collectives inside: the all_reduces stay in the trace, where the
+// schedule, the step simulator and the executors see them, and the stats'
+// VJP (linear_cross_entropy_stats_grad, which recomputes the slice's logits
+// a chunk at a time) is the op's own, so autodiff composes it with the
+// collectives' rules; dh's parts are summed by f's backward, as for any
+// column-parallel product. The padded classes of the last slices are left
+// out inside the op (`vocab`). Under sequence parallelism h is gathered over
+// the sequence first, as a column-parallel block's input is.
+void TensorParallel::linear_cross_entropy(const BoundSymbol& s) {
+  const Local h = in(s, 0), w = in(s, 1), targets = in(s, 2);
+  if (targets.layout.split()) unsupported(s, "the targets must be replicated");
+  if (h.layout.split() && !h.layout.seq) unsupported(s, "the head's input must be replicated or sequence-parallel");
+  if (!w.layout.split()) {  // a head the plan leaves whole: every rank computes the whole loss
+    const std::string x = h.layout.seq ? gather_seq_split_back(h.name) : h.name;
+    return define(s, emit(s.op, {Operand::of(x), Operand::of(w.name), Operand::of(targets.name)}, s.attrs), Layout{});
+  }
+  if (w.layout.dim != 0 || w.layout.blocks != 1)
+    unsupported(s, "only a head weight split by vocabulary rows (dim 0) is supported");
+  const std::string x = h.layout.seq ? all_gather_seq(h.name) : f(h.name);
+  const TensorType& wt = b_.type_of(w.name);
+  const int64_t rows = wt.shape.at(0);
+  Attrs a{{"vocab", w.layout.vocab ? w.layout.vocab : rows * tp_}};
+  if (const AttrValue* chunk = s.attrs.find("chunk")) a.set("chunk", *chunk);
+  const Proxy offset = rank_offset(rows, DType::i64, wt.device);
+  const std::vector<Proxy> stats = b_.emit(
+      OpId::LinearCrossEntropyStats,
+      {Operand::of(x), Operand::of(w.name), Operand::of(targets.name), Operand::of(offset.name)}, std::move(a));
+  const int64_t n = numel(stats[0].type.shape);
+  auto flat = [&](const Proxy& p, Shape shape) {
+    return p.type.shape == shape ? p : emit(OpId::Reshape, {Operand::of(p.name)}, Attrs{{"shape", IntList(shape)}});
+  };
+  Attrs max_attrs{{"group", std::string("tp")}, {"size", int64_t{tp_}}, {"op", std::string("max")},
+                  {"grad", std::string("none")}};
+  const Proxy lse = flat(stats[0], {n});
+  const Proxy max = emit(OpId::Wait, {Operand::of(emit(OpId::AllReduce, {Operand::of(lse.name)}, std::move(max_attrs)).name)});
+  const Proxy e = emit(OpId::Exp, {Operand::of(emit(OpId::Sub, {Operand::of(lse.name), Operand::of(max.name)}).name)});
+  // One g for both row vectors: [2, n], summed over the ranks.
+  const Proxy both = g(emit(OpId::Cat, {Operand::of(flat(e, {1, n}).name), Operand::of(flat(stats[1], {1, n}).name)},
+                            Attrs{{"dim", int64_t{0}}}));
+  auto part = [&](int64_t r) {
+    return flat(emit(OpId::Slice, {Operand::of(both.name)},
+                     Attrs{{"starts", IntList{r, 0}}, {"ends", IntList{r + 1, n}}, {"strides", IntList{1, 1}}}),
+                {n});
+  };
+  const Proxy total_lse = emit(OpId::Add, {Operand::of(max.name), Operand::of(emit(OpId::Log, {Operand::of(part(0).name)}).name)});
+  const Proxy nll = emit(OpId::Sub, {Operand::of(total_lse.name), Operand::of(part(1).name)});
+  const Proxy total = emit(OpId::Sum, {Operand::of(nll.name)}, Attrs{{"dims", IntList{0}}});
+  define(s, emit(OpId::Div, {Operand::of(total.name), Operand::lit(static_cast<double>(n))}), Layout{});
+}
+
 // Logits [n, v] of a padded vocabulary with the columns past `vocab` (global
 // index iota(v) + this rank's offset) -inf: they add exp(-inf) = 0 to the
 // sums, never win the max, and where's backward gives them a zero

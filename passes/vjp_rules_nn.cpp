@@ -210,6 +210,31 @@ Cotangents linear_cross_entropy_grad(const VjpCall& c) {
   return r;
 }
 
+// One vocabulary slice's statistics (passes/tensor_parallel_vocab.cpp): the
+// gradients of both outputs in one statement, which recomputes the slice's
+// logits chunk by chunk as linear_cross_entropy_grad does and takes lse,
+// the forward's first output, so that exp(z - lse) needs no second pass
+// over the logits for their max. This is the op's own VJP for any
+// cotangents, not only the loss's: dh is this rank's part (the trace's f
+// sums the parts over tp). An output without a cotangent gets zeros.
+Cotangents linear_cross_entropy_stats_grad(const VjpCall& c) {
+  Cotangents r = c.none();
+  if (!c.need(0) && !c.need(1)) return r;
+  auto cotangent = [&](size_t i) {
+    return c.out_cts[i] ? *c.out_cts[i] : zeros(c.b, c.bsym.outputs[i].type);
+  };
+  Attrs attrs{{"vocab", c.bsym.attrs.get_int("vocab")}};
+  if (const AttrValue* chunk = c.bsym.attrs.find("chunk")) attrs.set("chunk", *chunk);
+  std::vector<Proxy> grads =
+      c.b.emit(OpId::LinearCrossEntropyStatsGrad,
+               {op(c.in(0)), op(c.in(1)), op(c.in(2)), op(c.in(3)), op(c.bsym.outputs[0]), op(cotangent(0)),
+                op(cotangent(1))},
+               std::move(attrs));
+  if (c.need(0)) r[0] = grads[0];
+  if (c.need(1)) r[1] = grads[1];
+  return r;
+}
+
 }  // namespace
 
 Cotangents vjp_nn(const VjpCall& c) {
@@ -225,7 +250,9 @@ Cotangents vjp_nn(const VjpCall& c) {
       if (!c.need(0)) return c.none();
       return {cross_entropy_grad(c), std::nullopt};
     case OpId::LinearCrossEntropy: return linear_cross_entropy_grad(c);
+    case OpId::LinearCrossEntropyStats: return linear_cross_entropy_stats_grad(c);
     case OpId::LinearCrossEntropyGrad:
+    case OpId::LinearCrossEntropyStatsGrad:
     case OpId::ScaledDotProductAttentionGrad:
       fail(op_name(c.bsym.op), " has no VJP rule: fsdpc takes first derivatives only");
     // not composites with a rule here: the check below

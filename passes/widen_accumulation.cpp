@@ -31,10 +31,15 @@ bool accumulates(OpId op) {
   return op == OpId::Matmul || op == OpId::Sum || op == OpId::IndexAdd || op == OpId::Add;
 }
 
-// The fused head's gradient: its dw (output 1) sums dlogitsᵀ·h over the
-// chunks in f32 and can be written as it is (dw_dtype).
+bool is_fused_head_grad(OpId op) {
+  return op == OpId::LinearCrossEntropyGrad || op == OpId::LinearCrossEntropyStatsGrad;
+}
+
+// The fused head's gradient (or a vocabulary slice's): its dw (output 1)
+// sums dlogitsᵀ·h over the chunks in f32 and can be written as it is
+// (dw_dtype).
 bool fused_head_dw(const BoundSymbol& b) {
-  return b.op == OpId::LinearCrossEntropyGrad && b.outputs.size() == 2 && narrow_float(b.outputs[1].type.dtype) &&
+  return is_fused_head_grad(b.op) && b.outputs.size() == 2 && narrow_float(b.outputs[1].type.dtype) &&
          !b.attrs.has("dw_dtype");
 }
 
@@ -124,7 +129,7 @@ std::optional<Trace> widen_once(const Trace& trace) {
     if (dropped[i]) continue;
     BoundSymbol b = trace.bsyms[i];
     rename_uses(b, renamed);
-    if (b.op == OpId::LinearCrossEntropyGrad && b.outputs.size() == 2) {
+    if (is_fused_head_grad(b.op) && b.outputs.size() == 2) {
       auto w = widened_by.find(b.outputs[1].name);
       if (w == widened_by.end()) {
         out.bsyms.push_back(std::move(b));

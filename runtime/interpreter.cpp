@@ -76,6 +76,7 @@ std::vector<TensorValue> Interpreter::run(const Trace& trace, std::vector<Tensor
     }
     if (b.op != OpId::Reshape) {
       auto t0 = std::chrono::steady_clock::now();
+      context_.scratch_pool = &allocator_;
       kernel_for(b)(context_, b, in, out);
       const auto t1 = std::chrono::steady_clock::now();
       double s = std::chrono::duration<double>(t1 - t0).count();

@@ -186,6 +186,7 @@ inline double cancelling_floor(OpId op) {
     case OpId::Matmul: case OpId::Linear: case OpId::ScaledDotProductAttention: case OpId::LayerNorm:
     case OpId::Gelu: case OpId::CrossEntropy: case OpId::IndexAdd:  // f32 sums of repeated rows
     case OpId::LinearCrossEntropy: case OpId::LinearCrossEntropyGrad: case OpId::ScaledDotProductAttentionGrad:
+    case OpId::LinearCrossEntropyStats: case OpId::LinearCrossEntropyStatsGrad:
       return 0.1;
     default:
       return 1e-6;

@@ -2,7 +2,8 @@
 // and, through the whole pipeline, that a fused model's traces hold no
 // [tokens, vocab] value at any stage after it: GPT-2 (tied wte), Llama
 // (untied lm_head) and Qwen2 (untied and tied), zero3 on 1 and 2 ranks, with remat and bf16; --loss-chunk
-// off keeps today's head (so the walk can fail), and --tp leaves it unfused.
+// off keeps today's head (so the walk can fail); under --tp 2 (with sequence
+// parallelism, a padded vocabulary) no [tokens, V/tp] value either.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -102,6 +103,7 @@ LlamaConfig qwen2_config(bool tied) {
 // wide, and its [batch, seq, 256] activations would look like logits.
 std::unique_ptr<Model> model_named(const std::string& name) {
   if (name == "gpt2-tiny-v300") return std::make_unique<GPT2>(name, GPT2Config{2, 2, 64, 300, 64, 1e-5});
+  if (name == "gpt2-tiny-v301") return std::make_unique<GPT2>(name, GPT2Config{2, 2, 64, 301, 64, 1e-5});
   if (name == "qwen2-v300") return std::make_unique<Llama>(name, qwen2_config(false));
   if (name == "qwen2-tied-v300") return std::make_unique<Llama>(name, qwen2_config(true));
   return make_model(name);
@@ -113,24 +115,32 @@ std::unique_ptr<Model> model_named(const std::string& name) {
 struct Walk {
   std::vector<std::string> stages;
   std::string found;
+  int stats = 0;
 };
-Walk walk(const std::string& model, int world, PipelineOptions o, int64_t batch = 2, int64_t seq = 16) {
+// With `tp` > 1, over a mesh of `world` data-parallel ranks times tp, the
+// values of tokens x ceil(V / tp) elements; `stats` counts the vocabulary
+// slice's ops in the final traces.
+Walk walk(const std::string& model, int world, PipelineOptions o, int64_t batch = 2, int64_t seq = 16, int tp = 1) {
   std::unique_ptr<Model> m = model_named(model);
   CaptureOptions c;
   c.batch = batch;
   c.seq = seq;
   const Trace captured = capture(*m, c);
   o.mesh = flat_mesh(world);
+  o.mesh.tp = tp;
   o.tensor_parallel_plan = m->tensor_parallel_plan();
-  const int64_t vocab = model.ends_with("-v300") ? 300 : 256;
+  const int64_t vocab = model.ends_with("-v300") ? 300 : model.ends_with("-v301") ? 301 : 256;
   Walk w;
-  for (const Stage& s : compile(captured, o)) {
+  const std::vector<Stage> stages = compile(captured, o);
+  for (const Stage& s : stages) {
     w.stages.push_back(s.name);
     if (s.name == "trace") continue;
     for (const Trace& t : s.traces)
-      if (std::string v = logits_sized_value(t, batch * seq, vocab); !v.empty() && w.found.empty())
+      if (std::string v = logits_sized_value(t, batch * seq, (vocab + tp - 1) / tp); !v.empty() && w.found.empty())
         w.found = s.name + ": " + v;
   }
+  for (const Trace& t : stages.back().traces)
+    w.stats += count_op(t, OpId::LinearCrossEntropyStats) + count_op(t, OpId::LinearCrossEntropyStatsGrad);
   return w;
 }
 
@@ -204,22 +214,31 @@ TEST_CASE("fused GPT-2, Llama and Qwen2 hold no [tokens, vocab] value after fuse
     }
 }
 
-TEST_CASE("with --tp the head stays unfused: tp rewrites the vocabulary-parallel cross_entropy", "[fuse_head][tp]") {
-  PipelineOptions o;
-  o.mesh.tp = 2;
-  std::unique_ptr<Model> m = make_model("gpt2-tiny");
-  CaptureOptions c;
-  c.batch = 2;
-  c.seq = 16;
-  o.mesh = flat_mesh(1);
-  o.mesh.tp = 2;
-  o.tensor_parallel_plan = m->tensor_parallel_plan();
-  bool any_fused = false;
-  std::vector<std::string> names;
-  for (const Stage& s : compile(capture(*m, c), o)) {
-    names.push_back(s.name);
-    for (const Trace& t : s.traces) any_fused = any_fused || count_op(t, OpId::LinearCrossEntropy) > 0;
-  }
-  CHECK(std::find(names.begin(), names.end(), "fuse_head") == names.end());
-  CHECK_FALSE(any_fused);
+// Under tp each rank holds ceil(V / T) classes of the head: with the head
+// fused no value holds tokens x that many either (linear_cross_entropy_stats
+// holds a [chunk, V/T] block inside its kernel), with and without sequence
+// parallelism and with a padded vocabulary; --loss-chunk off keeps tp's
+// vocabulary-parallel logits, which the walk finds.
+TEST_CASE("fused GPT-2 and Llama under --tp 2 hold no [tokens, V/tp] value; off keeps the logits",
+          "[fuse_head][tp][pipeline]") {
+  for (const std::string model : {"gpt2-tiny-v300", "gpt2-tiny-v301", "llama-tiny"})
+    for (bool sp : {false, true}) {
+      INFO(model << (sp ? " --sequence-parallel" : ""));
+      PipelineOptions o;
+      o.sequence_parallel = sp;
+      const Walk fused = walk(model, 1, o, 2, 16, 2);
+      CHECK(has_stage(fused, "fuse_head"));
+      CHECK(fused.stats == 2);  // the slice's statistics and their gradient
+      CHECK(fused.found == "");
+      o.precision = DType::bf16;
+      CHECK(walk(model, 1, o, 2, 16, 2).found == "");
+      o.precision = DType::f32;
+      o.remat.mode = RematMode::block;
+      CHECK(walk(model, 1, o, 2, 16, 2).found == "");
+      o.remat.mode = RematMode::none;
+      o.loss_chunk.fuse = false;
+      const Walk off = walk(model, 1, o, 2, 16, 2);
+      CHECK(off.stats == 0);
+      CHECK(off.found != "");
+    }
 }

@@ -361,3 +361,28 @@ TEST_CASE("memory plan equals the measured peak with int8 gathers (zero3 buckete
   check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy hybrid --mesh 2,2 --outer-steps 1 "
                                      "--outer-dtype int8 --gather-dtype int8");
 }
+
+// The fused head's kernels take their [chunk, V] block (and, for bf16
+// products, its bf16 copy) from the rank's allocator (Executor::scratch_bytes,
+// executors/cpu/cpu_head.h), so the plan holds it, as a point of its own
+// while the statement runs, and still equals the measurement: the whole
+// vocabulary on one rank, a vocabulary slice under --tp 2 (with sequence
+// parallelism, and Llama's untied head in bf16).
+TEST_CASE("memory plan counts the fused head's kernel scratch on one rank and over tp 2", "[mpi][memory_plan][tp]") {
+  check_predicted_equals_measured(1, "--model gpt2-tiny --seq 32 --loss-chunk 7");
+  check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --tp 2");
+  check_predicted_equals_measured(2, "--model gpt2-tiny --seq 32 --tp 2 --sequence-parallel --loss-chunk 5");
+  check_predicted_equals_measured(4, "--model llama-tiny --seq 32 --tp 2 --strategy zero3 --precision bf16");
+  // 8 tokens x 64 per rank in one chunk: gpt2-tiny's 256 classes over 2 ranks,
+  // one 8 x 128 f32 block (4 KiB) in the forward and in the backward.
+  const Json plan = dump_memory("--model gpt2-tiny --seq 4 --batch 2 --world-size 2 --tp 2");
+  int during = 0;
+  for (const Json& phase : plan["steady"]["phases"])
+    for (const Json& p : phase["points"]) {
+      const std::string what = p["what"].get<std::string>();
+      if (what.find("kernel scratch") == std::string::npos) continue;
+      ++during;
+      CHECK_THAT(what, Catch::Contains("linear_cross_entropy_stats") && Catch::Contains("4.0 KiB of kernel scratch"));
+    }
+  CHECK(during == 2);
+}

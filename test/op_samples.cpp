@@ -113,6 +113,15 @@ OpSample op_sample(OpId op) {
       return {{at({2, 8, 16}, bf16), at({50, 16}, bf16), at({2, 8}, i32)}, {{"chunk", int64_t{3}}}, {on1({})}};
     case OpId::LinearCrossEntropyGrad:
       return {{at({2, 8, 16}), at({50, 16}), at({2, 8}, i64), at({})}, {}, {on1({2, 8, 16}), on1({50, 16})}};
+    // One of 4 ranks' slices of a vocabulary of 50: ceil(50 / 4) = 13 rows.
+    case OpId::LinearCrossEntropyStats:
+      return {{at({2, 8, 16}, bf16), at({13, 16}, bf16), at({2, 8}, i32), at({}, i64)},
+              {{"vocab", int64_t{50}}, {"chunk", int64_t{3}}},
+              {on1({2, 8}), on1({2, 8})}};
+    case OpId::LinearCrossEntropyStatsGrad:
+      return {{at({2, 8, 16}), at({13, 16}), at({2, 8}, i64), at({}, i64), at({2, 8}), at({2, 8}), at({2, 8})},
+              {{"vocab", int64_t{50}}},
+              {on1({2, 8, 16}), on1({13, 16})}};
     case OpId::ScaledDotProductAttentionGrad:
       return {{at({2, 10, 8}), at({2, 12, 8}), at({2, 12, 16}), at({2, 10, 16})},
               {{"is_causal", true}, {"scale", 0.125}},

@@ -87,6 +87,12 @@ const Golden kGoldens[] = {
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --tp 2 --sequence-parallel --stage tp"},
     {"gpt2-tiny-tp2-zero3.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 4 --tp 2 --strategy zero3 --stage forward"},
+    // The fused head split by vocabulary, as it runs: the rank's
+    // cpu_linear_cross_entropy_stats after the sequence's all_gather, the
+    // max and sum all_reduces on tp; in the backward its gradient and the
+    // all_gather's reduce_scatter summing dh's parts.
+    {"gpt2-tiny-tp2-sp-fusion.trace",
+     "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --tp 2 --sequence-parallel --stage fusion"},
     // Pipeline parallelism: the cut of gpt2-tiny into 2 stages (stage0: the
     // embeddings and h.0, returning the residual stream; stage1: h.1, ln_f,
     // the tied head and the loss), and both stages' forward and backward

@@ -42,6 +42,7 @@ struct Case {
   RematMode remat = RematMode::none;
   bool sync_grads = true;
   bool sequence_parallel = false;
+  bool fuse_head = true;  // --loss-chunk auto: the head split by vocabulary as linear_cross_entropy_stats
 };
 
 std::unique_ptr<Model> model_of(const std::string& name) {
@@ -181,6 +182,7 @@ void check_parity(const Case& c) {
   po.remat.mode = c.remat;
   po.sync_grads = c.sync_grads;
   po.sequence_parallel = c.sequence_parallel;
+  po.loss_chunk.fuse = c.fuse_head;
   po.tensor_parallel_plan = plan;
   const std::vector<Stage> stages = compile(capture(*model_of(c.model), capture_options(2)), po);
   const Trace& fwd = stages.back().traces.at(0);
@@ -328,6 +330,21 @@ TEST_CASE("tensor parallel: a padded vocabulary gives one process's loss and gra
   // and it adds nothing to the sums.
   check_parity({"gpt2-vocab-5", Strategy::zero3, Mesh{1, 1, 4}});
   check_parity({"gpt2-vocab-5", Strategy::zero3, Mesh{1, 2, 4}});
+}
+
+// The cases above run the fused head (fuse_head before tp, the default);
+// --loss-chunk off keeps the vocabulary-parallel cross_entropy of the
+// head's logits, which must give the same numbers.
+TEST_CASE("tensor parallel: the unfused head (--loss-chunk off) gives one process's loss and gradients", "[tp]") {
+  const std::pair<const char*, int> runs[] = {{"gpt2-tiny", 2}, {"llama-tiny", 2}, {"gpt2-odd-vocab-4", 4},
+                                              {"gpt2-vocab-5", 4}};
+  for (const auto& [model, tp] : runs) {
+    Case c{model, Strategy::zero3, Mesh{1, 2, tp}};
+    c.fuse_head = false;
+    check_parity(c);
+    c.sequence_parallel = true;
+    check_parity(c);
+  }
 }
 
 TEST_CASE("tensor parallel: a padded vocabulary's logits never widen to the vocabulary", "[tp]") {

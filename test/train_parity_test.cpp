@@ -188,3 +188,31 @@ TEST_CASE("training a padded vocabulary over tp 2 x zero3 matches one process", 
   check_same(adamw_base, train(4, "--strategy zero3 --tp 2", "vocab-adamw-np4", adamw, model), /*strict=*/false,
              2 * 3e-3 * 10, 1e-2);
 }
+
+// The fused head under tp (linear_cross_entropy_stats per vocabulary slice,
+// passes/tensor_parallel_vocab.cpp) against the unfused vocabulary-parallel
+// cross_entropy (--loss-chunk off) on the same ranks: the same losses to
+// 1e-6 and weights to 1e-5, tied (GPT-2's wte) and untied (Llama's lm_head)
+// heads, with sequence parallelism, and a padded vocabulary (257 over 2).
+TEST_CASE("the fused head under --tp 2 trains as the unfused vocabulary-parallel head", "[mpi][train][tp]") {
+  const fs::path config = scratch("fused-odd-vocab.json");
+  std::ofstream(config) << R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 64, "vocab_size": 257,
+                              "n_positions": 64})";
+  const std::string sgd = "--optimizer sgd --lr 3e-2 --momentum 0.9";
+  const std::pair<std::string, std::string> runs[] = {
+      {"--model gpt2-tiny", "--tp 2"},
+      {"--model gpt2-tiny", "--tp 2 --sequence-parallel"},
+      {"--model llama-tiny", "--tp 2"},
+      {"--model llama-tiny", "--tp 2 --sequence-parallel"},
+      {"--config '" + config.string() + "'", "--tp 2"},
+  };
+  for (const auto& [model, flags] : runs) {
+    INFO(model << " " << flags);
+    const Run unfused = train(2, flags + " --loss-chunk off", "tp-unfused", sgd, model);
+    const Run fused = train(2, flags + " --loss-chunk 5", "tp-fused", sgd, model);
+    CHECK(unfused.losses.back() < unfused.losses.front());
+    REQUIRE(fused.losses.size() == unfused.losses.size());
+    for (size_t i = 0; i < fused.losses.size(); ++i) CHECK(fused.losses[i] == Approx(unfused.losses[i]).epsilon(1e-6));
+    check_same(unfused, fused, /*strict=*/true, 0);
+  }
+}

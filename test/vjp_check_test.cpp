@@ -289,7 +289,7 @@ TEST_CASE("vjp: linear, gelu, softmax, layer_norm (their own rules)", "[vjp]") {
   }
 }
 
-TEST_CASE("vjp: scaled_dot_product_attention (causal or not) and cross_entropy", "[vjp]") {
+TEST_CASE("vjp: scaled_dot_product_attention (causal or not), cross_entropy and a vocabulary slice's stats", "[vjp]") {
   for (uint64_t seed : {1, 2, 3, 4}) {
     GradCheck c(seed);
     const Shape batch = c.shape(c.integer(0, 2), 1, 2);
@@ -315,6 +315,23 @@ TEST_CASE("vjp: scaled_dot_product_attention (causal or not) and cross_entropy",
     Proxy targets = c.indices(batch, v);
     c.finish(c.emit(OpId::CrossEntropy, {in(logits), in(targets)}));
     c.check(label(OpId::CrossEntropy, seed));
+  }
+  // One rank's slice of a vocabulary-parallel head (tp's fused head), both
+  // outputs weighted: its rule's linear_cross_entropy_stats_grad for any
+  // cotangents, the last slice's padded classes left out.
+  for (uint64_t seed : kSeeds) {
+    GradCheck c(seed);
+    const Shape batch = c.shape(c.integer(1, 2));
+    const int64_t rows = c.integer(2, 4), features = c.integer(1, 3), tp = c.integer(2, 3);
+    const int64_t rank = c.integer(0, tp - 1), vocab = rows * tp - c.integer(0, rows - 1);
+    Shape hs = batch;
+    hs.push_back(features);
+    Proxy h = c.param(hs), w = c.param({rows, features});
+    Proxy targets = c.indices(batch, vocab);
+    Proxy offset = c.input({}, DType::i64, {static_cast<double>(rank * rows)});
+    c.finish(c.builder().emit(OpId::LinearCrossEntropyStats, {in(h), in(w), in(targets), in(offset)},
+                              {{"vocab", vocab}}));
+    c.check(label(OpId::LinearCrossEntropyStats, seed, " rank " + std::to_string(rank) + "/" + std::to_string(tp)));
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <array>
 
+#include "executors/cpu/cpu_head.h"
 #include "executors/cpu/cpu_kernels.h"
 #include "executors/cpu/cpu_region.h"
 #include "ir/scalar_expr.h"
@@ -29,7 +30,8 @@ bool holds_bf16(OpId op) {
   const OpCategory c = op_info(op).category;
   if (c == OpCategory::shape || c == OpCategory::buffer || c == OpCategory::matmul) return true;
   for (OpId id : {OpId::Linear, OpId::ScaledDotProductAttention, OpId::LinearCrossEntropy,
-                  OpId::LinearCrossEntropyGrad, OpId::ScaledDotProductAttentionGrad, OpId::ConvertElementType, OpId::Where, OpId::Eq,
+                  OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyStats, OpId::LinearCrossEntropyStatsGrad,
+                  OpId::ScaledDotProductAttentionGrad, OpId::ConvertElementType, OpId::Where, OpId::Eq,
                   OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge, OpId::Take, OpId::Full, OpId::Iota})
     if (op == id) return true;
   return false;
@@ -103,6 +105,16 @@ class CpuExecutor final : public Executor {
   // nullptr for an op it never claims. Fusion regions are formed after
   // claiming (passes/fuse.h, passes/fold_transpose.h); cpu_region.h runs them.
   KernelFn kernel(OpId op) const override { return op == OpId::Fusion ? cpu::region_kernel : kernel_of(op); }
+
+  // The fused head's [chunk, V] block (executors/cpu/cpu_head.h). Attention's
+  // blocks and the gemms' packed operands are still per-thread buffers
+  // (scratch_floats), outside the memory plan.
+  int64_t scratch_bytes(const BoundSymbol& b, const std::vector<const TensorType*>& in) const override {
+    for (OpId id : {OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyStats,
+                    OpId::LinearCrossEntropyStatsGrad})
+      if (b.op == id) return cpu::head_scratch(b, *in.at(0), *in.at(1)).bytes;
+    return 0;
+  }
 };
 
 }  // namespace

@@ -68,9 +68,15 @@ FSDPC_CPU_KERNEL(rms_norm_kernel);
 // logsumexp(z) - z[target] of f32 logits [rows, v], in double.
 std::vector<int64_t> checked_targets(const BoundSymbol& b, const TensorView& t, int64_t classes);
 void row_losses(const float* logits, const int64_t* targets, int64_t rows, int64_t v, double* losses);
-// cpu_linear_cross_entropy.cpp
+// A row's max (-inf for none) and its sum in double, in lanes.
+float row_max(const float* z, int64_t n);
+double row_sum(const float* p, int64_t n);
+// cpu_linear_cross_entropy.cpp and cpu_linear_cross_entropy_stats.cpp
+// (the chunks they share: cpu_head.h)
 FSDPC_CPU_KERNEL(linear_cross_entropy_kernel);
 FSDPC_CPU_KERNEL(linear_cross_entropy_grad_kernel);
+FSDPC_CPU_KERNEL(linear_cross_entropy_stats_kernel);
+FSDPC_CPU_KERNEL(linear_cross_entropy_stats_grad_kernel);
 // cpu_attention.cpp
 FSDPC_CPU_KERNEL(sdpa_kernel);
 FSDPC_CPU_KERNEL(sdpa_grad_kernel);

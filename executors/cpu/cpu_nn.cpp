@@ -95,6 +95,8 @@ void softmax_strided(const float* x, float* y, int64_t outer, int64_t n, int64_t
   }
 }
 
+}  // namespace
+
 // A NaN is skipped here but still poisons the row through its exponential.
 FSDPC_CPU_CLONES float row_max(const float* z, int64_t n) {
   float lane[kLanes];
@@ -118,8 +120,6 @@ FSDPC_CPU_CLONES double row_sum(const float* p, int64_t n) {
   for (double l : lane) s += l;
   return s;
 }
-
-}  // namespace
 
 // Targets as int64, each checked against the V classes (the reference's
 // message, so both executors tell the user the same thing).

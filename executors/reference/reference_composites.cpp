@@ -2,6 +2,7 @@
 // composite without its decomposition (parsed from JSON, or built with
 // record_decompositions off). Each follows ir/decompositions.cpp step by step
 // so the two agree to rounding.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -281,6 +282,67 @@ std::vector<Data> linear_cross_entropy_grad(const std::vector<Input>& in) {
   return {std::move(dh), std::move(dw)};
 }
 
+// One rank's slice of a vocabulary-parallel head (linear_cross_entropy_stats):
+// the slice holds classes offset .. offset + V/T - 1, those from `vocab` on
+// padding. A row's real classes in the slice: [0, real).
+struct Slice {
+  int64_t offset, real;
+  Slice(const BoundSymbol& b, const std::vector<Input>& in, int64_t v)
+      : offset(static_cast<int64_t>(in[3].value->data.at(0))),
+        real(std::clamp<int64_t>(b.attrs.get_int("vocab") - offset, 0, v)) {}
+  // The target's column in the slice, or -1 where another slice holds it.
+  int64_t column(const BoundSymbol& b, const Value& targets, int64_t r, int64_t v) const {
+    const int64_t t = checked_target(targets, r, b.attrs.get_int("vocab")) - offset;
+    return t >= 0 && t < v ? t : -1;
+  }
+  // log(sum(exp(z))) over the real classes; -inf without any.
+  double lse(const double* z) const {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < real; ++j) m = std::max(m, z[j]);
+    if (real == 0) return m;
+    double s = 0.0;
+    for (int64_t j = 0; j < real; ++j) s += std::exp(z[j] - m);
+    return m + std::log(s);
+  }
+};
+
+std::vector<Data> linear_cross_entropy_stats(const BoundSymbol& b, const std::vector<Input>& in) {
+  const Value& h = *in[0].value;
+  const Value& w = *in[1].value;
+  const int64_t v = w.type.shape[0], n = rows_of(h.type.shape);
+  const Slice slice(b, in, v);
+  Data z(v), lse(n), target(n, 0.0);
+  for (int64_t r = 0; r < n; ++r) {
+    logits_row(h, w, r, z.data());
+    lse[r] = slice.lse(z.data());
+    if (const int64_t t = slice.column(b, *in[2].value, r, v); t >= 0) target[r] = z[t];
+  }
+  return {std::move(lse), std::move(target)};
+}
+
+// dz = dlse * exp(z - lse) over the real classes, + dtarget at the target.
+std::vector<Data> linear_cross_entropy_stats_grad(const BoundSymbol& b, const std::vector<Input>& in) {
+  const Value& h = *in[0].value;
+  const Value& w = *in[1].value;
+  const Data &lse = in[4].value->data, &dlse = in[5].value->data, &dtarget = in[6].value->data;
+  const int64_t v = w.type.shape[0], c = w.type.shape[1], n = rows_of(h.type.shape);
+  const Slice slice(b, in, v);
+  Data dh(numel(h.type.shape), 0.0), dw(numel(w.type.shape), 0.0), z(v);
+  for (int64_t r = 0; r < n; ++r) {
+    logits_row(h, w, r, z.data());
+    const int64_t t = slice.column(b, *in[2].value, r, v);
+    for (int64_t j = 0; j < v; ++j) {
+      double d = j < slice.real ? dlse[r] * std::exp(z[j] - lse[r]) : 0.0;
+      if (j == t) d += dtarget[r];
+      for (int64_t i = 0; i < c; ++i) {
+        dh[r * c + i] += d * w.data[j * c + i];
+        dw[j * c + i] += d * h.data[r * c + i];
+      }
+    }
+  }
+  return {std::move(dh), std::move(dw)};
+}
+
 }  // namespace
 
 std::vector<Data> run_composite(const BoundSymbol& b, const std::vector<Input>& in) {
@@ -296,6 +358,8 @@ std::vector<Data> run_composite(const BoundSymbol& b, const std::vector<Input>& 
     case OpId::RmsNorm: return {rms_norm(b, in)};
     case OpId::LinearCrossEntropy: return {linear_cross_entropy(in)};
     case OpId::LinearCrossEntropyGrad: return linear_cross_entropy_grad(in);
+    case OpId::LinearCrossEntropyStats: return linear_cross_entropy_stats(b, in);
+    case OpId::LinearCrossEntropyStatsGrad: return linear_cross_entropy_stats_grad(b, in);
     case OpId::ScaledDotProductAttentionGrad: return sdpa_grad(b, in);
     // not composites it runs: the check below
     FSDPC_CASES_EXCEPT_COMPOSITE

@@ -12,64 +12,15 @@
 #include "executors/device_backend.h"
 #include "ir/error.h"
 #include "ir/printer.h"
+#include "runtime/planner/allocator_model.h"
 
 namespace fsdpc {
+
+using planner_detail::AllocatorModel;
 
 namespace {
 
 int64_t bytes_of(const TensorType& t) { return numel(t.shape) * dtype_size(t.dtype); }
-
-// Allocator's accounting and cache, without memory: blocks are shared by
-// reference count as Storage is by shared_ptr.
-class AllocatorModel {
- public:
-  explicit AllocatorModel(size_t alignment) : alignment_(alignment) {}
-
-  int allocate(int64_t bytes, MemCategory c) {
-    const size_t size = (static_cast<size_t>(bytes) + alignment_ - 1) / alignment_ * alignment_;
-    if (size) {  // Allocator::allocate: a cached block of the same rounded size, else a new one
-      auto it = cache_.find(size);
-      if (it != cache_.end() && it->second > 0) --it->second;
-      else reserved_ += static_cast<int64_t>(size);
-    }
-    blocks_.push_back({bytes, size, c, 1});
-    live_[static_cast<size_t>(c)] += bytes;
-    total_ += bytes;
-    return static_cast<int>(blocks_.size() - 1);
-  }
-  void hold(int id) { ++blocks_.at(static_cast<size_t>(id)).refs; }
-  void drop(int id) {
-    Block& b = blocks_.at(static_cast<size_t>(id));
-    FSDPC_CHECK(b.refs > 0) << "memory plan: block " << id << " released twice";
-    if (--b.refs > 0) return;
-    if (b.size) ++cache_[b.size];  // Allocator::release keeps the block
-    live_[static_cast<size_t>(b.category)] -= b.bytes;
-    total_ -= b.bytes;
-  }
-  void recategorize(int id, MemCategory to) {
-    Block& b = blocks_.at(static_cast<size_t>(id));
-    live_[static_cast<size_t>(b.category)] -= b.bytes;
-    live_[static_cast<size_t>(to)] += b.bytes;
-    b.category = to;
-  }
-  const MemBytes& live() const { return live_; }
-  int64_t total() const { return total_; }
-  int64_t reserved() const { return reserved_; }
-
- private:
-  struct Block {
-    int64_t bytes;
-    size_t size;  // rounded
-    MemCategory category;
-    int refs;
-  };
-  size_t alignment_;
-  std::vector<Block> blocks_;
-  MemBytes live_{};
-  int64_t total_ = 0;
-  std::map<size_t, int64_t> cache_;  // rounded size -> free blocks
-  int64_t reserved_ = 0;
-};
 
 // "t80 = cpu_linear(t3, t9)": a statement on one line, without its decomposition.
 std::string one_line(const BoundSymbol& b) {
@@ -153,6 +104,7 @@ class StepReplay {
           env[p.name] = id;
           types[p.name] = &p.type;
         }
+        kernel_scratch(b, types, static_cast<int64_t>(i) + 1);
         if (b.op == OpId::Wait) {  // the future's name goes; its buffer lives under the wait's
           auto it = env.find(b.inputs.at(0).name);
           mem_.drop(it->second);
@@ -177,6 +129,21 @@ class StepReplay {
   AllocatorModel& mem() { return mem_; }
 
  private:
+  // Interpreter::run: a kernel's scratch (KernelContext::scratch_pool) lives
+  // while it runs, beside its outputs: a point of its own, "(during)".
+  void kernel_scratch(const BoundSymbol& b, const std::unordered_map<std::string, const TensorType*>& types,
+                      int64_t statement) {
+    if (b.executor.empty()) return;
+    std::vector<const TensorType*> in;
+    for (const Operand& o : b.inputs) in.push_back(o.is_scalar() ? nullptr : types.at(o.name));
+    const int64_t bytes = mem_.scratch_of(b, in);
+    if (bytes == 0) return;
+    const int id = mem_.allocate(bytes, MemCategory::activations);
+    if (peaks_only_) add_point(statement, &b, {});
+    else add_point(statement, nullptr, one_line(b) + " (during: " + format_bytes(bytes) + " of kernel scratch)");
+    mem_.drop(id);
+  }
+
   void add_point(int64_t statement, const BoundSymbol* b, std::string what) {
     MemoryPhase& ph = out_.phases.back();
     const bool first_of_step = out_.phases.size() == 1 && ph.points.empty();
@@ -528,7 +495,7 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   if (plan.no_sync) {
     FSDPC_CHECK(low.no_sync && low.accumulate) << "memory plan: no_sync accumulation needs its traces";
   }
-  AllocatorModel mem(plan.alignment);
+  AllocatorModel mem(plan.alignment, options.target);
   RankState s;
   for (const Proxy& a : low.sync.forward.args)  // Engine::Engine, in argument order
     if (a.is_param()) s.params.push_back({a.name, mem.allocate(bytes_of(a.type), MemCategory::parameters), a.requires_grad});
