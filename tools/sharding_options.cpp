@@ -70,6 +70,17 @@ void add_diloco_options(CLI::App* cmd, DilocoArgs& d) {
                   "With --outer-steps: what crosses between replicas, f32 (an all_reduce) | bf16 (each replica's "
                   "change rounded to bf16 and all-gathered, summed in f32: half the bytes at 2 replicas)")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  cmd->add_option("--outer-fragments", d.numbers.outer_fragments,
+                  "F: Streaming DiLoCo: the model in F fragments of whole FSDP units (see --wrap), fragment f "
+                  "meeting f*H/F steps into each round, so an exchange moves 1/F of the model; 1: all at once")
+      ->capture_default_str();
+  cmd->add_option("--outer-delay", d.numbers.outer_delay,
+                  "TAU: Streaming DiLoCo: a fragment's exchange stays in flight for TAU inner steps before it "
+                  "lands (the replicas train meanwhile); 0: it lands at once. Below --outer-steps")
+      ->capture_default_str();
+  cmd->add_option("--outer-mix", d.numbers.outer_mix,
+                  "ALPHA: a landed fragment becomes ALPHA * the replica's own + (1 - ALPHA) * the new anchor; "
+                  "default 0.5 (the paper's) with --outer-delay, 0 without");
 }
 
 namespace {

@@ -89,9 +89,17 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
                    {}};
   // DiLoCo's outer trace reads the parameters' shards, which the forward's
   // arguments are.
-  if (o.diloco.enabled())
-    low.outer = OuterStep{execution_trace(outer_step_trace(forward, o.diloco, o.mesh), s.target, e.fusion),
-                          o.diloco.outer_steps};
+  // Priced as DiLoCo's whole outer step: streaming (--outer-fragments,
+  // --outer-delay) moves the same bytes per round, spread over its steps,
+  // and is not priced apart.
+  if (o.diloco.enabled()) {
+    DilocoOptions whole = o.diloco;
+    whole.outer_fragments = 1;
+    whole.outer_delay = 0;
+    whole.outer_mix = -1;
+    low.outer = lower_outer_step(OuterStep{outer_fragments(forward, whole, o.mesh, o.wrap), whole.outer_steps, 0},
+                                 s.target, e.fusion);
+  }
   const MemoryPlan plan = plan_memory_peaks(low, e);
   c.peak_bytes = plan.worst().total_peak;
   c.peak_where = plan.worst().peak_where();
@@ -106,7 +114,7 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
     // One round is H inner steps and one outer step: priced per step, its
     // time and its streams' traffic spread over the round's steps (the
     // outer step blocks the compute stream while it runs).
-    const StepSimulation outer = simulate_step({&low.outer->trace}, o.mesh, s.hw, 0);
+    const StepSimulation outer = simulate_step({&low.outer->fragments[0].step}, o.mesh, s.hw, 0);
     const double h = o.diloco.outer_steps;
     c.outer_seconds = outer.seconds;
     c.sim.seconds += outer.seconds / h;
@@ -124,7 +132,7 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
   if (s.diloco.enabled() && is_hybrid(c.strategy)) {
     c.link_for_90 = link_for_90(s.hw, [&](const HardwareProfile& h) {
       double t = simulate_step({&fwd, &bwd}, o.mesh, h, c.optimizer_seconds).seconds;
-      if (low.outer) t += simulate_step({&low.outer->trace}, o.mesh, h, 0).seconds / o.diloco.outer_steps;
+      if (low.outer) t += simulate_step({&low.outer->fragments[0].step}, o.mesh, h, 0).seconds / o.diloco.outer_steps;
       return t;
     });
   }
