@@ -68,6 +68,13 @@ struct OuterFragment {
   // The parameter (proxy name) each of land's returns belongs to.
   std::vector<std::string> landed_params;
   bool delayed() const { return !issue.bsyms.empty(); }
+  // The traces it runs: {step}, or with a delay {issue, land, update}.
+  std::vector<const Trace*> traces() const {
+    return delayed() ? std::vector<const Trace*>{&issue, &land, &update} : std::vector<const Trace*>{&step};
+  }
+  std::vector<Trace*> traces() {
+    return delayed() ? std::vector<Trace*>{&issue, &land, &update} : std::vector<Trace*>{&step};
+  }
 };
 
 // Pre:  `sharded`'s parameter arguments are this rank's shards (the fsdp

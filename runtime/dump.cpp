@@ -119,8 +119,7 @@ std::vector<Stage> dump_stages(const Trace& placed, const DumpOptions& o) {
     Stage outer{"outer_step", {}, 0};
     for (EngineTraces& t : step_traces(placed, p, compile_pipeline(placed, p), MicroBatchOptions{}))
       for (OuterFragment& f : t.outer->fragments)
-        for (Trace* part : {&f.step, &f.issue, &f.land, &f.update})
-          if (!part->name.empty()) outer.traces.push_back(std::move(*part));
+        for (Trace* part : f.traces()) outer.traces.push_back(std::move(*part));
     final.insert(final.end(), outer.traces.begin(), outer.traces.end());
     stages.push_back(std::move(outer));
   }

@@ -87,8 +87,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
                                    &gathered_->micro.backward});
     if (outer_)
       for (const OuterFragment& f : outer_->fragments)
-        for (const Trace* t : {&f.step, &f.issue, &f.land, &f.update})
-          if (!t->name.empty()) traces.push_back(t);
+        for (const Trace* t : f.traces()) traces.push_back(t);
     fusion::precompile_regions(traces);
   }
   interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(options_.target), device_->kernels(),

@@ -27,8 +27,7 @@ bool OuterStep::runs_after(int64_t k) const {
 OuterStep lower_outer_step(const OuterStep& o, Target target, FusionMode fusion) {
   OuterStep low = o;
   for (OuterFragment& f : low.fragments)
-    for (Trace* t : {&f.step, &f.issue, &f.land, &f.update})
-      if (!t->name.empty()) *t = execution_trace(*t, target, fusion);
+    for (Trace* t : f.traces()) *t = execution_trace(*t, target, fusion);
   return low;
 }
 
@@ -40,11 +39,13 @@ void Engine::bind_outer_step() {
   fragment_slots_.clear();
   outer_momentum_ = false;
   for (const OuterFragment& f : outer_->fragments) {
-    // The update (or whole step) reads every parameter of the fragment.
-    const Trace& t = f.delayed() ? f.update : f.step;
+    // The momenta are read by the update (or the whole step); every
+    // parameter by the issue (or the whole step), in the order of the
+    // update's returns.
+    for (const Proxy& a : (f.delayed() ? f.update : f.step).args)
+      outer_momentum_ = outer_momentum_ || a.name.rfind("momentum_", 0) == 0;
     std::vector<size_t> slots;
-    for (const Proxy& a : t.args) {
-      if (a.name.rfind("momentum_", 0) == 0) outer_momentum_ = true;
+    for (const Proxy& a : (f.delayed() ? f.issue : f.step).args) {
       if (!a.is_param()) continue;
       auto it = by_path.find(a.param_path);
       FSDPC_CHECK(it != by_path.end() && params_[it->second].requires_grad) << "outer: no trained shard of "

@@ -142,6 +142,12 @@ bool Engine::select_outer_replica(RankFiles& rf, const std::string& dir) {
   if (replicas > 1 && steps % every != 0)
     fail(dir, ": written at step ", steps, ", inside a DiLoCo round of ", every,
          " steps, where the replicas' parameters differ; resume it with --outer-steps, or from a round's end");
+  // Streaming DiLoCo's fragments meet at different steps: at no step do the
+  // replicas agree on every one.
+  if (replicas > 1 && ((rf.has_meta(0, "outer_fragments") && rf.meta(0, "outer_fragments") > 1) ||
+                       (rf.has_meta(0, "outer_delay") && rf.meta(0, "outer_delay") > 0)))
+    fail(dir, ": written by Streaming DiLoCo (--outer-fragments or --outer-delay), whose replicas' parameters never "
+              "all agree; resume it with the same --outer-* flags");
   rf.keep_only("outer_replica", 0);
   return false;
 }
@@ -183,8 +189,9 @@ int64_t Engine::load_rank_state(const std::string& dir) {
     // Streaming DiLoCo: the exchanges in flight after this count were landed
     // when it was saved; their updates run at their steps.
     const std::vector<std::pair<size_t, int64_t>> due = in_flight_after(optimizer_->steps());
-    if (!due.empty()) {
-      if (!rf.has_meta(0, "outer_in_flight") || rf.meta(0, "outer_in_flight") != static_cast<int64_t>(due.size()) ||
+    const int64_t saved = rf.has_meta(0, "outer_in_flight") ? rf.meta(0, "outer_in_flight") : 0;
+    if (saved > 0 || !due.empty()) {
+      if (saved != static_cast<int64_t>(due.size()) ||
           rf.meta(0, "outer_fragments") != static_cast<int64_t>(outer_->fragments.size()) ||
           rf.meta(0, "outer_delay") != outer_->delay || rf.meta(0, "outer_steps") != outer_->every)
         fail(dir, ": written at step ", rf.meta(0, "step"), " with other Streaming DiLoCo settings (--outer-steps ",

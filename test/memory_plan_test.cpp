@@ -160,6 +160,19 @@ TEST_CASE("memory plan equals the measured peak under DiLoCo (--outer-steps 1 an
         4 * plan["steady"]["start"]["parameters"].get<int64_t>());
 }
 
+// Streaming DiLoCo: each step is predicted by its place in the round (which
+// fragments issue, are in flight or land after it), past the steps the plan
+// replayed too (steps 1..2H+TAU+1, then period H). The f32 exchange holds
+// each fragment's delta and its future across the delay; the bf16 one its
+// cast and gathered rows, and lands by a sum.
+TEST_CASE("memory plan equals the measured peak under Streaming DiLoCo (fragments, a delay)",
+          "[mpi][memory_plan][diloco][streaming]") {
+  check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy hybrid --mesh 2,2 --outer-steps 3 "
+                                     "--outer-fragments 3 --outer-delay 1", 10);
+  check_predicted_equals_measured(2, "--model mlp --batch 24 --strategy hybrid_zero2 --mesh 2,1 --outer-steps 2 "
+                                     "--outer-delay 1 --outer-dtype bf16 --fusion none", 5);
+}
+
 TEST_CASE("memory plan: after --resume every step is a steady one", "[mpi][memory_plan]") {
   const fs::path save = scratch("ckpt");
   fs::remove_all(save);

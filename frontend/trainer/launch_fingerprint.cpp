@@ -147,8 +147,7 @@ void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
   }
   if (t.outer && t.pipeline.empty())
     for (const OuterFragment& frag : t.outer->fragments)
-      for (const Trace* part : {&frag.step, &frag.issue, &frag.land, &frag.update})
-        if (!part->name.empty()) f.add_text("the outer trace " + part->name, print_trace(*part));
+      for (const Trace* part : frag.traces()) f.add_text("the outer trace " + part->name, print_trace(*part));
 }
 
 }  // namespace fsdpc

@@ -403,12 +403,16 @@ std::vector<Held> reduce_gradients(StepReplay& r, const Trace& reduce, RankState
 // each trained parameter (and a zeroed momentum) as optimizer state.
 void start_outer_round(StepReplay& r, const OuterStep& outer, RankState& s) {
   r.phase("outer round");
-  for (const OuterFragment& f : outer.fragments)
-    for (const Proxy& a : (f.delayed() ? f.update : f.step).args) {
-      if (a.is_param()) s.anchors[a.name] = r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state);
-      else if (a.name.rfind("momentum_", 0) == 0)
-        s.momenta[a.name.substr(9)] = r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state);
+  for (const OuterFragment& f : outer.fragments) {
+    bool momentum = false;
+    for (const Proxy& a : (f.delayed() ? f.update : f.step).args)
+      momentum = momentum || a.name.rfind("momentum_", 0) == 0;
+    for (const Proxy& a : (f.delayed() ? f.issue : f.step).args) {
+      if (!a.is_param()) continue;
+      s.anchors[a.name] = r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state);
+      if (momentum) s.momenta[a.name] = r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state);
     }
+  }
   r.point(0, "anchors copied from the parameters");
 }
 
@@ -439,14 +443,13 @@ std::vector<int> outer_args(StepReplay& r, const Trace& t, const std::vector<Hel
 
 // Engine::outer_update: the new anchors and momenta kept as optimizer state,
 // a mix copied into the parameters and dropped.
-void outer_update(StepReplay& r, const Trace& t, std::vector<Held> landed, RankState& s) {
+void outer_update(StepReplay& r, const OuterFragment& f, const Trace& t, std::vector<Held> landed, RankState& s) {
   std::vector<Held> outs = r.run(t, outer_args(r, t, landed, s, true));
-  size_t n = 0;
-  for (const Proxy& a : t.args) n += a.is_param();
   const bool momentum = !s.momenta.empty();
-  std::vector<std::string> params;
-  for (const Proxy& a : t.args)
+  std::vector<std::string> params;  // in the order of the returns (Engine::bind_outer_step)
+  for (const Proxy& a : (f.delayed() ? f.issue : f.step).args)
     if (a.is_param()) params.push_back(a.name);
+  const size_t n = params.size();
   for (size_t j = 0; j < outs.size(); ++j) {
     if (j < n) {
       r.mem().recategorize(outs[j].id, MemCategory::optimizer_state);
@@ -486,14 +489,14 @@ void outer_after_update(StepReplay& r, const OuterStep& outer, RankState& s, int
     }
     const OuterFragment& f = outer.fragments.at(x.fragment);
     land(r, f, x);
-    outer_update(r, f.update, std::move(x.held), s);
+    outer_update(r, f, f.update, std::move(x.held), s);
     s.in_flight.erase(s.in_flight.begin() + static_cast<std::ptrdiff_t>(i));
   }
   for (size_t fi = 0; fi < outer.fragments.size(); ++fi) {
     const OuterFragment& f = outer.fragments[fi];
     if (k % outer.every != f.offset) continue;
     if (!f.delayed()) {
-      outer_update(r, f.step, {}, s);
+      outer_update(r, f, f.step, {}, s);
       continue;
     }
     std::vector<Held> held = r.run(f.issue, outer_args(r, f.issue, {}, s, false));
