@@ -10,7 +10,6 @@
 // links. Being a trace, it prints in `fsdpc dump`, is claimed and fused like
 // any other, and its collectives are counted by `--stats`.
 //
-//
 // Streaming DiLoCo (Douillard et al. 2025, "Streaming DiLoCo with
 // overlapping communication") moves one fragment of the model at a time, at
 // staggered steps, so the link carries 1/F of the model per exchange; with a
@@ -28,7 +27,6 @@
 #include "passes/outer_step.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -95,7 +93,7 @@ void check_diloco_options(const DilocoOptions& d, Strategy strategy) {
   if (d.outer_delay >= d.outer_steps)
     fail("--outer-delay ", d.outer_delay, ": a fragment's exchange must land before its next one, ", d.outer_steps,
          " steps later (expected a delay below --outer-steps ", d.outer_steps, ")");
-  if (d.outer_mix >= 0 && (!std::isfinite(d.outer_mix) || d.outer_mix >= 1))
+  if (std::isnan(d.outer_mix) || d.outer_mix >= 1)
     fail("--outer-mix must be in [0, 1) (the replica's share of a landed fragment), got ", d.outer_mix);
 }
 
@@ -159,7 +157,7 @@ Trace finished(Trace t, std::string name) {
   return t;
 }
 
-// The statements of `whole` (no dels) that read, at any remove, one of
+// The statements of `whole` (no dels) that read, directly or not, one of
 // `args`; the arguments among `args` and the returns among what they define,
 // each in `whole`'s order.
 Trace slice(const Trace& whole, const std::unordered_set<std::string>& args) {
@@ -217,11 +215,7 @@ void cut_at_waits(const Trace& step, OuterFragment& f, const std::string& name) 
     }
     if (landed) part[i] = Part::land;
   }
-  // What each part reads from another, in definition order.
-  std::unordered_map<std::string, Proxy> proxies;
-  for (const Proxy& a : step.args) proxies.emplace(a.name, a);
-  for (const BoundSymbol& b : step.bsyms)
-    for (const Proxy& p : b.outputs) proxies.emplace(p.name, p);
+  // What each part reads, to pass between them in definition order.
   auto reads_of = [&](Part reader) {
     std::unordered_set<std::string> names;
     for (size_t i = 0; i < n; ++i)

@@ -80,7 +80,8 @@ void add_diloco_options(CLI::App* cmd, DilocoArgs& d) {
       ->capture_default_str();
   cmd->add_option("--outer-mix", d.numbers.outer_mix,
                   "ALPHA: a landed fragment becomes ALPHA * the replica's own + (1 - ALPHA) * the new anchor; "
-                  "default 0.5 (the paper's) with --outer-delay, 0 without");
+                  "default 0.5 (the paper's) with --outer-delay, 0 without")
+      ->check(CLI::NonNegativeNumber);
 }
 
 namespace {
