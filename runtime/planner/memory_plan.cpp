@@ -572,9 +572,9 @@ StepTraces lowered(const StepTraces& t, const EngineOptions& o) {
 }  // namespace
 
 const StepMemory* MemoryPlan::step_at(int64_t k) const {
-  if (streaming.empty() || k < 1) return nullptr;
-  const int64_t n = static_cast<int64_t>(streaming.size()), period = streaming_every;
-  return &streaming[static_cast<size_t>(k <= n ? k - 1 : n - period + (k - n - 1) % period)];
+  if (streaming_steps.empty() || k < 1) return nullptr;
+  const int64_t n = static_cast<int64_t>(streaming_steps.size()), period = streaming_every;
+  return &streaming.at(streaming_steps[static_cast<size_t>(k <= n ? k - 1 : n - period + (k - n - 1) % period)]);
 }
 
 size_t MemoryPhase::peak_point() const {
@@ -600,23 +600,58 @@ size_t backend_alignment(Target target) {
 
 namespace {
 
+// What decides a fresh streaming run's step k beyond the step itself: the
+// first step (the round starts, the optimizer state is made), and per
+// fragment whether its exchange is in flight at the start, lands after the
+// update, or is issued after it. Steps of one kind hold the same memory.
+std::string streaming_kind(const OuterStep& o, int64_t k) {
+  std::string kind = k == 1 ? "first" : "";
+  for (size_t f = 0; f < o.fragments.size(); ++f) {
+    const int64_t offset = o.fragments[f].offset;
+    char state = '-';
+    for (int64_t k0 = std::max<int64_t>(1, k - o.delay); k0 < k; ++k0)
+      if (k0 % o.every == offset) state = k0 + o.delay == k ? 'L' : 'F';
+    kind += state;
+    kind += k % o.every == offset ? 'I' : '-';
+  }
+  return kind;
+}
+
 // Streaming DiLoCo's steps differ by where they fall in the round (which
-// fragments issue, land or are in flight): the steps of a fresh run, from
-// the first until every fragment has issued and landed once and a whole
-// round more, after which they repeat with period H. `outer` is the
-// highest of them.
+// fragments issue, are in flight or land): a fresh run's steps 1..2H+TAU+1
+// (after which their kinds repeat with period H) are planned by kind. A step
+// whose kind was met before and that runs no outer trace changes nothing the
+// later steps see, so it is not replayed (H is 500 in the paper); the first
+// steps are, until the cache of blocks settles, for the reserved bytes.
+// `outer` is the highest kind.
 void plan_streaming(AllocatorModel& mem, MemoryPlan& plan, const EngineTraces& low, const EngineOptions& options,
                     RankState& s, bool peaks_only, int stage) {
-  const int64_t every = low.outer->every, steps = 2 * every + low.outer->delay + 1;
-  plan.streaming_every = static_cast<int>(every);
+  const OuterStep& o = *low.outer;
+  const int64_t steps = 2 * static_cast<int64_t>(o.every) + o.delay + 1;
+  plan.streaming_every = o.every;
+  std::map<std::string, size_t> kinds;
+  bool settling = true;  // every step replayed so far, the cache still growing
   for (int64_t k = 1; k <= steps; ++k) {
+    const std::string kind = streaming_kind(o, k);
+    auto known = kinds.find(kind);
+    if (known != kinds.end() && !o.runs_after(k) && !settling) {
+      plan.streaming_steps.push_back(known->second);
+      continue;
+    }
     StepMemory step;
     train_step(mem, step, low, options, s, peaks_only, stage, k);
-    plan.reserved_after_step.push_back(step.reserved);
-    plan.streaming.push_back(std::move(step));
+    if (settling) {
+      settling = plan.reserved_after_step.empty() || step.reserved != plan.reserved_after_step.back();
+      plan.reserved_after_step.push_back(step.reserved);
+    }
+    if (known == kinds.end()) {
+      known = kinds.emplace(kind, plan.streaming.size()).first;
+      plan.streaming.push_back(std::move(step));
+    }
+    plan.streaming_steps.push_back(known->second);
   }
-  plan.first = plan.streaming.front();
-  plan.steady = plan.streaming.back();
+  plan.first = plan.streaming.at(plan.streaming_steps.front());
+  plan.steady = plan.streaming.at(plan.streaming_steps.back());
   plan.outer = *std::max_element(plan.streaming.begin(), plan.streaming.end(),
                                  [](const StepMemory& a, const StepMemory& b) { return a.total_peak < b.total_peak; });
 }
