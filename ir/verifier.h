@@ -10,7 +10,8 @@ namespace fsdpc {
 //  - SSA: every name defined before use and defined once (args included);
 //  - arity of each op, and attributes its meta function needs;
 //  - meta re-check: recorded output types equal what the meta function infers;
-//  - futures: consumed only by `wait`, and waited exactly once;
+//  - futures: consumed only by `wait`, and waited exactly once, or (at most
+//    once) returned, in flight, to a later trace;
 //  - `del`: names a value defined and not yet deleted, never a returned one
 //    (arguments may be deleted); no statement uses a value after its del;
 //  - a fully_sharded tensor is used only by ops that accept one (synchronize,

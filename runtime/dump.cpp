@@ -113,11 +113,13 @@ std::vector<Stage> dump_stages(const Trace& placed, const DumpOptions& o) {
     final = stages.back().traces;
   }
   if (p.diloco.enabled()) {
-    // DiLoCo: the outer step's trace (one per pipeline stage), run every H
-    // steps beside the step's.
+    // DiLoCo: the outer step's traces (per pipeline stage, per fragment:
+    // the whole step, or with a delay its issue, land and update), run
+    // beside the steps'.
     Stage outer{"outer_step", {}, 0};
     for (EngineTraces& t : step_traces(placed, p, compile_pipeline(placed, p), MicroBatchOptions{}))
-      outer.traces.push_back(std::move(t.outer->trace));
+      for (OuterFragment& f : t.outer->fragments)
+        for (Trace* part : f.traces()) outer.traces.push_back(std::move(*part));
     final.insert(final.end(), outer.traces.begin(), outer.traces.end());
     stages.push_back(std::move(outer));
   }

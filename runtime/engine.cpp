@@ -2,6 +2,8 @@
 #include "runtime/engine.h"
 
 #include <chrono>
+#include <cstdio>
+#include <exception>
 #include <algorithm>
 #include <unordered_map>
 
@@ -73,8 +75,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
                              execution_trace(traces.gathered->reduce, options_.target, options_.fusion),
                              lowered(traces.gathered->micro)};
   }
-  if (traces.outer)
-    outer_ = OuterStep{execution_trace(traces.outer->trace, options_.target, options_.fusion), traces.outer->every};
+  if (traces.outer) outer_ = lower_outer_step(*traces.outer, options_.target, options_.fusion);
   // The CPU fusion executor's regions compile here, all at once on every
   // thread of the rank, rather than one by one as the first step meets them.
   if (options_.target == Target::cpu && options_.fusion == FusionMode::automatic) {
@@ -84,7 +85,9 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
     if (gathered_)
       traces.insert(traces.end(), {&gathered_->gather, &gathered_->reduce, &gathered_->micro.forward,
                                    &gathered_->micro.backward});
-    if (outer_) traces.push_back(&outer_->trace);
+    if (outer_)
+      for (const OuterFragment& f : outer_->fragments)
+        for (const Trace* t : f.traces()) traces.push_back(t);
     fusion::precompile_regions(traces);
   }
   interpreter_ = std::make_unique<Interpreter>(allocator_, executors_for(options_.target), device_->kernels(),
@@ -144,7 +147,16 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
 // Members go in reverse order, so the interpreter and allocator would free
 // the buffers of collectives still in flight (an error unwinding mid-step)
 // before ~MpiContext waits for them, and MPI would then touch freed memory.
+// An exchange still in flight (training stopped within its delay) lands
+// first, so no collective is left without its wait.
 Engine::~Engine() {
+  if (!in_flight_.empty() && std::uncaught_exceptions() == 0) {
+    try {
+      land_in_flight();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fsdpc: landing DiLoCo's exchanges in flight at teardown: %s\n", e.what());
+    }
+  }
   if (mpi_) mpi_->complete_all();
 }
 
@@ -384,10 +396,7 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
     optimizer_->step(refs, grad_scale);
   }
   sum.clear();  // the gradients go before the outer step runs
-  if (outer_ && optimizer_->steps() % outer_->every == 0) {
-    outer_step();
-    r.outer = true;
-  }
+  if (outer_) r.outer = outer_after_update(optimizer_->steps());
   device_->end_step();
   r.collectives = device_->take_collective_times();
   // The tp ranks of a group compute the same loss: the mean is over dp.

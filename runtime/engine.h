@@ -17,6 +17,7 @@
 #include "ir/trace.h"
 #include "executors/claim.h"
 #include "executors/rank_device.h"
+#include "passes/outer_step.h"
 #include "passes/tensor_parallel_plan.h"
 #include "runtime/allocator.h"
 #include "runtime/init.h"
@@ -106,7 +107,7 @@ struct StepResult {
   double loss = 0;       // mean over the global batch (all-reduced)
   double grad_norm = 0;  // global, before clipping (0 when clipping is off)
   double lr = 0;         // the learning rate this step's update used
-  bool outer = false;    // DiLoCo: an outer step followed the update
+  bool outer = false;    // DiLoCo: an outer trace ran after the update (OuterStep::runs_after)
   double seconds = 0;
   // Device time of the step's collectives by kind, where the executor
   // measures it (--executor cuda with FSDPC_NCCL_TIMING=1).
@@ -128,12 +129,22 @@ struct GatheredStep {
   StepTraces micro;
 };
 
-// DiLoCo (PipelineOptions::diloco): the outer trace (passes/outer_step.h),
-// run after every `every`-th optimizer step.
+// DiLoCo (PipelineOptions::diloco): the outer step's traces, per fragment
+// (passes/outer_step.h). Fragment f's runs after the optimizer steps k > 0
+// with k % every == its offset; with a delay its exchange lands `delay`
+// steps later. One fragment of offset 0 without a delay is DiLoCo's outer
+// step, after every `every`-th step.
 struct OuterStep {
-  Trace trace;
+  std::vector<OuterFragment> fragments;
   int every = 0;
+  int delay = 0;
+  // Whether the step that brings the optimizer's count to k runs an outer
+  // trace: a fragment's exchange issued, landed, or both at once.
+  bool runs_after(int64_t k) const;
 };
+
+// `o` with every trace lowered by execution_trace(target, fusion).
+OuterStep lower_outer_step(const OuterStep& o, Target target, FusionMode fusion);
 
 // The traces of each kind of micro-batch (passes/grad.h GradOptions).
 struct EngineTraces {
@@ -259,16 +270,28 @@ class Engine {
   void bind_gathered_step();
   void gather_parameters();
   std::vector<TensorValue> reduce_gradients(std::vector<TensorValue> local);
-  // DiLoCo (runtime/engine_outer.cpp): matches the outer trace's arguments
-  // to params_ once; starts a round (anchor <- theta, momentum 0); runs the
-  // outer step (theta <- anchor').
+  // DiLoCo (runtime/engine_outer.cpp): matches the outer traces' arguments
+  // to params_ once; starts a round (anchor <- theta, momentum 0); after the
+  // update that brings the optimizer's count to k, lands the exchanges due
+  // and issues (or, without a delay, runs) the fragments whose turn it is;
+  // lands every exchange in flight now (a checkpoint); the exchanges in
+  // flight after step k (a resume).
   void bind_outer_step();
   // Checkpoints (runtime/engine_state.cpp): one tensor of a parameter's (its
   // rows, or its part) into device memory; DiLoCo's choice of rank files.
   void read_state(const RankFiles& rf, const Param& p, const std::string& name, float* device_out);
   bool select_outer_replica(RankFiles& rf, const std::string& dir);
   void start_outer_round();
-  void outer_step();
+  bool outer_after_update(int64_t k);
+  void land_in_flight();
+  std::vector<std::pair<size_t, int64_t>> in_flight_after(int64_t k) const;  // (fragment, lands_at)
+  struct OuterExchange;
+  void land(OuterExchange& x);
+  // Runs a fragment's step or update trace: `landed` first, then its
+  // parameters, anchors and momenta; the new anchors and momenta kept, the
+  // parameters set to the new anchor (or its mix).
+  void outer_update(size_t fragment, const Trace& t, std::vector<TensorValue> landed);
+  std::vector<TensorValue> outer_args(const Trace& t, std::vector<TensorValue> first, bool take_state);
   int pipeline_stage() const;
   bool is_tied(const Param& p) const;
   // full_state_dict's last part with pipeline stages: each stage's first
@@ -291,10 +314,23 @@ class Engine {
   std::unordered_map<std::string, TensorValue> gathered_values_;
   std::vector<size_t> gather_params_;  // params_ index of each gather trace argument
   std::optional<OuterStep> outer_;
-  // DiLoCo's state, by outer trace parameter: params_ index, the anchor and
-  // the outer momentum (empty until a round starts, and without momentum).
+  // DiLoCo's state, by outer slot (every fragment's parameters, fragment by
+  // fragment): params_ index, the anchor and the outer momentum (empty until
+  // a round starts, and without momentum).
   std::vector<size_t> outer_params_;
+  std::unordered_map<std::string, size_t> outer_slot_;   // outer traces' parameter proxy -> slot
+  std::vector<std::vector<size_t>> fragment_slots_;      // per fragment, in its traces' argument order
+  bool outer_momentum_ = false;
   std::vector<TensorValue> anchors_, outer_momenta_;
+  // An exchange in flight: issue's futures and wires until it lands, then
+  // land's means (by landed_params) until the update.
+  struct OuterExchange {
+    size_t fragment = 0;
+    int64_t lands_at = 0;  // the optimizer's count after whose update it lands
+    bool landed = false;
+    std::vector<TensorValue> held;
+  };
+  std::vector<OuterExchange> in_flight_;
   std::vector<Param> params_;
   std::map<std::string, Shape> full_shapes_;  // every parameter of the model (other stages' too)
   std::unique_ptr<Interpreter> interpreter_;

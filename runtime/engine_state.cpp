@@ -31,6 +31,8 @@ void Engine::load_parameters(const ShardFill& fill) {
   }
   anchors_.clear();  // DiLoCo: a new round starts from these parameters
   outer_momenta_.clear();
+  land_in_flight();  // no collective is dropped in flight
+  in_flight_.clear();
 }
 
 void Engine::save_rank_state(const std::string& dir, int64_t step) {
@@ -51,6 +53,13 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
     meta["outer_replica"] = std::to_string(mpi_->groups().rank_in("replicate"));
     meta["outer_steps"] = std::to_string(outer_->every);
     meta["outer_anchors"] = outer_state ? "1" : "0";
+    meta["outer_fragments"] = std::to_string(outer_->fragments.size());
+    meta["outer_delay"] = std::to_string(outer_->delay);
+    // Streaming DiLoCo: an exchange in flight lands now (its waits, not its
+    // update, which stays at its step), and its landed means are saved: the
+    // run goes on exactly as it would have, and a resume lands nothing.
+    land_in_flight();
+    meta["outer_in_flight"] = std::to_string(in_flight_.size());
   }
   // Host copies of every shard and state buffer (device memory on a GPU),
   // kept alive until the file is written.
@@ -85,6 +94,13 @@ void Engine::save_rank_state(const std::string& dir, int64_t step) {
     add(p.plan.path + ".outer_anchor", p.value.type.shape, static_cast<const float*>(anchors_[j].data()));
     if (!outer_momenta_.empty())
       add(p.plan.path + ".outer_momentum", p.value.type.shape, static_cast<const float*>(outer_momenta_[j].data()));
+  }
+  for (const OuterExchange& x : in_flight_) {
+    const OuterFragment& f = outer_->fragments[x.fragment];
+    for (size_t i = 0; i < x.held.size(); ++i) {
+      const Param& p = params_[outer_params_[outer_slot_.at(f.landed_params.at(i))]];
+      add(p.plan.path + ".outer_landed", p.value.type.shape, static_cast<const float*>(x.held[i].data()));
+    }
   }
   write_safetensors(dir + "/rank-" + std::to_string(rank()) + ".safetensors", tensors, meta);
 }
@@ -126,6 +142,12 @@ bool Engine::select_outer_replica(RankFiles& rf, const std::string& dir) {
   if (replicas > 1 && steps % every != 0)
     fail(dir, ": written at step ", steps, ", inside a DiLoCo round of ", every,
          " steps, where the replicas' parameters differ; resume it with --outer-steps, or from a round's end");
+  // Streaming DiLoCo's fragments meet at different steps: at no step do the
+  // replicas agree on every one.
+  if (replicas > 1 && ((rf.has_meta(0, "outer_fragments") && rf.meta(0, "outer_fragments") > 1) ||
+                       (rf.has_meta(0, "outer_delay") && rf.meta(0, "outer_delay") > 0)))
+    fail(dir, ": written by Streaming DiLoCo (--outer-fragments or --outer-delay), whose replicas' parameters never "
+              "all agree; resume it with the same --outer-* flags");
   rf.keep_only("outer_replica", 0);
   return false;
 }
@@ -151,6 +173,8 @@ int64_t Engine::load_rank_state(const std::string& dir) {
   optimizer_->set_steps(rf.meta(0, "optimizer_steps"));
   anchors_.clear();
   outer_momenta_.clear();
+  land_in_flight();
+  in_flight_.clear();
   if (outer_anchors) {
     // The round under way goes on from its anchor and the outer momentum;
     // without them (a checkpoint of synchronous training, or one written
@@ -161,6 +185,31 @@ int64_t Engine::load_rank_state(const std::string& dir) {
       read_state(rf, p, p.plan.path + ".outer_anchor", static_cast<float*>(anchors_[j].data()));
       if (!outer_momenta_.empty())
         read_state(rf, p, p.plan.path + ".outer_momentum", static_cast<float*>(outer_momenta_[j].data()));
+    }
+    // Streaming DiLoCo: the exchanges in flight after this count were landed
+    // when it was saved; their updates run at their steps.
+    const std::vector<std::pair<size_t, int64_t>> due = in_flight_after(optimizer_->steps());
+    const int64_t saved = rf.has_meta(0, "outer_in_flight") ? rf.meta(0, "outer_in_flight") : 0;
+    if (saved > 0 || !due.empty()) {
+      if (saved != static_cast<int64_t>(due.size()) ||
+          rf.meta(0, "outer_fragments") != static_cast<int64_t>(outer_->fragments.size()) ||
+          rf.meta(0, "outer_delay") != outer_->delay || rf.meta(0, "outer_steps") != outer_->every)
+        fail(dir, ": written at step ", rf.meta(0, "step"), " with other Streaming DiLoCo settings (--outer-steps ",
+             rf.meta(0, "outer_steps"), ", --outer-fragments ",
+             rf.has_meta(0, "outer_fragments") ? rf.meta(0, "outer_fragments") : 1, ", --outer-delay ",
+             rf.has_meta(0, "outer_delay") ? rf.meta(0, "outer_delay") : 0, "); this run has ", outer_->every, ", ",
+             outer_->fragments.size(), " and ", outer_->delay,
+             ", with exchanges in flight at this step: resume with the same flags, or from a step without one");
+    }
+    for (const auto& [fragment, lands_at] : due) {
+      const OuterFragment& f = outer_->fragments[fragment];
+      OuterExchange x{fragment, lands_at, true, {}};
+      for (size_t i = 0; i < f.landed_params.size(); ++i) {
+        const Param& p = params_[outer_params_[outer_slot_.at(f.landed_params[i])]];
+        x.held.push_back(allocate_tensor(allocator_, f.update.args.at(i).type, MemCategory::communication));
+        read_state(rf, p, p.plan.path + ".outer_landed", static_cast<float*>(x.held.back().data()));
+      }
+      in_flight_.push_back(std::move(x));
     }
   }
   return rf.meta(0, "step");

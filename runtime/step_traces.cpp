@@ -65,7 +65,8 @@ std::vector<EngineTraces> step_traces(const Trace& captured, const PipelineOptio
   }
   if (o.diloco.enabled())
     for (size_t s = 0; s < out.size(); ++s)
-      out[s].outer = OuterStep{outer_step_trace(fsdp_trace(compiled[s]), o.diloco, o.mesh), o.diloco.outer_steps};
+      out[s].outer = OuterStep{outer_fragments(fsdp_trace(compiled[s]), o.diloco, o.mesh, o.wrap),
+                               o.diloco.outer_steps, o.diloco.outer_delay};
   return out;
 }
 

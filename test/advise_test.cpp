@@ -359,6 +359,38 @@ TEST_CASE("advise --gather-dtype int8 prices int8 gathers beside each sharded la
     CHECK(c["candidate"].get<std::string>().find("int8") == std::string::npos);
 }
 
+// Streaming DiLoCo: the same bytes a round as DiLoCo's, in F exchanges, each
+// wait hidden behind up to TAU inner steps; the exchanges in flight raise
+// the peak (dump --memory's worst kind of step). On this profile's fast
+// link the waits are short, but as the link slows they grow and the delay
+// hides them: the row keeps its speed down to a slower link than DiLoCo's.
+TEST_CASE("advise prices Streaming DiLoCo: DiLoCo's bytes a round, its waits hidden behind TAU steps") {
+  const std::string base = "--model gpt2-tiny --world-size 4 --mesh 2,2 --hardware " + cpu_profile().string() +
+                           " --outer-steps 10 --outer-dtype bf16";
+  const Json plain = advise(base), streaming = advise(base + " --outer-fragments 3 --outer-delay 2");
+  auto row = [](const Json& j, const std::string& name) {
+    for (const Json& c : j["candidates"])
+      if (c["candidate"] == name) return c;
+    FAIL("no candidate " << name);
+    return Json();
+  };
+  auto replicate_bytes = [](const Json& c) {
+    for (const Json& st : c["comm"])
+      if (st["group"] == "replicate") return st["bytes"].get<double>();
+    return 0.0;
+  };
+  const Json d = row(plain, "hybrid 2x2 unit p1 diloco:10:bf16"),
+             sd = row(streaming, "hybrid 2x2 unit p1 diloco:10:bf16:F3:tau2");
+  const std::string flags = "--model gpt2-tiny --world-size 4 " + sd["flags"].get<std::string>();
+  CHECK_THAT(flags, Catch::Contains("--outer-fragments 3") && Catch::Contains("--outer-delay 2"));
+  CHECK(sd["peak_bytes"].get<int64_t>() == dump_peak(flags));
+  CHECK(sd["peak_bytes"].get<int64_t>() > d["peak_bytes"].get<int64_t>());
+  CHECK(replicate_bytes(sd) == Approx(replicate_bytes(d)));
+  CHECK(sd["diloco"]["outer_fragments"] == 3);
+  CHECK(sd["diloco"]["outer_seconds"].get<double>() <= d["diloco"]["outer_seconds"].get<double>() * (1 + 1e-9));
+  CHECK(sd["link_for_90pct_bytes_per_second"].get<double>() < d["link_for_90pct_bytes_per_second"].get<double>() / 2);
+}
+
 TEST_CASE("advise is deterministic: one thread or several, the same table") {
   const std::string base = "--model gpt2-tiny --world-size 4 --hardware " + cpu_profile().string();
   Json one = advise(base + " --threads 1"), three = advise(base + " --threads 3");

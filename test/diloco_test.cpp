@@ -231,3 +231,123 @@ TEST_CASE("fsdpc dump shows DiLoCo's outer trace, and the backward without the r
   REQUIRE(sync.code == 0);
   CHECK_THAT(sync.out, Contains("group=replicate"));
 }
+
+// Streaming DiLoCo (--outer-fragments, --outer-delay, --outer-mix): the
+// outer step of one fragment of whole FSDP units at a time, at staggered
+// steps, each exchange optionally in flight for a few inner steps.
+
+TEST_CASE("Streaming DiLoCo with H = 1, outer lr 1, no momentum and SGD inside is synchronous training, per fragment",
+          "[mpi][diloco][streaming]") {
+  // With H = 1 every fragment meets after every step (its offset f * H / F
+  // is 0), each over its own parameters: together, the averaged inner step.
+  // gpt2-tiny's block wrap gives three units (root, h.0, h.1).
+  const std::string sgd = "--steps 6 --optimizer sgd --lr 5e-2 --weight-decay 0.01 ";
+  const Trained sync = train(1, sgd + "--strategy zero3", "s-sync");
+  for (const auto& [np, layout] : std::vector<std::pair<int, std::string>>{
+           {2, "--strategy hybrid --mesh 2,1 --outer-fragments 2"},
+           {4, "--strategy hybrid_zero2 --mesh 2,2 --bucketing unit --outer-fragments 3"}}) {
+    INFO(layout);
+    const Trained d = train(np, sgd + layout + " --outer-steps 1 --outer-lr 1 --outer-momentum 0", "s-h1");
+    check_losses(sync, d);
+    CHECK(relative_distance(sync.state, d.state) < 1e-5);
+  }
+}
+
+TEST_CASE("Streaming DiLoCo's training does not depend on how each replica is sharded, and differs from DiLoCo's",
+          "[mpi][diloco][streaming]") {
+  // H = 4, two fragments meeting after steps 4, 8 (fragment 0) and 2, 6
+  // (fragment 1), each landing one step later and mixed half and half.
+  const std::string flags = "--steps 9 --optimizer adamw --lr 3e-3 --outer-steps 4";
+  const std::string streaming = flags + " --outer-fragments 2 --outer-delay 1";
+  const Trained base = train(2, streaming + " --strategy hybrid --mesh 2,1", "s-layout-base");
+  CHECK(base.losses.back() < base.losses.front());
+  for (const std::string layout : {"--strategy hybrid --mesh 2,2", "--strategy hybrid_zero2 --mesh 2,2 --bucketing unit"}) {
+    INFO(layout);
+    const Trained d = train(4, streaming + " " + layout, "s-layout");
+    check_losses(base, d);
+    CHECK(relative_distance(base.state, d.state) < 1e-5);
+  }
+  // Not vacuous: fragments, the delay and the mix each change the training.
+  const Trained whole = train(2, flags + " --strategy hybrid --mesh 2,1", "s-layout-whole");
+  CHECK(relative_distance(whole.state, base.state) > 1e-4);
+  const Trained no_delay = train(2, flags + " --outer-fragments 2 --strategy hybrid --mesh 2,1", "s-layout-nodelay");
+  CHECK(relative_distance(no_delay.state, base.state) > 1e-4);
+  CHECK(relative_distance(no_delay.state, whole.state) > 1e-4);
+  const Trained anchor_only = train(2, streaming + " --outer-mix 0 --strategy hybrid --mesh 2,1", "s-layout-mix0");
+  CHECK(relative_distance(anchor_only.state, base.state) > 1e-4);
+  // The first two steps precede every exchange: the same for all.
+  for (const Trained* t : {&whole, &no_delay, &anchor_only})
+    for (size_t i = 0; i < 2; ++i) CHECK(t->losses[i] == base.losses[i]);
+}
+
+TEST_CASE("Streaming DiLoCo resumed with an exchange in flight continues bit for bit", "[mpi][diloco][streaming][checkpoint]") {
+  // H = 4, F = 2, TAU = 2, bf16 on the link: fragment 0 issues after step 4
+  // and lands after step 6; a checkpoint after step 5 lands it early (its
+  // waits only) and keeps its means, the update still runs after step 6.
+  const std::string flags = " --optimizer adamw --lr 3e-3 --strategy hybrid --mesh 2,2 --outer-steps 4 "
+                            "--outer-fragments 2 --outer-delay 2 --outer-dtype bf16";
+  const Trained whole = train(4, "--steps 8" + flags, "s-resume-whole");
+  const fs::path ck = scratch("diloco-s-ck");
+  fs::remove_all(ck);
+  train(4, "--steps 5 --checkpoint sharded --save '" + ck.string() + "'" + flags, "s-resume-first");
+  const Trained resumed = train(4, "--steps 8 --resume '" + ck.string() + "'" + flags, "s-resume-rest");
+  REQUIRE(resumed.losses.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(resumed.losses[i] == whole.losses[5 + i]);
+  CHECK(resumed.state == whole.state);
+  // With an exchange in flight the checkpoint needs the same schedule.
+  const fsdpc::testing::Run other = fsdpc::testing::run_fsdpc_mpi(
+      4, kCommon + "--steps 8 --resume '" + ck.string() + "' --optimizer adamw --strategy hybrid --mesh 2,2 "
+                   "--outer-steps 4 --outer-fragments 2 --outer-delay 1",
+      {.merge = true});
+  CHECK(other.code == 2);
+  CHECK_THAT(other.out, Contains("with other Streaming DiLoCo settings"));
+}
+
+TEST_CASE("Streaming DiLoCo's flags are checked before training, saying what was expected", "[diloco][streaming]") {
+  struct Bad {
+    const char* flags;
+    const char* message;
+  };
+  for (const Bad& b :
+       {Bad{"--strategy hybrid --mesh 1,1 --outer-steps 4 --outer-fragments 0", "--outer-fragments must be at least 1"},
+        Bad{"--strategy hybrid --mesh 1,1 --outer-steps 4 --outer-delay 4", "expected a delay below --outer-steps 4"},
+        Bad{"--strategy hybrid --mesh 1,1 --outer-steps 4 --outer-delay -1", "--outer-delay must be at least 0"},
+        Bad{"--strategy hybrid --mesh 1,1 --outer-steps 4 --outer-delay 1 --outer-mix 1", "--outer-mix must be in [0, 1)"},
+        Bad{"--strategy hybrid --mesh 1,1 --outer-fragments 2", "add --outer-steps H"},
+        Bad{"--strategy hybrid --mesh 1,1 --outer-steps 4 --outer-fragments 4",
+            "--wrap block gives 3 units of parameters that train (expected at most 3 fragments"}}) {
+    INFO(b.flags);
+    const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc(kCommon + "--steps 1 " + b.flags, {.merge = true});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Contains(b.message));
+  }
+}
+
+TEST_CASE("fsdpc dump shows each fragment's issue, land and update traces, a future crossing between them",
+          "[diloco][streaming]") {
+  const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc(
+      "dump --model gpt2-tiny --batch 2 --seq 16 --world-size 4 --strategy hybrid --mesh 2,2 --outer-steps 4 "
+      "--outer-fragments 2 --outer-delay 1 --stage outer_step");
+  REQUIRE(r.code == 0);
+  for (const char* name : {"def outer_f0_issue(", "def outer_f0_land(", "def outer_f0_update(", "def outer_f1_issue(",
+                           "def outer_f1_land(", "def outer_f1_update("})
+    CHECK_THAT(r.out, Contains(name));
+  const size_t issue = r.out.find("def outer_f1_issue("), land = r.out.find("def outer_f1_land("),
+               update = r.out.find("def outer_f1_update(");
+  const std::string issued = r.out.substr(issue, land - issue), landed = r.out.substr(land, update - land),
+                    updated = r.out.substr(update);
+  // The issue trace all-reduces and returns its futures unwaited; the land
+  // trace takes them and waits; the update reads no collective.
+  CHECK_THAT(issued, Contains("all_reduce(") && Contains("outer_ft"));
+  CHECK(issued.find("wait(") == std::string::npos);
+  CHECK_THAT(landed, Contains("wait(outer_ft"));
+  CHECK(landed.find("all_reduce(") == std::string::npos);
+  CHECK(updated.find("all_reduce(") == std::string::npos);
+  CHECK(updated.find("wait(") == std::string::npos);
+  // Fragment 1 (h.1) holds no parameter of fragment 0 (the root unit and h.0).
+  CHECK(issued.find("t_h_1_attn_c_attn_weight") != std::string::npos);
+  CHECK(issued.find("t_wte_weight") == std::string::npos);
+  CHECK(issued.find("t_h_0_") == std::string::npos);
+  // The merge: half the replica's own, half the new anchor.
+  CHECK_THAT(updated, Contains("0.5"));
+}

@@ -160,6 +160,27 @@ TEST_CASE("memory plan equals the measured peak under DiLoCo (--outer-steps 1 an
         4 * plan["steady"]["start"]["parameters"].get<int64_t>());
 }
 
+// Streaming DiLoCo: each step is predicted by its kind (which fragments
+// issue, are in flight or land after it), past the steps the plan covers
+// too (1..2H+TAU+1, then period H). The f32 exchange holds each fragment's
+// delta and its future across the delay; the bf16 one its cast and gathered
+// rows, and lands by a sum. H = 6 with two fragments leaves steps without
+// any exchange between them, which the plan does not replay once their
+// kind is known.
+TEST_CASE("memory plan equals the measured peak under Streaming DiLoCo (fragments, a delay)",
+          "[mpi][memory_plan][diloco][streaming]") {
+  check_predicted_equals_measured(4, "--model gpt2-tiny --seq 32 --strategy hybrid --mesh 2,2 --outer-steps 3 "
+                                     "--outer-fragments 3 --outer-delay 1", 10);
+  check_predicted_equals_measured(2, "--model mlp --batch 24 --strategy hybrid_zero2 --mesh 2,1 --wrap size:1 "
+                                     "--outer-steps 6 --outer-fragments 2 --outer-delay 1 --outer-dtype bf16 "
+                                     "--fusion none", 16);
+  // The paper's H = 500 plans a handful of kinds, not a thousand steps.
+  const Json plan = dump_memory("--model gpt2-tiny --seq 32 --world-size 4 --strategy hybrid --mesh 2,2 "
+                                "--outer-steps 500 --outer-fragments 3 --outer-delay 5");
+  REQUIRE(plan.contains("outer"));
+  CHECK(plan["outer"]["start"]["communication"].get<int64_t>() > 0);  // an exchange in flight as it starts
+}
+
 TEST_CASE("memory plan: after --resume every step is a steady one", "[mpi][memory_plan]") {
   const fs::path save = scratch("ckpt");
   fs::remove_all(save);

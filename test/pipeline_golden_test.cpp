@@ -48,6 +48,13 @@ const Golden kGoldens[] = {
      "--stage schedule"},
     {"mlp-hybrid-2x2-diloco-int8.trace",
      "--model mlp --strategy hybrid --mesh 2,2 --outer-steps 5 --outer-dtype int8 --stage outer_step"},
+    // Streaming DiLoCo: two fragments (one parameter each under --wrap
+    // size:1), each cut at its waits into issue (the bf16 deltas gathered,
+    // the futures returned in flight), land (the waits and the f32 sums) and
+    // update (Nesterov, then half the replica's own, half the new anchor).
+    {"mlp-hybrid-2x2-diloco-streaming.trace",
+     "--model mlp --strategy hybrid --mesh 2,2 --wrap size:1 --outer-steps 4 --outer-fragments 2 --outer-delay 1 "
+     "--outer-dtype bf16 --stage outer_step"},
     {"gpt2-tiny-zero3-unit-exec.trace",
      "--model gpt2-tiny --batch 2 --seq 16 --world-size 2 --strategy zero3 --bucketing unit --stage exec "
      "--fusion none"},

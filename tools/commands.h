@@ -45,7 +45,8 @@ struct ModelSource {
 void add_model_options(CLI::App* cmd, ModelSource& src, bool allow_trace_file);
 
 // DiLoCo's flags (train, dump, advise): --outer-steps, --outer-lr,
-// --outer-momentum, --outer-dtype.
+// --outer-momentum, --outer-dtype, and Streaming DiLoCo's --outer-fragments,
+// --outer-delay, --outer-mix.
 struct DilocoArgs {
   DilocoOptions numbers;
   std::string dtype = "f32";

@@ -77,6 +77,18 @@ void add_diloco_options(CLI::App* cmd, DilocoArgs& d) {
                   "change rounded to bf16 and all-gathered, summed in f32: half the bytes at 2 replicas) | int8 "
                   "(the change in int8 blocks of 256 with an f32 scale each, all-gathered, summed in f32: a quarter)")
       ->check(CLI::IsMember({"f32", "bf16", "int8"}))->capture_default_str();
+  cmd->add_option("--outer-fragments", d.numbers.outer_fragments,
+                  "F: Streaming DiLoCo: the model in F fragments of whole FSDP units (see --wrap), fragment f "
+                  "meeting f*H/F steps into each round, so an exchange moves 1/F of the model; 1: all at once")
+      ->capture_default_str();
+  cmd->add_option("--outer-delay", d.numbers.outer_delay,
+                  "TAU: Streaming DiLoCo: a fragment's exchange stays in flight for TAU inner steps before it "
+                  "lands (the replicas train meanwhile); 0: it lands at once. Below --outer-steps")
+      ->capture_default_str();
+  cmd->add_option("--outer-mix", d.numbers.outer_mix,
+                  "ALPHA: a landed fragment becomes ALPHA * the replica's own + (1 - ALPHA) * the new anchor; "
+                  "default 0.5 (the paper's) with --outer-delay, 0 without")
+      ->check(CLI::NonNegativeNumber);
 }
 
 namespace {

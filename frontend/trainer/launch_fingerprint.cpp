@@ -70,6 +70,9 @@ LaunchFingerprint launch_fingerprint(const TrainOptions& t, const JitOptions& o,
   f.add("--outer-lr", exact(p.diloco.outer_lr));
   f.add("--outer-momentum", exact(p.diloco.outer_momentum));
   f.add("--outer-dtype", std::string(dtype_name(p.diloco.outer_dtype)));
+  f.add("--outer-fragments", std::to_string(p.diloco.outer_fragments));
+  f.add("--outer-delay", std::to_string(p.diloco.outer_delay));
+  f.add("--outer-mix", exact(p.diloco.mix()));
   f.add("--executor", std::string(target_name(e.target)));
   // Fused kernels may round differently as regions grow (reductions), so the
   // ranks of one job fuse alike even though the collectives do not change.
@@ -142,7 +145,9 @@ void add_traces(LaunchFingerprint& f, const EngineTraces& t) {
     f.add_text("the gathered forward trace", print_trace(t.gathered->micro.forward));
     f.add_text("the gathered backward trace", print_trace(t.gathered->micro.backward));
   }
-  if (t.outer && t.pipeline.empty()) f.add_text("the outer trace", print_trace(t.outer->trace));
+  if (t.outer && t.pipeline.empty())
+    for (const OuterFragment& frag : t.outer->fragments)
+      for (const Trace* part : frag.traces()) f.add_text("the outer trace " + part->name, print_trace(*part));
 }
 
 }  // namespace fsdpc

@@ -42,7 +42,12 @@ std::string train_header(const TrainOptions& o, const Model& model, int world, i
     std::ostringstream diloco;
     diloco << ", DiLoCo: " << o.pipeline.mesh.replicas << " replicas meet every " << d.outer_steps
            << " steps (outer Nesterov SGD lr " << d.outer_lr << ", momentum " << d.outer_momentum << "; "
-           << dtype_name(d.outer_dtype) << " between replicas)";
+           << dtype_name(d.outer_dtype) << " between replicas";
+    if (d.streaming())
+      diloco << "; streaming: " << d.outer_fragments << " fragment" << (d.outer_fragments == 1 ? "" : "s")
+             << " at staggered steps, each exchange in flight for " << d.outer_delay << " step"
+             << (d.outer_delay == 1 ? "" : "s") << ", landed with mix " << d.mix();
+    diloco << ")";
     layout += diloco.str();
   }
   std::ostringstream out;

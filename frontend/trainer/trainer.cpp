@@ -316,8 +316,13 @@ TrainResult Trainer::loop() {
     rec.memory = engine.memory();
     // The plan of this step: a fresh run makes the optimizer state in its
     // first update; DiLoCo's outer step ends a round.
+    // Streaming DiLoCo's steps follow their place in the round (step + 1
+    // is the optimizer's count after this step).
+    const StepMemory* streaming = s.plan.step_at(step + 1);
     const StepMemory& step_plan =
-        step == s.first_step && fresh ? s.plan.first : (r.outer && s.plan.outer ? *s.plan.outer : s.plan.steady);
+        streaming ? *streaming
+                  : step == s.first_step && fresh ? s.plan.first
+                                                  : (r.outer && s.plan.outer ? *s.plan.outer : s.plan.steady);
     rec.predicted = combined_peak(step_plan, eval ? &s.plan.evaluation : nullptr, rec.predicted_total);
     rec.predicted_where = step_plan.peak_where();
     rec.reserved = engine.reserved_memory();

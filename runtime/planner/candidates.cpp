@@ -73,6 +73,32 @@ double link_for_90(const HardwareProfile& hw, const std::function<double(const H
   return std::pow(10.0, hi) * hw.inter_node.bandwidth.value;
 }
 
+// One round's outer work: each fragment's traces simulated in order (its
+// collectives in flight from the issue to the land's waits), the fragments
+// one after another. With a delay the replicas train TAU steps of
+// `inner_seconds` while an exchange is in flight: that much of each wait is
+// hidden. Without fragments or a delay, DiLoCo's one outer step.
+StepSimulation simulate_outer(const OuterStep& outer, const Mesh& mesh, const HardwareProfile& hw,
+                              double inner_seconds) {
+  StepSimulation total;
+  for (const OuterFragment& f : outer.fragments) {
+    const StepSimulation one = simulate_step(f.traces(), mesh, hw, 0);
+    const double hidden = std::min(one.blocked, outer.delay * inner_seconds);
+    total.seconds += one.seconds - hidden;
+    total.blocked += one.blocked - hidden;
+    total.compute += one.compute;
+    for (const CommStream& st : one.streams) {
+      auto it = std::find_if(total.streams.begin(), total.streams.end(),
+                             [&](const CommStream& x) { return x.group == st.group; });
+      if (it == total.streams.end()) it = total.streams.insert(total.streams.end(), CommStream{st.group, st.size, st.inter_node});
+      it->count += st.count;
+      it->bytes += st.bytes;
+      it->busy += st.busy;
+    }
+  }
+  return total;
+}
+
 // The memory plan, the lowered traces and the simulation of one compiled
 // candidate (its scheduled forward and backward). They are lowered once, as
 // the engine lowers them (the same fusion default as fsdpc train), and both
@@ -90,8 +116,9 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
   // DiLoCo's outer trace reads the parameters' shards, which the forward's
   // arguments are.
   if (o.diloco.enabled())
-    low.outer = OuterStep{execution_trace(outer_step_trace(forward, o.diloco, o.mesh), s.target, e.fusion),
-                          o.diloco.outer_steps};
+    low.outer = lower_outer_step(
+        OuterStep{outer_fragments(forward, o.diloco, o.mesh, o.wrap), o.diloco.outer_steps, o.diloco.outer_delay},
+        s.target, e.fusion);
   const MemoryPlan plan = plan_memory_peaks(low, e);
   c.peak_bytes = plan.worst().total_peak;
   c.peak_where = plan.worst().peak_where();
@@ -106,7 +133,7 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
     // One round is H inner steps and one outer step: priced per step, its
     // time and its streams' traffic spread over the round's steps (the
     // outer step blocks the compute stream while it runs).
-    const StepSimulation outer = simulate_step({&low.outer->trace}, o.mesh, s.hw, 0);
+    const StepSimulation outer = simulate_outer(*low.outer, o.mesh, s.hw, c.sim.seconds);
     const double h = o.diloco.outer_steps;
     c.outer_seconds = outer.seconds;
     c.sim.seconds += outer.seconds / h;
@@ -125,7 +152,7 @@ void evaluate(const AdviseSetup& s, const PipelineOptions& o, const Trace& forwa
   if ((s.diloco.enabled() && is_hybrid(c.strategy)) || (s.int8_gathers && c.strategy != Strategy::no_shard)) {
     c.link_for_90 = link_for_90(s.hw, [&](const HardwareProfile& h) {
       double t = simulate_step({&fwd, &bwd}, o.mesh, h, c.optimizer_seconds).seconds;
-      if (low.outer) t += simulate_step({&low.outer->trace}, o.mesh, h, 0).seconds / o.diloco.outer_steps;
+      if (low.outer) t += simulate_outer(*low.outer, o.mesh, h, t).seconds / o.diloco.outer_steps;
       return t;
     });
   }
@@ -351,6 +378,9 @@ std::string Candidate::flags() const {
     std::ostringstream d;
     d << " --outer-steps " << diloco.outer_steps << " --outer-lr " << diloco.outer_lr << " --outer-momentum "
       << diloco.outer_momentum << " --outer-dtype " << outer_dtype_name(diloco.outer_dtype);
+    if (diloco.outer_fragments != 1) d << " --outer-fragments " << diloco.outer_fragments;
+    if (diloco.outer_delay != 0) d << " --outer-delay " << diloco.outer_delay;
+    if (diloco.outer_mix >= 0) d << " --outer-mix " << diloco.outer_mix;
     f += d.str();
   }
   return f;
@@ -366,9 +396,12 @@ std::string Candidate::name() const {
   if (pp > 1) n += " pp" + std::to_string(pp) + " m" + std::to_string(micro_batches);
   if (keep_gathered) n += " kg";
   if (int8_gathers) n += " int8";
-  if (diloco.enabled())
+  if (diloco.enabled()) {
     n += " diloco:" + std::to_string(diloco.outer_steps) +
          (diloco.outer_dtype == DType::f32 ? "" : ":" + std::string(outer_dtype_name(diloco.outer_dtype)));
+    if (diloco.outer_fragments != 1) n += ":F" + std::to_string(diloco.outer_fragments);
+    if (diloco.outer_delay != 0) n += ":tau" + std::to_string(diloco.outer_delay);
+  }
   return n;
 }
 

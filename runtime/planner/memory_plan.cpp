@@ -182,9 +182,17 @@ struct RankState {
   // keep_gathered: the full parameters by proxy name, from the step's
   // gather to its reduce (Engine::gathered_values_).
   std::unordered_map<std::string, int> gathered;
-  // DiLoCo: the anchors and outer momenta, by outer trace parameter, from
-  // the first step's start on (Engine::start_outer_round).
-  std::vector<int> anchors, momenta;
+  // DiLoCo: the anchors and outer momenta, by outer parameter proxy, from
+  // the first step's start on (Engine::start_outer_round), and the
+  // exchanges in flight (Engine::OuterExchange).
+  std::unordered_map<std::string, int> anchors, momenta;
+  struct Exchange {
+    size_t fragment;
+    int64_t lands_at;
+    bool landed;
+    std::vector<Held> held;
+  };
+  std::vector<Exchange> in_flight;
 };
 
 // Engine::forward_args: inputs copied in (activations), parameters by reference.
@@ -360,48 +368,117 @@ std::vector<Held> reduce_gradients(StepReplay& r, const Trace& reduce, RankState
 
 // DiLoCo (runtime/engine_outer.cpp): Engine::start_outer_round, a copy of
 // each trained parameter (and a zeroed momentum) as optimizer state.
-void start_outer_round(StepReplay& r, const Trace& outer, RankState& s) {
+void start_outer_round(StepReplay& r, const OuterStep& outer, RankState& s) {
   r.phase("outer round");
-  for (const Proxy& a : outer.args) {
-    if (a.is_param()) s.anchors.push_back(r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state));
-    else if (a.name.rfind("momentum_", 0) == 0)
-      s.momenta.push_back(r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state));
+  for (const OuterFragment& f : outer.fragments) {
+    bool momentum = false;
+    for (const Proxy& a : (f.delayed() ? f.update : f.step).args)
+      momentum = momentum || a.name.rfind("momentum_", 0) == 0;
+    for (const Proxy& a : (f.delayed() ? f.issue : f.step).args) {
+      if (!a.is_param()) continue;
+      s.anchors[a.name] = r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state);
+      if (momentum) s.momenta[a.name] = r.mem().allocate(bytes_of(a.type), MemCategory::optimizer_state);
+    }
   }
   r.point(0, "anchors copied from the parameters");
 }
 
-// Engine::outer_step: the parameters by reference, the old anchors and
-// momenta handed over; the new ones kept as optimizer state.
-void outer_step(StepReplay& r, const Trace& outer, RankState& s) {
-  r.phase("outer step");
+// Engine::outer_args: `first` handed over, the parameters by reference, the
+// anchors and momenta handed over (`take_state`) or by reference.
+std::vector<int> outer_args(StepReplay& r, const Trace& t, const std::vector<Held>& first, RankState& s,
+                            bool take_state) {
   std::vector<int> args;
-  size_t j = 0, m = 0;
-  for (const Proxy& a : outer.args) {
+  size_t k = 0;
+  for (const Proxy& a : t.args) {
+    int id;
     if (a.is_param()) {
       auto it = std::find_if(s.params.begin(), s.params.end(), [&](const ParamBlock& p) { return p.proxy == a.name; });
       FSDPC_CHECK(it != s.params.end()) << "memory plan: the outer step reads no parameter " << a.name;
-      r.mem().hold(it->id);
-      args.push_back(it->id);
+      id = it->id;
+      r.mem().hold(id);
+    } else if (a.name.rfind("anchor_", 0) == 0 || a.name.rfind("momentum_", 0) == 0) {
+      const bool anchor = a.name[0] == 'a';
+      id = (anchor ? s.anchors : s.momenta).at(a.name.substr(anchor ? 7 : 9));
+      if (!take_state) r.mem().hold(id);
     } else {
-      args.push_back(a.name.rfind("anchor_", 0) == 0 ? s.anchors.at(j++) : s.momenta.at(m++));
+      id = first.at(k++).id;
     }
+    args.push_back(id);
   }
-  const std::vector<Held> outs = r.run(outer, args);
-  const size_t n = s.anchors.size();
-  s.anchors.clear();
-  s.momenta.clear();
-  for (size_t i = 0; i < outs.size(); ++i) {
-    r.mem().recategorize(outs[i].id, MemCategory::optimizer_state);
-    (i < n ? s.anchors : s.momenta).push_back(outs[i].id);
-  }
-  r.point(0, "new anchors copied into the parameters");
+  return args;
 }
 
-// Engine::train_step; `ends_round`: DiLoCo's outer step follows the update.
+// Engine::outer_update: the new anchors and momenta kept as optimizer state,
+// a mix copied into the parameters and dropped.
+void outer_update(StepReplay& r, const OuterFragment& f, const Trace& t, std::vector<Held> landed, RankState& s) {
+  std::vector<Held> outs = r.run(t, outer_args(r, t, landed, s, true));
+  const bool momentum = !s.momenta.empty();
+  std::vector<std::string> params;  // in the order of the returns (Engine::bind_outer_step)
+  for (const Proxy& a : (f.delayed() ? f.issue : f.step).args)
+    if (a.is_param()) params.push_back(a.name);
+  const size_t n = params.size();
+  for (size_t j = 0; j < outs.size(); ++j) {
+    if (j < n) {
+      r.mem().recategorize(outs[j].id, MemCategory::optimizer_state);
+      s.anchors[params[j]] = outs[j].id;
+    } else if (momentum && j < 2 * n) {
+      r.mem().recategorize(outs[j].id, MemCategory::optimizer_state);
+      s.momenta[params[j - n]] = outs[j].id;
+    }
+  }
+  r.point(0, "new anchors copied into the parameters");
+  for (size_t j = (momentum ? 2 : 1) * n; j < outs.size(); ++j) r.mem().drop(outs[j].id);
+}
+
+// Engine::land: the futures (copied), then every held value dropped.
+void land(StepReplay& r, const OuterFragment& f, RankState::Exchange& x) {
+  if (x.landed) return;
+  std::vector<int> futures;
+  for (size_t i = 0; i < f.land.args.size(); ++i) {
+    r.mem().hold(x.held[i].id);
+    futures.push_back(x.held[i].id);
+  }
+  std::vector<Held> means = r.run(f.land, futures);
+  for (const Held& h : x.held) r.mem().drop(h.id);
+  x.held = std::move(means);
+  x.landed = true;
+}
+
+// Engine::outer_after_update.
+void outer_after_update(StepReplay& r, const OuterStep& outer, RankState& s, int64_t k) {
+  if (!outer.runs_after(k)) return;
+  r.phase("outer step");
+  for (size_t i = 0; i < s.in_flight.size();) {
+    RankState::Exchange& x = s.in_flight[i];
+    if (x.lands_at != k) {
+      ++i;
+      continue;
+    }
+    const OuterFragment& f = outer.fragments.at(x.fragment);
+    land(r, f, x);
+    outer_update(r, f, f.update, std::move(x.held), s);
+    s.in_flight.erase(s.in_flight.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  for (size_t fi = 0; fi < outer.fragments.size(); ++fi) {
+    const OuterFragment& f = outer.fragments[fi];
+    if (k % outer.every != f.offset) continue;
+    if (!f.delayed()) {
+      outer_update(r, f, f.step, {}, s);
+      continue;
+    }
+    std::vector<Held> held = r.run(f.issue, outer_args(r, f.issue, {}, s, false));
+    for (const Held& h : held) r.mem().recategorize(h.id, MemCategory::communication);
+    r.point(0, "the exchange in flight kept");
+    s.in_flight.push_back({fi, k + outer.delay, false, std::move(held)});
+  }
+}
+
+// Engine::train_step; `count`: the optimizer's count after its update,
+// which decides DiLoCo's outer traces (none: the step runs none).
 void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces, const EngineOptions& o,
-                RankState& s, bool peaks_only, int stage, bool ends_round) {
+                RankState& s, bool peaks_only, int stage, std::optional<int64_t> count) {
   StepReplay r(mem, out, peaks_only);
-  if (traces.outer && s.anchors.empty()) start_outer_round(r, traces.outer->trace, s);
+  if (traces.outer && s.anchors.empty()) start_outer_round(r, *traces.outer, s);
   const int k_total = o.grad_accum;
   const bool no_sync = o.no_sync && k_total > 1;
   std::vector<Held> grads, sum, local;
@@ -441,7 +518,7 @@ void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces
   r.point(0, "update of the local shards");
   for (const Held& g : sum) mem.drop(g.id);
   r.point(0, "gradients freed at the step's end");
-  if (traces.outer && ends_round) outer_step(r, traces.outer->trace, s);
+  if (traces.outer && count) outer_after_update(r, *traces.outer, s, *count);
   r.finish();
   out.reserved = mem.reserved();
 }
@@ -460,6 +537,12 @@ StepTraces lowered(const StepTraces& t, const EngineOptions& o) {
 }
 
 }  // namespace
+
+const StepMemory* MemoryPlan::step_at(int64_t k) const {
+  if (streaming_steps.empty() || k < 1) return nullptr;
+  const int64_t n = static_cast<int64_t>(streaming_steps.size()), period = streaming_every;
+  return &streaming.at(streaming_steps[static_cast<size_t>(k <= n ? k - 1 : n - period + (k - n - 1) % period)]);
+}
 
 size_t MemoryPhase::peak_point() const {
   size_t best = 0;
@@ -484,6 +567,62 @@ size_t backend_alignment(Target target) {
 
 namespace {
 
+// What decides a fresh streaming run's step k beyond the step itself: the
+// first step (the round starts, the optimizer state is made), and per
+// fragment whether its exchange is in flight at the start, lands after the
+// update, or is issued after it. Steps of one kind hold the same memory.
+std::string streaming_kind(const OuterStep& o, int64_t k) {
+  std::string kind = k == 1 ? "first" : "";
+  for (size_t f = 0; f < o.fragments.size(); ++f) {
+    const int64_t offset = o.fragments[f].offset;
+    char state = '-';
+    for (int64_t k0 = std::max<int64_t>(1, k - o.delay); k0 < k; ++k0)
+      if (k0 % o.every == offset) state = k0 + o.delay == k ? 'L' : 'F';
+    kind += state;
+    kind += k % o.every == offset ? 'I' : '-';
+  }
+  return kind;
+}
+
+// Streaming DiLoCo's steps differ by where they fall in the round (which
+// fragments issue, are in flight or land): a fresh run's steps 1..2H+TAU+1
+// (after which their kinds repeat with period H) are planned by kind. A step
+// whose kind was met before and that runs no outer trace changes nothing the
+// later steps see, so it is not replayed (H is 500 in the paper); the first
+// steps are, until the cache of blocks settles, for the reserved bytes.
+// `outer` is the highest kind.
+void plan_streaming(AllocatorModel& mem, MemoryPlan& plan, const EngineTraces& low, const EngineOptions& options,
+                    RankState& s, bool peaks_only, int stage) {
+  const OuterStep& o = *low.outer;
+  const int64_t steps = 2 * static_cast<int64_t>(o.every) + o.delay + 1;
+  plan.streaming_every = o.every;
+  std::map<std::string, size_t> kinds;
+  bool settling = true;  // every step replayed so far, the cache still growing
+  for (int64_t k = 1; k <= steps; ++k) {
+    const std::string kind = streaming_kind(o, k);
+    auto known = kinds.find(kind);
+    if (known != kinds.end() && !o.runs_after(k) && !settling) {
+      plan.streaming_steps.push_back(known->second);
+      continue;
+    }
+    StepMemory step;
+    train_step(mem, step, low, options, s, peaks_only, stage, k);
+    if (settling) {
+      settling = plan.reserved_after_step.empty() || step.reserved != plan.reserved_after_step.back();
+      plan.reserved_after_step.push_back(step.reserved);
+    }
+    if (known == kinds.end()) {
+      known = kinds.emplace(kind, plan.streaming.size()).first;
+      plan.streaming.push_back(std::move(step));
+    }
+    plan.streaming_steps.push_back(known->second);
+  }
+  plan.first = plan.streaming.at(plan.streaming_steps.front());
+  plan.steady = plan.streaming.at(plan.streaming_steps.back());
+  plan.outer = *std::max_element(plan.streaming.begin(), plan.streaming.end(),
+                                 [](const StepMemory& a, const StepMemory& b) { return a.total_peak < b.total_peak; });
+}
+
 // The replay of lowered traces; `peaks_only` as plan_memory_peaks says.
 MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, bool peaks_only, int stage) {
   if (options.grad_accum < 1) fail("--grad-accum must be at least 1, got ", options.grad_accum);
@@ -499,9 +638,16 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   RankState s;
   for (const Proxy& a : low.sync.forward.args)  // Engine::Engine, in argument order
     if (a.is_param()) s.params.push_back({a.name, mem.allocate(bytes_of(a.type), MemCategory::parameters), a.requires_grad});
+  // Streaming DiLoCo: every step of a fresh run until they repeat.
+  if (low.outer && (low.outer->fragments.size() > 1 || low.outer->delay > 0)) {
+    plan_streaming(mem, plan, low, options, s, peaks_only, stage);
+    if (!peaks_only) evaluation(mem, plan.evaluation, low.sync, s);
+    return plan;
+  }
   // DiLoCo: a step ends a round every H steps; with H = 1 every one does.
   const bool every_step_outer = low.outer && low.outer->every == 1;
-  train_step(mem, plan.first, low, options, s, peaks_only, stage, every_step_outer);
+  const std::optional<int64_t> plain = every_step_outer ? std::optional<int64_t>(1) : std::nullopt;
+  train_step(mem, plan.first, low, options, s, peaks_only, stage, plain);
   plan.reserved_after_step.push_back(plan.first.reserved);
   // Later steps repeat the same allocations; the cache grows until it holds
   // a block for each of them, which takes a step or two. What is live does
@@ -509,7 +655,7 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
   // peaks alone need one.
   for (int i = 0; i < (peaks_only ? 1 : 8); ++i) {
     StepMemory step;
-    train_step(mem, step, low, options, s, peaks_only, stage, every_step_outer);
+    train_step(mem, step, low, options, s, peaks_only, stage, plain);
     const bool settled = step.reserved == plan.reserved_after_step.back();
     plan.reserved_after_step.push_back(step.reserved);
     plan.steady = std::move(step);
@@ -520,7 +666,7 @@ MemoryPlan plan_lowered(const EngineTraces& low, const EngineOptions& options, b
       plan.outer = plan.steady;
     } else {
       plan.outer.emplace();
-      train_step(mem, *plan.outer, low, options, s, peaks_only, stage, true);
+      train_step(mem, *plan.outer, low, options, s, peaks_only, stage, low.outer->every);
     }
   }
   if (!peaks_only) evaluation(mem, plan.evaluation, low.sync, s);
@@ -544,8 +690,7 @@ MemoryPlan plan_memory(const EngineTraces& traces, const EngineOptions& options,
                                 execution_trace(traces.gathered->reduce, options.target, options.fusion),
                                 lowered(traces.gathered->micro, options)};
   }
-  if (traces.outer)
-    low.outer = OuterStep{execution_trace(traces.outer->trace, options.target, options.fusion), traces.outer->every};
+  if (traces.outer) low.outer = lower_outer_step(*traces.outer, options.target, options.fusion);
   return plan_lowered(low, options, false, pipeline_stage);
 }
 

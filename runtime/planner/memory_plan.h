@@ -61,6 +61,17 @@ struct MemoryPlan {
   // included; empty without DiLoCo. With H = 1 every step is one: steady
   // and first include the outer step too.
   std::optional<StepMemory> outer;
+  // Streaming DiLoCo (fragments or a delay): each kind of step (which
+  // fragments' exchanges are in flight, land or are issued), and
+  // streaming[streaming_steps[k - 1]] is the step that brings a fresh run's
+  // optimizer count to k; steps past the last repeat its final
+  // `streaming_every` (step_at). `outer` is the highest kind.
+  std::vector<StepMemory> streaming;
+  std::vector<size_t> streaming_steps;
+  int streaming_every = 0;
+  // The plan of the step that brings the count to k (k >= 1) under
+  // streaming; otherwise null.
+  const StepMemory* step_at(int64_t k) const;
   StepMemory evaluation;  // Engine::forward after a step (fsdpc train's validation loss)
   // Reserved bytes after each step of a fresh run, until the cache stops growing.
   std::vector<int64_t> reserved_after_step;

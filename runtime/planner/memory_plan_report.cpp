@@ -116,7 +116,10 @@ std::string memory_plan_text(const MemoryPlan& plan) {
   out += step_text("steady step (every step after the first; the optimizer state is live throughout):", plan.steady);
   out += step_text("\nfirst step (the optimizer state is made at its update):", plan.first);
   if (plan.outer)
-    out += step_text("\nDiLoCo round's last step (the outer step after the update):", *plan.outer);
+    out += step_text(plan.streaming.empty()
+                         ? "\nDiLoCo round's last step (the outer step after the update):"
+                         : "\nStreaming DiLoCo's highest step (fragments' exchanges issued, in flight or landed):",
+                     *plan.outer);
   out += step_text("\nevaluation forward (fsdpc train --val-data, between steps):", plan.evaluation);
   out += "\nreserved by the caching allocator after each step:";
   for (size_t i = 0; i < plan.reserved_after_step.size(); ++i)

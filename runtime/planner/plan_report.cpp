@@ -184,6 +184,8 @@ std::string plan_json(const Plan& p, const std::string& model, bool measured) {
     if (c.diloco.enabled())
       rows.back()["diloco"] = Json{{"outer_steps", c.diloco.outer_steps},
                                    {"outer_dtype", outer_dtype_name(c.diloco.outer_dtype)},
+                                   {"outer_fragments", c.diloco.outer_fragments},
+                                   {"outer_delay", c.diloco.outer_delay},
                                    {"outer_seconds", c.outer_seconds}};
     if (c.link_for_90 > 0) rows.back()["link_for_90pct_bytes_per_second"] = c.link_for_90;
     if (c.int8_gathers) rows.back()["gather_dtype"] = "int8";

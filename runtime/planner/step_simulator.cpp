@@ -221,8 +221,10 @@ StepSimulation simulate_step(const std::vector<const Trace*>& traces, const Mesh
   std::unordered_map<std::string, size_t> stream_of;  // group -> index in sim.streams
   std::vector<double> stream_free;                    // when each stream is next idle
   double now = 0;                                     // the compute stream's clock
+  // future -> when its collective ends; a later trace may wait on it
+  // (Streaming DiLoCo's land waits on its issue's futures).
+  std::unordered_map<std::string, double> done;
   for (const Trace* t : traces) {
-    std::unordered_map<std::string, double> done;  // future -> when its collective ends
     for_each_statement(*t, [&](const BoundSymbol& b, const InputTypes& inputs) {
       if (b.op == OpId::Del) return;
       if (op_info(b.op).has(OpTrait::p2p)) {

@@ -6,7 +6,8 @@
 // dimension: dp, or shard and replicate) has its own communication stream,
 // where collectives run in the order the schedule issued them. A collective
 // starts when issued (the compute before it done) and its stream is free; a
-// wait blocks compute until its collective ends. Issuing one also costs the
+// wait blocks compute until its collective ends (which may have been issued
+// by an earlier trace of the same simulation). Issuing one also costs the
 // compute stream its link's host_overhead (starting, testing and completing
 // it on the host) and its bytes at the link's host_bandwidth (the copies the
 // host makes), charged at the issue. Every rank of a mesh runs
