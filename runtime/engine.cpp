@@ -1,10 +1,10 @@
 // One rank's training step: forward, backward, clip, update, loss.
 #include "runtime/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <algorithm>
 #include <unordered_map>
 
 #include "executors/claim.h"
