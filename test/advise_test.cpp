@@ -322,8 +322,8 @@ TEST_CASE("advise --outer-steps prices DiLoCo beside synchronous hybrid, its out
 
 // --gather-dtype int8: each sharded layout also with int8 gathers, priced
 // from its own traces (the quantize and dequantize statements, a quarter of
-// the gathers' bytes), and it keeps its speed on a slower link than its
-// twin gathering f32.
+// the gathers' bytes); where its gathers cross nodes it keeps its speed on
+// a slower link than its twin gathering f32.
 TEST_CASE("advise --gather-dtype int8 prices int8 gathers beside each sharded layout") {
   const std::string base = "--model gpt2-tiny --world-size 4 --mesh 2,2 --hardware " + cpu_profile().string();
   const Json j = advise(base + " --gather-dtype int8");
@@ -347,11 +347,13 @@ TEST_CASE("advise --gather-dtype int8 prices int8 gathers beside each sharded la
     CHECK(int8["peak_bytes"].get<int64_t>() == dump_peak(flags));
     CHECK(int8["comm_bytes"].get<double>() == Approx(dump_comm_bytes(flags)));
     CHECK(int8["comm_bytes"].get<double>() < exact["comm_bytes"].get<double>());
-    const double exact_link = exact["link_for_90pct_bytes_per_second"].get<double>();
-    const double int8_link = int8["link_for_90pct_bytes_per_second"].get<double>();
-    CHECK(int8_link > 0);
-    CHECK(int8_link < exact_link);
+    CHECK(int8["link_for_90pct_bytes_per_second"].get<double>() > 0);
   }
+  // zero3 over both nodes gathers across the link: int8 keeps its speed on a
+  // slower one. (hybrid 2x2 gathers within a node; only its replicas'
+  // all_reduce crosses, which int8 leaves as it is.)
+  CHECK(row("zero3 unit p1 int8")["link_for_90pct_bytes_per_second"].get<double>() <
+        row("zero3 unit p1")["link_for_90pct_bytes_per_second"].get<double>());
   const Run text = fsdpc_run("advise " + base + " --gather-dtype int8");
   CHECK_THAT(text.out, Catch::Contains("slow links (this profile's: ") && Catch::Contains(" int8 down to "));
   // Without it, no int8 candidate: it changes what the forward computes with.
