@@ -30,7 +30,8 @@ TEST_CASE("op traits: the ops that carry each flag", "[ops]") {
                                                OpId::AxisIndex});
   CHECK(with(OpTrait::takes_sharded) ==
         std::set<OpId>{OpId::Synchronize, OpId::AllGather, OpId::ReduceScatter, OpId::AllReduce, OpId::Broadcast,
-                       OpId::Wait, OpId::Pack, OpId::Unpack, OpId::Del, OpId::ConvertElementType});
+                       OpId::Wait, OpId::Pack, OpId::Unpack, OpId::Del, OpId::ConvertElementType,
+                       OpId::Quantize});  // a shard quantizes where it lies, before its gather
 }
 
 TEST_CASE("op traits: has() asks for every flag given", "[ops]") {
