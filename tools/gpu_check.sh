@@ -312,6 +312,13 @@ nlog="$out/nccl.log"
 : >"$nlog"
 # losses FILE: the "loss" of each line of a --log-json file.
 losses() { grep -o '"loss": [-0-9.e+naif]*' "$1" | awk '{print $2}'; }
+# max_rel_diff A B: the largest relative difference between two runs' losses,
+# step by step, or "steps N" when they do not both have 10.
+max_rel_diff() {
+  paste <(losses "$1") <(losses "$2") |
+    awk 'NF == 2 { n++; d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r }
+         END { if (n != 10) print "steps " n; else printf "%.3g\n", m }'
+}
 # train TAG ENV... -- ARGS...: fsdpc train of gpt2-tiny on the GPU, logged to nccl.log.
 train_tiny() {
   local tag=$1 rc=0; shift
@@ -348,9 +355,7 @@ else
   # The CUDA quantize/dequantize kernels and NCCL's int8 gather: within the
   # codes' rounding of the f32 gathers (int8_gathers_test's 0.2% on the CPU).
   if train_tiny kept-int8 FSDPC_KEEP_COLLECTIVES=1 -- --gather-dtype int8 --bucketing unit && ((ok_f32)); then
-    d8=$(paste <(losses "$work/kept.jsonl") <(losses "$work/kept-int8.jsonl") |
-         awk 'NF == 2 { n++; d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r }
-              END { if (n != 10) print "steps " n; else printf "%.3g\n", m }')
+    d8=$(max_rel_diff "$work/kept.jsonl" "$work/kept-int8.jsonl")
     echo "losses, int8 gathers against f32 (collectives kept): max relative difference $d8" | tee -a "$nlog"
     figs+=", \"int8_vs_f32_max_rel\": $(js "$d8")"
     if [[ $d8 == steps* ]] || awk -v d="$d8" 'BEGIN { exit !(d > 2e-3) }'; then problems+=("int8 gathers' losses differ from f32's by $d8 (tolerance 2e-3)"); fi
@@ -358,9 +363,7 @@ else
     problems+=("gpt2-tiny with int8 gathers (collectives kept) failed, or its f32 baseline did")
   fi
   if ((ok_f32)); then
-    diff=$(paste <(losses "$work/elided.jsonl") <(losses "$work/kept.jsonl") |
-           awk 'NF == 2 { n++; d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r }
-                END { if (n != 10) print "steps " n; else printf "%.3g\n", m }')
+    diff=$(max_rel_diff "$work/elided.jsonl" "$work/kept.jsonl")
     echo "losses, collectives kept against elided: max relative difference $diff" | tee -a "$nlog"
     figs+=", \"kept_vs_elided_max_rel\": $(js "$diff")"
     if [[ $diff == steps* ]] || awk -v d="$diff" 'BEGIN { exit !(d > 1e-5) }'; then problems+=("losses kept vs elided differ: $diff (tolerance 1e-5)"); fi
