@@ -250,6 +250,19 @@ TensorType meta_collective(const MetaArgs& a) {
   return {};
 }
 
+namespace {
+
+// Rows and blocks small enough that a row's byte count cannot overflow.
+constexpr int64_t kMaxQuantRow = int64_t{1} << 60;
+
+int64_t quant_block(const MetaArgs& a) {
+  const int64_t block = a.get_int("block");
+  if (block < 1 || block > (int64_t{1} << 30)) a.fail("block ", block, " must be in [1, 2^30]");
+  return block;
+}
+
+}  // namespace
+
 // quantize(x, block): x's rows as an int8 buffer (ir/quantize.h), in x's
 // distribution: a shard quantizes where it lies, so that the buffer is
 // what an all_gather moves.
@@ -257,8 +270,8 @@ TensorType meta_quantize(const MetaArgs& a) {
   const TensorType& x = a.tensor(0);
   if (x.dtype != DType::f32 && x.dtype != DType::bf16) a.fail("x is ", desc(x), "; expected f32 or bf16");
   if (x.shape.empty()) a.fail("x is ", desc(x), "; expected at least one dimension (the rows it quantizes)");
-  const int64_t block = a.get_int("block");
-  if (block < 1) a.fail("block ", block, " must be >= 1");
+  const int64_t block = quant_block(a);
+  if (x.shape.back() > kMaxQuantRow) a.fail("x is ", desc(x), "; a row of more than 2^60 values cannot be quantized");
   TensorType out = collective_out(x, x.shape, x.dist, false);
   out.dtype = DType::i8;
   out.shape.back() = quantized_row_bytes(x.shape.back(), block);
@@ -270,11 +283,11 @@ TensorType meta_dequantize(const MetaArgs& a) {
   const TensorType& q = a.tensor(0);
   if (q.dtype != DType::i8 || q.shape.empty())
     a.fail("q is ", desc(q), "; expected an i8 buffer of quantized rows (from quantize)");
-  const int64_t block = a.get_int("block");
-  if (block < 1) a.fail("block ", block, " must be >= 1");
+  const int64_t block = quant_block(a);
   const DType d = a.get_dtype("dtype");
   if (d != DType::f32 && d != DType::bf16) a.fail("dtype ", dtype_name(d), " is not supported (expected f32 or bf16)");
-  const std::optional<int64_t> n = dequantized_row_size(q.shape.back(), block);
+  const std::optional<int64_t> n =
+      q.shape.back() > kMaxQuantRow ? std::nullopt : dequantized_row_size(q.shape.back(), block);
   if (!n)
     a.fail("q is ", desc(q), ": no row of values quantizes to ", q.shape.back(), " bytes in blocks of ", block,
            " (n values take n + 4 ceil(n / ", block, ") bytes)");
