@@ -357,7 +357,8 @@ TEST_CASE("advise --gather-dtype int8 prices int8 gathers beside each sharded la
   const Run text = fsdpc_run("advise " + base + " --gather-dtype int8");
   CHECK_THAT(text.out, Catch::Contains("slow links (this profile's: ") && Catch::Contains(" int8 down to "));
   // Without it, no int8 candidate: it changes what the forward computes with.
-  for (const Json& c : advise(base)["candidates"])
+  const Json exact_only = advise(base);  // named: a range-for over a temporary's member would dangle
+  for (const Json& c : exact_only["candidates"])
     CHECK(c["candidate"].get<std::string>().find("int8") == std::string::npos);
 }
 
