@@ -286,8 +286,8 @@ Proxy reshape(TraceBuilder& b, const std::string& x, Shape shape, const std::str
 Proxy slice(TraceBuilder& b, const std::string& x, IntList starts, IntList ends, const std::string& name = "") {
   IntList strides(starts.size(), 1);
   return b.emit_named(OpId::Slice, {Operand::of(x)},
-                    Attrs{{"starts", std::move(starts)}, {"ends", std::move(ends)}, {"strides", std::move(strides)}},
-                    {name})[0];
+                      Attrs{{"starts", std::move(starts)}, {"ends", std::move(ends)}, {"strides", std::move(strides)}},
+                      {name})[0];
 }
 
 // pack(shards) -> all_gather -> wait -> [N, total]; each parameter is the
