@@ -61,6 +61,14 @@ Json advise(const std::string& args) {
   return Json::parse(r.out);
 }
 
+// The candidate called `name` in advise's JSON.
+Json candidate_row(const Json& plan, const std::string& name) {
+  for (const Json& c : plan["candidates"])
+    if (c["candidate"] == name) return c;
+  FAIL("no candidate " << name);
+  return Json();
+}
+
 std::set<std::string> expected_names(int world) {
   std::set<std::string> names{"no_shard"};
   auto fsdp = [&](const std::string& s) {
@@ -281,12 +289,7 @@ TEST_CASE("advise --outer-steps prices DiLoCo beside synchronous hybrid, its out
   std::set<std::string> expected = expected_names(4);
   expected.insert({"hybrid 2x2 unit p1 diloco:10:bf16", "hybrid_zero2 2x2 unit p1 diloco:10:bf16"});
   CHECK(names == expected);
-  auto row = [&](const std::string& name) {
-    for (const Json& c : j["candidates"])
-      if (c["candidate"] == name) return c;
-    FAIL("no candidate " << name);
-    return Json();
-  };
+  auto row = [&](const std::string& name) { return candidate_row(j, name); };
   const Json sync = row("hybrid 2x2 unit p1"), diloco = row("hybrid 2x2 unit p1 diloco:10:bf16");
   const std::string flags = "--model gpt2-tiny --world-size 4 " + diloco["flags"].get<std::string>();
   CHECK_THAT(flags, Catch::Contains("--outer-steps 10") && Catch::Contains("--outer-dtype bf16"));
@@ -332,12 +335,7 @@ TEST_CASE("advise --gather-dtype int8 prices int8 gathers beside each sharded la
   std::set<std::string> expected = expected_names(4);
   expected.insert({"zero3 unit p1 int8", "zero2 unit p1 int8", "hybrid 2x2 unit p1 int8", "hybrid_zero2 2x2 unit p1 int8"});
   CHECK(names == expected);
-  auto row = [&](const std::string& name) {
-    for (const Json& c : j["candidates"])
-      if (c["candidate"] == name) return c;
-    FAIL("no candidate " << name);
-    return Json();
-  };
+  auto row = [&](const std::string& name) { return candidate_row(j, name); };
   for (const char* layout : {"zero3 unit p1", "hybrid 2x2 unit p1"}) {
     INFO(layout);
     const Json exact = row(layout), int8 = row(std::string(layout) + " int8");
@@ -371,12 +369,7 @@ TEST_CASE("advise prices Streaming DiLoCo: DiLoCo's bytes a round, its waits hid
   const std::string base = "--model gpt2-tiny --world-size 4 --mesh 2,2 --hardware " + cpu_profile().string() +
                            " --outer-steps 10 --outer-dtype bf16";
   const Json plain = advise(base), streaming = advise(base + " --outer-fragments 3 --outer-delay 2");
-  auto row = [](const Json& j, const std::string& name) {
-    for (const Json& c : j["candidates"])
-      if (c["candidate"] == name) return c;
-    FAIL("no candidate " << name);
-    return Json();
-  };
+  const auto row = candidate_row;
   auto replicate_bytes = [](const Json& c) {
     for (const Json& st : c["comm"])
       if (st["group"] == "replicate") return st["bytes"].get<double>();
