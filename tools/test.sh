@@ -71,6 +71,25 @@ stage_sanitize() {
   (cd "$root/build-asan" && ctest --output-on-failure -j "$jobs")
 }
 
+# One fuzz target for fuzz_seconds; prints its line, and the log's tail on
+# a finding (then fails).
+fuzz_one() {
+  local name=$1 build=$2
+  # New inputs go to the build's corpus (first folder); the checked-in
+  # seeds (second folder) are only read.
+  local corpus=$build/corpus/$name findings=$build/findings/$name log=$build/logs/$name.log
+  mkdir -p "$corpus" "$findings" "$(dirname "$log")"
+  if "$build/$name" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+       -print_final_stats=1 -artifact_prefix="$findings/" \
+       "$corpus" "$root/test/fuzz/corpus/${name#fuzz_}" >"$log" 2>&1; then
+    echo "test.sh: fuzz: $name: $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo '?') runs, no finding"
+  else
+    tail -n 60 "$log" >&2
+    echo "test.sh: fuzz: $name: FINDING, input kept in $findings/ (log: $log)" >&2
+    return 1
+  fi
+}
+
 stage_fuzz() {
   bash "$root/tools/install-deps.sh"
   local build=$root/build-fuzz
@@ -79,22 +98,20 @@ stage_fuzz() {
   # No Open MPI here: the fast unwinder names every frame, and fuzzing is
   # malloc-heavy.
   export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  local failed=0 src name
+  # Each target is one process on one core: $jobs of them at a time.
+  local failed=0 src name running=0
   for src in "$root"/test/fuzz/fuzz_*.cpp; do
     name=$(basename "$src" .cpp)
-    # New inputs go to the build's corpus (first folder); the checked-in
-    # seeds (second folder) are only read.
-    local corpus=$build/corpus/$name findings=$build/findings/$name log=$build/logs/$name.log
-    mkdir -p "$corpus" "$findings" "$(dirname "$log")"
-    if "$build/$name" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
-         -print_final_stats=1 -artifact_prefix="$findings/" \
-         "$corpus" "$root/test/fuzz/corpus/${name#fuzz_}" >"$log" 2>&1; then
-      echo "test.sh: fuzz: $name: $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo '?') runs, no finding"
-    else
-      failed=1
-      tail -n 60 "$log" >&2
-      echo "test.sh: fuzz: $name: FINDING, input kept in $findings/ (log: $log)" >&2
+    if ((running >= jobs)); then
+      wait -n || failed=1
+      running=$((running - 1))
     fi
+    fuzz_one "$name" "$build" &
+    running=$((running + 1))
+  done
+  while ((running > 0)); do
+    wait -n || failed=1
+    running=$((running - 1))
   done
   return $failed
 }
