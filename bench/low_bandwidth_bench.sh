@@ -3,8 +3,9 @@
 # (tools/netns_cluster.sh --pin: one rank per node, each node its own half
 # of the CPUs), the link unshaped and shaped to 1 Gbit/s and 100 Mbit/s:
 # synchronous hybrid against DiLoCo (--outer-steps, with f32, bf16 or int8
-# between the replicas), and zero3 against zero3 with int8 gathers
-# (--gather-dtype int8). The model is the 4x512 GPT-2 (8192-token
+# between the replicas) and Streaming DiLoCo (--outer-fragments, each
+# fragment's exchange in flight for --outer-delay steps), and zero3 against
+# zero3 with int8 gathers (--gather-dtype int8). The model is the 4x512 GPT-2 (8192-token
 # vocabulary, read as bytes here) on the GPL-3 text, validated on the
 # GPL-2; 8 x 256 tokens a step over the 2 ranks, unit buckets, AdamW.
 # Prints one JSON object per run, then one per configuration and link
@@ -24,8 +25,11 @@
 #   STEPS       steps of every full run (default 1000)
 #   env: LINKS (default "unshaped 1gbit 100mbit"),
 #        CONFIGS (default "sync diloco diloco-bf16"; diloco* use H below;
-#          also diloco-int8, zero3, zero3-int8, zero3-bf16, zero3-bf16-int8),
-#        H (DiLoCo's --outer-steps, default 50), SYNC_STEPS (default 10),
+#          also diloco-int8, streaming, streaming-bf16, streaming-int8,
+#          zero3, zero3-int8, zero3-bf16, zero3-bf16-int8),
+#        H (DiLoCo's --outer-steps, default 50), FRAGMENTS and DELAY
+#        (Streaming DiLoCo's --outer-fragments, default 4, and
+#        --outer-delay, default 2), SYNC_STEPS (default 10),
 #        RUNS (LINK:CONFIG pairs instead of every LINKS x CONFIGS, e.g.
 #        "unshaped:sync 100mbit:sync 100mbit:diloco-bf16")
 set -uo pipefail
@@ -35,6 +39,7 @@ steps=${2:-1000}
 links=${LINKS:-unshaped 1gbit 100mbit}
 configs=${CONFIGS:-sync diloco diloco-bf16}
 outer=${H:-50}
+fragments=${FRAGMENTS:-4} delay=${DELAY:-2}
 sync_steps=${SYNC_STEPS:-10}
 fsdpc=$build/tools/fsdpc
 [[ -x $fsdpc ]] || { echo "low_bandwidth_bench.sh: build fsdpc first ($fsdpc)" >&2; exit 2; }
@@ -72,6 +77,9 @@ run() {  # CONFIG LINK STEPS
     diloco) flags=(--outer-steps "$outer") ;;
     diloco-bf16) flags=(--outer-steps "$outer" --outer-dtype bf16) ;;
     diloco-int8) flags=(--outer-steps "$outer" --outer-dtype int8) ;;
+    streaming|streaming-bf16|streaming-int8)
+      flags=(--outer-steps "$outer" --outer-fragments "$fragments" --outer-delay "$delay")
+      [[ $config == streaming ]] || flags+=(--outer-dtype "${config#streaming-}") ;;
     zero3) layout=(--strategy zero3) ;;
     zero3-int8) layout=(--strategy zero3) flags=(--gather-dtype int8) ;;
     zero3-bf16) layout=(--strategy zero3) flags=(--precision bf16) ;;
@@ -102,7 +110,7 @@ later = recs[1:] or recs
 tokens = 8 * 256
 seconds = sum(r["step_ms"] for r in later) / 1e3
 val = [r["val_loss"] for r in recs if "val_loss" in r]
-print(json.dumps({"config": config, "link": link, "steps": n, "outer_steps": h if config.startswith("diloco") else 0,
+print(json.dumps({"config": config, "link": link, "steps": n, "outer_steps": h if config.startswith(("diloco", "streaming")) else 0,
                   "tokens_per_s": round(tokens * len(later) / seconds, 1),
                   "step_ms_mean": round(1e3 * seconds / len(later), 1),
                   "outer_steps_run": sum(1 for r in recs if r.get("outer_step")),
