@@ -69,10 +69,12 @@ double matmul_flops(const Trace& t) {
         // five products the size of the forward's two: the scores again,
         // pᵀ·g, g·vᵀ, ds·k and dsᵀ·q (cpu_attention.cpp)
         f += 10.0 * static_cast<double>(numel(out)) * static_cast<double>(types.at(b.inputs[1].name)->shape.end()[-2]);
-      else if (b.op == OpId::LinearCrossEntropy || b.op == OpId::LinearCrossEntropyGrad) {
+      else if (b.op == OpId::LinearCrossEntropy || b.op == OpId::LinearCrossEntropyGrad ||
+               b.op == OpId::LinearCrossEntropyWithGrad) {
         // h [..., C] times w [V, C]ᵀ: the logits, once in the forward; the
         // gradient recomputes them and forms dh and dw, three products
-        // executed (cpu_linear_cross_entropy.cpp).
+        // executed, as does with_grad from its one product of logits
+        // (cpu_linear_cross_entropy.cpp).
         const Shape& h = types.at(b.inputs[0].name)->shape;
         const Shape& w = types.at(b.inputs[1].name)->shape;
         const double product = 2.0 * static_cast<double>(numel(h)) * static_cast<double>(w[0]);

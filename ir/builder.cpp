@@ -99,7 +99,6 @@ void TraceBuilder::append(BoundSymbol b) {
 
 std::vector<Proxy> TraceBuilder::emit_named(OpId op, std::vector<Operand> inputs, Attrs attrs,
                                             const std::vector<std::string>& names) {
-  FSDPC_CHECK(!op_info(op).composite) << "emit_named(" << op_name(op) << "): a composite's decomposition keeps its names";
   emit(op, std::move(inputs), std::move(attrs));
   BoundSymbol s = std::move(sink_->back());
   sink_->pop_back();
@@ -107,11 +106,12 @@ std::vector<Proxy> TraceBuilder::emit_named(OpId op, std::vector<Operand> inputs
   for (size_t i = 0; i < names.size() && i < s.outputs.size(); ++i) {
     if (names[i].empty()) continue;
     types_.erase(s.outputs[i].name);
-    s.outputs[i].name = names[i];
+    rename_definition(s, std::string(s.outputs[i].name), names[i]);  // a composite's decomposition too
     ++renamed;
   }
-  // Hand back the fresh names nobody kept, so the numbering has no gaps.
-  if (renamed == s.outputs.size()) trace_.next_id -= static_cast<int64_t>(renamed);
+  // Hand back the fresh names nobody kept, so the numbering has no gaps (a
+  // prim's: a composite's decomposition took names after them).
+  if (renamed == s.outputs.size() && s.subsymbols.empty()) trace_.next_id -= static_cast<int64_t>(renamed);
   append(std::move(s));
   return sink_->back().outputs;
 }

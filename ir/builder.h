@@ -30,9 +30,10 @@ class TraceBuilder {
   std::vector<Proxy> emit(OpId op, std::vector<Operand> inputs, Attrs attrs = {});
   // Same, for ops with exactly one output.
   Proxy emit1(OpId op, std::vector<Operand> inputs, Attrs attrs = {});
-  // Same, a prim's outputs named `names` ("" keeps the fresh name): a pass
-  // replacing statements gives its results the names the rest of the trace
-  // already reads. (A composite's decomposition would keep the fresh names.)
+  // Same, the outputs named `names` ("" keeps the fresh name; a composite's
+  // decomposition defines them under the same names): a pass replacing
+  // statements gives its results the names the rest of the trace already
+  // reads.
   std::vector<Proxy> emit_named(OpId op, std::vector<Operand> inputs, Attrs attrs,
                                 const std::vector<std::string>& names);
 

@@ -303,14 +303,14 @@ std::vector<Proxy> head_gradients(TraceBuilder& b, const BoundSymbol& c, const P
   return {dh, dw};
 }
 
-// What autodiff makes of the decomposition above: the logits' cotangent
-// (softmax - onehot) * g / n (cross_entropy's rule, passes/vjp_rules_nn.cpp,
-// the one-hot subtracted by an index_add), cast to h's dtype, then linear's
-// rule: dh = dlogits w, dw = dlogitsᵀ h. Only executors without the fused
-// kernel run this; it holds [n, V] values, as the unfused head does.
-std::vector<Proxy> decompose_linear_cross_entropy_grad(TraceBuilder& b, const BoundSymbol& c) {
-  auto [h, targets] = head_rows(b, c);
-  Proxy logits = head_logits(b, h, c);
+// What autodiff makes of the decomposition above, from the logits: their
+// cotangent (softmax - onehot) * g / n (cross_entropy's rule,
+// passes/vjp_rules_nn.cpp, the one-hot subtracted by an index_add), cast to
+// h's dtype, then linear's rule: dh = dlogits w, dw = dlogitsᵀ h. Only
+// executors without the fused kernels run this; it holds [n, V] values, as
+// the unfused head does.
+std::vector<Proxy> head_grad_from_logits(TraceBuilder& b, const BoundSymbol& c, const Proxy& h,
+                                         const Proxy& targets, const Proxy& logits) {
   const int64_t n = logits.type.shape[0], v = logits.type.shape[1];
   const DType dt = logits.type.dtype;
   const std::string device = device_name(logits.type.device);
@@ -326,6 +326,21 @@ std::vector<Proxy> decompose_linear_cross_entropy_grad(TraceBuilder& b, const Bo
       {n, v});
   Proxy scale = broadcast(b, binary(b, OpId::Div, input(b, c, 3), static_cast<double>(n)), {n, v}, {});
   return head_gradients(b, c, h, binary(b, OpId::Mul, diff, scale));
+}
+
+std::vector<Proxy> decompose_linear_cross_entropy_grad(TraceBuilder& b, const BoundSymbol& c) {
+  auto [h, targets] = head_rows(b, c);
+  return head_grad_from_logits(b, c, h, targets, head_logits(b, h, c));
+}
+
+// The loss, then its gradients for g, from one product of logits: the
+// unfused head's forward and backward with nothing recomputed.
+std::vector<Proxy> decompose_linear_cross_entropy_with_grad(TraceBuilder& b, const BoundSymbol& c) {
+  auto [h, targets] = head_rows(b, c);
+  Proxy logits = head_logits(b, h, c);
+  std::vector<Proxy> out = head_grad_from_logits(b, c, h, targets, logits);
+  out.insert(out.begin(), binary(b, OpId::CrossEntropy, logits, targets));
+  return out;
 }
 
 // A vocabulary-parallel head's slice (linear_cross_entropy_stats): its
@@ -407,6 +422,7 @@ std::vector<Proxy> decompose(TraceBuilder& b, const BoundSymbol& composite) {
     case OpId::RmsNorm: return {decompose_rms_norm(b, composite)};
     case OpId::LinearCrossEntropy: return {decompose_linear_cross_entropy(b, composite)};
     case OpId::LinearCrossEntropyGrad: return decompose_linear_cross_entropy_grad(b, composite);
+    case OpId::LinearCrossEntropyWithGrad: return decompose_linear_cross_entropy_with_grad(b, composite);
     case OpId::LinearCrossEntropyStats: return decompose_linear_cross_entropy_stats(b, composite);
     case OpId::LinearCrossEntropyStatsGrad: return decompose_linear_cross_entropy_stats_grad(b, composite);
     case OpId::ScaledDotProductAttentionGrad: return decompose_sdpa_grad(b, composite);

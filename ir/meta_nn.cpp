@@ -235,6 +235,14 @@ Types meta_linear_cross_entropy_grad(const MetaArgs& a) {
   return head_gradients(a);
 }
 
+// The loss and its gradients for the cotangent g in one statement:
+// linear_cross_entropy's output, then linear_cross_entropy_grad's.
+Types meta_linear_cross_entropy_with_grad(const MetaArgs& a) {
+  Types out = meta_linear_cross_entropy_grad(a);
+  out.insert(out.begin(), meta_linear_cross_entropy(a));
+  return out;
+}
+
 // One rank's slice of a vocabulary-parallel head: w [V/T, C] holds the
 // classes offset .. offset + V/T - 1 (`offset` an integer scalar), those
 // from `vocab` on padding. Per position, in the loss's dtype, the log of
@@ -289,6 +297,7 @@ Types meta_composite(const MetaArgs& a) {
     case OpId::RmsNorm: return {meta_rms_norm(a)};
     case OpId::LinearCrossEntropy: return {meta_linear_cross_entropy(a)};
     case OpId::LinearCrossEntropyGrad: return meta_linear_cross_entropy_grad(a);
+    case OpId::LinearCrossEntropyWithGrad: return meta_linear_cross_entropy_with_grad(a);
     case OpId::LinearCrossEntropyStats: return meta_linear_cross_entropy_stats(a);
     case OpId::LinearCrossEntropyStatsGrad: return meta_linear_cross_entropy_stats_grad(a);
     case OpId::ScaledDotProductAttentionGrad: return meta_sdpa_grad(a);

@@ -15,6 +15,7 @@
 #include "passes/fsdp.h"
 #include "passes/fuse_head.h"
 #include "passes/grad.h"
+#include "passes/head_grad_forward.h"
 #include "passes/pipeline_split.h"
 #include "passes/remat.h"
 #include "passes/schedule.h"
@@ -189,6 +190,14 @@ JointTrace compile_joint(const Trace& captured, const PipelineOptions& o, StageL
     j.trace = std::move(folded);
     record(log, o, "scatter_into", {&j.trace});
   }
+  // The fused head's gradients computed with its loss, the cotangent being
+  // known up front (not for a pipeline stage: GPipe would hold every
+  // micro-batch's weight gradient).
+  if (!(o.pipeline_stage && o.pipeline_stage->stages > 1))
+    if (Trace early = head_grad_forward(j.trace); early.provenance == "head_grad_forward") {
+      j.trace = std::move(early);
+      record(log, o, "head_grad_forward", {&j.trace});
+    }
   return j;
 }
 

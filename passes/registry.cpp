@@ -15,6 +15,7 @@ const std::vector<PassInfo>& pass_registry() {
       {"elide", "drop collectives over a group of one rank and divisions by 1 (world size 1, or a mesh dimension of 1)"},
       {"widen", "a bf16 matmul, sum or index_add whose result is cast to f32 at once accumulates into f32 instead (the gradients mixed precision hands to its f32 parameters)"},
       {"scatter_into", "a scatter-add onto zeros that is then added to another gradient scatters into it (a tied embedding's lookup into its head's gradient): one [vocab, C] buffer fewer"},
+      {"head_grad_forward", "the fused head's loss and both gradients in one forward statement (linear_cross_entropy_with_grad) when the loss is the step's: no logits recomputed in the backward"},
       {"split", "cut the joint trace into forward and backward; zero3 re-gathers parameters in the backward"},
       {"p2p", "pipeline stages (--pp P > 1): recv the boundary activation and send the output; the backward the other way"},
       {"dce", "remove statements whose results are never used"},

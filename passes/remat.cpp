@@ -53,7 +53,7 @@ bool is_communication(OpId op) { return op_info(op).category == OpCategory::coll
 // So does communication (every collective), and packing its buffers.
 bool is_expensive(OpId op) {
   if (op == OpId::Linear || op == OpId::ScaledDotProductAttention || op == OpId::LinearCrossEntropy ||
-      op == OpId::LinearCrossEntropyGrad || op == OpId::LinearCrossEntropyStats ||
+      op == OpId::LinearCrossEntropyGrad || op == OpId::LinearCrossEntropyWithGrad || op == OpId::LinearCrossEntropyStats ||
       op == OpId::LinearCrossEntropyStatsGrad || op == OpId::ScaledDotProductAttentionGrad)
     return true;  // the matmul composites
   switch (op) {

@@ -252,6 +252,7 @@ Cotangents vjp_nn(const VjpCall& c) {
     case OpId::LinearCrossEntropy: return linear_cross_entropy_grad(c);
     case OpId::LinearCrossEntropyStats: return linear_cross_entropy_stats_grad(c);
     case OpId::LinearCrossEntropyGrad:
+    case OpId::LinearCrossEntropyWithGrad:
     case OpId::LinearCrossEntropyStatsGrad:
     case OpId::ScaledDotProductAttentionGrad:
       fail(op_name(c.bsym.op), " has no VJP rule: fsdpc takes first derivatives only");

@@ -13,6 +13,7 @@
 #include "executors/cpu/cpu_executor.h"
 #include "executors/fusion/fusion_kernel.h"
 #include "ir/error.h"
+#include "passes/head_grad_forward.h"
 #include "passes/tensor_parallel_plan.h"
 #include "runtime/clip.h"
 #include "runtime/profiler.h"
@@ -63,6 +64,7 @@ Engine::Engine(const EngineTraces& traces, std::vector<ParamPlan> plans, const E
                       execution_trace(t.backward, options_.target, options_.fusion)};
   };
   sync_ = lowered(traces.sync);
+  eval_forward_ = without_head_grads(sync_.forward);
   if (options_.no_sync && options_.grad_accum > 1) {
     FSDPC_CHECK(traces.no_sync && traces.accumulate) << "no_sync accumulation needs its traces";
     no_sync_ = lowered(*traces.no_sync);
@@ -193,12 +195,24 @@ void Engine::set_profiler(Profiler* profiler) {
   mpi_->set_timeline(profiler);  // the CPU's collectives (the NCCL path is not recorded)
 }
 
-std::vector<TensorValue> Engine::forward_args(const Trace& forward, const std::vector<HostTensor>& inputs) {
+TensorValue Engine::cotangent_value(const TensorType& type, double cotangent) {
+  TensorValue ct = allocate_tensor(allocator_, type, MemCategory::activations);
+  const float value = static_cast<float>(cotangent);
+  backend().copy_from_host(ct.data(), &value, sizeof value);
+  return ct;
+}
+
+std::vector<TensorValue> Engine::forward_args(const Trace& forward, const std::vector<HostTensor>& inputs,
+                                              double cotangent) {
   std::vector<TensorValue> args(forward.args.size());
   size_t next_input = 0;
   for (size_t i = 0; i < forward.args.size(); ++i) {
     const Proxy& a = forward.args[i];
     if (a.is_param()) continue;
+    if (a.name == "cotangent") {  // the fused head's gradients in the forward (passes/head_grad_forward.h)
+      args[i] = cotangent_value(a.type, cotangent);
+      continue;
+    }
     if (next_input >= inputs.size())
       fail("train_step: the model takes ", forward.args.size() - params_.size(), " inputs, got ", inputs.size());
     const HostTensor& h = inputs[next_input++];
@@ -248,10 +262,7 @@ std::vector<TensorValue> Engine::backward_args(const Trace& backward, std::vecto
   for (size_t i = bargs.size(); i < backward.args.size(); ++i) {
     const std::string& name = backward.args[i].name;
     if (name == "cotangent") {
-      TensorValue ct = allocate_tensor(allocator_, backward.args[i].type, MemCategory::activations);
-      const float value = static_cast<float>(cotangent);
-      backend().copy_from_host(ct.data(), &value, sizeof value);
-      bargs.push_back(std::move(ct));
+      bargs.push_back(cotangent_value(backward.args[i].type, cotangent));
       continue;
     }
     // acc[g] belongs to the g-th parameter that requires grad; the backward
@@ -277,7 +288,7 @@ std::vector<TensorValue> Engine::backward_args(const Trace& backward, std::vecto
 double Engine::micro_step(const StepTraces& t, const std::vector<HostTensor>& inputs, double cotangent,
                           const std::vector<TensorValue>& acc, std::vector<TensorValue>& grads) {
   ProfileSpan forward_span(profiler_, "forward");
-  std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, inputs));
+  std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, inputs, cotangent));
   forward_span.end();
   const size_t n_out = t.forward.returns.items.at(0).items.size();
   const TensorValue loss = outs.at(0);
@@ -406,9 +417,9 @@ StepResult Engine::train_step(const std::vector<HostTensor>& inputs) {
 }
 
 std::vector<HostTensor> Engine::forward(const std::vector<HostTensor>& inputs) {
-  std::vector<TensorValue> outs = interpreter_->run(sync_.forward, forward_args(sync_.forward, inputs));
+  std::vector<TensorValue> outs = interpreter_->run(eval_forward_, forward_args(eval_forward_, inputs));
   device_->end_step();
-  const size_t n_out = sync_.forward.returns.items.at(0).items.size();
+  const size_t n_out = eval_forward_.returns.items.at(0).items.size();
   std::vector<HostTensor> result;
   for (size_t i = 0; i < n_out; ++i) {
     const TensorValue& v = outs[i];

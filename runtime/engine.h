@@ -239,7 +239,11 @@ class Engine {
     // part is cut (the plan's split at mesh.tp).
     std::optional<TensorParallelSplit> tp_split;
   };
-  std::vector<TensorValue> forward_args(const Trace& forward, const std::vector<HostTensor>& inputs);
+  // The forward's inputs copied in, its parameters by reference, and (when
+  // it takes one) the loss's cotangent.
+  std::vector<TensorValue> forward_args(const Trace& forward, const std::vector<HostTensor>& inputs,
+                                        double cotangent = 1.0);
+  TensorValue cotangent_value(const TensorType& type, double cotangent);
   double all_reduce_sum(double v, const std::string& group, const char* label);
   // Tensor parallelism: this rank's part of a whole parameter, and the parts
   // of a tp group put back together (on its first rank).
@@ -307,6 +311,7 @@ class Engine {
   std::unique_ptr<RankDevice> device_;   // the executor's kernel context and backend
   Allocator allocator_;                  // after device_: returns its blocks first
   StepTraces sync_;
+  Trace eval_forward_;  // forward(): sync_'s forward without the head's gradients
   std::optional<StepTraces> no_sync_, accumulate_;
   std::optional<GatheredStep> gathered_;
   // keep_gathered: the full parameters by path, from the step's gather until

@@ -45,7 +45,7 @@ double Engine::pipeline_micro_batches(const std::vector<HostTensor>& inputs, std
     if (op.forward) {
       ProfileSpan span(profiler_, "forward");
       const std::vector<HostTensor> micro = k == 1 ? inputs : micro_batch(inputs, op.micro_batch, k);
-      std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, micro));
+      std::vector<TensorValue> outs = interpreter_->run(t.forward, forward_args(t.forward, micro, 1.0 / k));
       if (last) {
         // The last stage's first output is the micro-batch's loss; the
         // others' is the activation they sent.

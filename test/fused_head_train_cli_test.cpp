@@ -2,33 +2,54 @@
 // users run it: `mpirun -n N fsdpc train` for 10 AdamW steps, --loss-chunk
 // auto (the default) and a chunk of 5 rows against off, on gpt2-tiny (the
 // head tied to wte) and llama-tiny (an untied lm_head), zero3 at N = 1 and 2;
-// and a bad --loss-chunk is refused with exit code 2. Its own file: a
+// with accumulated micro-batches and evaluations between steps; and a bad
+// --loss-chunk is refused with exit code 2. Its own file: a
 // process that has initialised MPI cannot launch mpirun.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "test/run_cli.h"
 #include "test/scratch.h"
 
 namespace {
 
-// The per-step losses of `mpirun -n np fsdpc train` with --loss-chunk `chunk`.
+// The per-step losses of `mpirun -n np fsdpc train` with --loss-chunk
+// `chunk` (and `extra` flags); the validation losses too when asked.
 std::vector<double> train_cli(int np, const std::string& model, const std::string& chunk,
-                              const std::string& precision = "f32", const std::string& env = "") {
+                              const std::string& precision = "f32", const std::string& env = "",
+                              const std::string& extra = "", std::vector<double>* val = nullptr) {
   const std::filesystem::path log =
       fsdpc::testing::scratch(model + "-np" + std::to_string(np) + "-" + chunk + "-" + precision + ".jsonl");
   const std::string args = "train --model " + model + " --seq 16 --batch 8 --steps 10 --strategy zero3"
                            " --optimizer adamw --lr 3e-3 --clip 1.0 --seed 5 --loss-chunk " + chunk +
-                           " --precision " + precision + " --log-json '" + log.string() + "'";
+                           " --precision " + precision + " --log-json '" + log.string() + "' " + extra;
   const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc_mpi(np, args, {.env = env, .merge = true});
   INFO("mpirun -n " << np << " fsdpc " << args << "\n" << r.out);
   REQUIRE(r.code == 0);
   std::vector<double> losses = fsdpc::testing::logged_losses(log.string());
+  if (val) {
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);)
+      if (const nlohmann::json j = nlohmann::json::parse(line); j.contains("val_loss"))
+        val->push_back(j["val_loss"].get<double>());
+  }
   std::filesystem::remove(log);
   return losses;
+}
+
+// Text of a few words in a fixed order, `variant` another order.
+std::filesystem::path text_file(const std::string& name, int variant) {
+  const std::filesystem::path p = fsdpc::testing::scratch(name);
+  std::ofstream out(p);
+  const char* words[] = {"alpha ", "beta ", "gamma ", "delta ", "omega\n", "zeta ", "eta ", "theta "};
+  for (int i = 0; i < 3000; ++i) out << words[(i * (3 + 2 * variant) + i / (5 + variant)) % 8];
+  return p;
 }
 
 }  // namespace
@@ -74,6 +95,32 @@ TEST_CASE("fused head: mpirun fsdpc train --precision bf16, --loss-chunk auto ma
       INFO("step " << s << ": off " << off[s] << ", fused " << fused[s]);
       CHECK(fused[s] == Approx(off[s]).epsilon(3e-4));
     }
+  }
+}
+
+// The fused head computes its gradients in the forward for the step's
+// cotangent (passes/head_grad_forward.h): 1/k over k accumulated
+// micro-batches; an evaluation runs the loss alone (without_head_grads).
+TEST_CASE("fused head: with --grad-accum 2 and --val-data, the losses and validation losses match off to 1e-6",
+          "[fuse_head][mpi][train][eval]") {
+  const std::filesystem::path train = text_file("head-train.txt", 0), val = text_file("head-val.txt", 1);
+  const std::string extra =
+      "--grad-accum 2 --eval-every 4 --data '" + train.string() + "' --val-data '" + val.string() + "'";
+  std::vector<double> off_val, fused_val;
+  const std::vector<double> off = train_cli(2, "gpt2-tiny", "off", "f32", "", extra, &off_val);
+  const std::vector<double> fused = train_cli(2, "gpt2-tiny", "auto", "f32", "", extra, &fused_val);
+  REQUIRE(off.size() == 10);
+  REQUIRE(fused.size() == off.size());
+  CHECK(off.back() < off.front());
+  for (size_t s = 0; s < off.size(); ++s) {
+    INFO("step " << s << ": off " << off[s] << ", fused " << fused[s]);
+    CHECK(fused[s] == Approx(off[s]).epsilon(1e-6));
+  }
+  REQUIRE(off_val.size() == 3);  // after steps 4 and 8, and the last
+  REQUIRE(fused_val.size() == off_val.size());
+  for (size_t i = 0; i < off_val.size(); ++i) {
+    INFO("evaluation " << i << ": off " << off_val[i] << ", fused " << fused_val[i]);
+    CHECK(fused_val[i] == Approx(off_val[i]).epsilon(1e-6));
   }
 }
 

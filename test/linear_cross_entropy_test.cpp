@@ -1,5 +1,6 @@
-// linear_cross_entropy and linear_cross_entropy_grad (passes/fuse_head.h):
-// the CPU's chunked kernels against the op's decomposition (linear then
+// linear_cross_entropy, linear_cross_entropy_grad (passes/fuse_head.h) and
+// the two at once, linear_cross_entropy_with_grad
+// (passes/head_grad_forward.h): the CPU's chunked kernels against the op's decomposition (linear then
 // cross_entropy, and what autodiff makes of it) run on the CPU, and both
 // against the float64 reference executor, on shapes the chunking has to get
 // right: a vocabulary no chunk divides, rows no chunk divides, one chunk, a
@@ -36,7 +37,7 @@ Trace head_trace(OpId op, const HeadCase& c, DType dt, bool decomposed) {
   b.add_arg(Proxy{"w", tt({c.vocab, c.h.back()}, dt), "", true});
   b.add_arg(Proxy{"targets", tt(rows, DType::i64), "", true});
   std::vector<Operand> ins{Operand::of("h"), Operand::of("w"), Operand::of("targets")};
-  if (op == OpId::LinearCrossEntropyGrad) {
+  if (op != OpId::LinearCrossEntropy) {
     b.add_arg(Proxy{"g", tt({}, linear_cross_entropy_loss_dtype(dt)), "", true});
     ins.push_back(Operand::of("g"));
   }
@@ -82,9 +83,9 @@ TEST_CASE("linear_cross_entropy f32: the chunked CPU kernels match the decomposi
           "[linear_cross_entropy][cpu]") {
   Rng r;
   for (const HeadCase& c : kCases)
-    for (OpId op : {OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad}) {
+    for (OpId op : {OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyWithGrad}) {
       INFO(op_name(op) << " " << label(c, DType::f32));
-      const std::vector<Value> args = head_values(r, c, DType::f32, op == OpId::LinearCrossEntropyGrad);
+      const std::vector<Value> args = head_values(r, c, DType::f32, op != OpId::LinearCrossEntropy);
       const Trace fused = head_trace(op, c, DType::f32, false);
       const Trace decomposed = head_trace(op, c, DType::f32, true);
       REQUIRE(cpu_executor().claims(fused.bsyms.back()));
@@ -109,14 +110,14 @@ TEST_CASE("linear_cross_entropy bf16: the chunked CPU kernels round where the de
           "[linear_cross_entropy][cpu][bf16]") {
   Rng r;
   for (const HeadCase& c : kCases)
-    for (OpId op : {OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad}) {
+    for (OpId op : {OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyWithGrad}) {
       INFO(op_name(op) << " " << label(c, DType::bf16));
-      const std::vector<Value> args = head_values(r, c, DType::bf16, op == OpId::LinearCrossEntropyGrad);
+      const std::vector<Value> args = head_values(r, c, DType::bf16, op != OpId::LinearCrossEntropy);
       const Trace fused = head_trace(op, c, DType::bf16, false);
       const Trace decomposed = head_trace(op, c, DType::bf16, true);
       // The loss is f32; the gradients are h's and w's bf16.
-      CHECK(fused.bsyms.back().outputs[0].type.dtype ==
-            (op == OpId::LinearCrossEntropy ? DType::f32 : DType::bf16));
+      const bool loss_first = op != OpId::LinearCrossEntropyGrad;
+      CHECK(fused.bsyms.back().outputs[0].type.dtype == (loss_first ? DType::f32 : DType::bf16));
       REQUIRE(cpu_executor().claims(fused.bsyms.back()));
       const std::vector<Value> want = reference::run(fused, args);
       const std::vector<Value> got = CpuRunner().run(fused, args);
@@ -126,7 +127,7 @@ TEST_CASE("linear_cross_entropy bf16: the chunked CPU kernels round where the de
         INFO("output " << i);
         // The same roundings as the unfused bf16 head: to f32's precision
         // beside it, a bf16 rounding or two (2^-8) each beside float64.
-        check_close(got[i], got_dec[i], i == 0 && op == OpId::LinearCrossEntropy ? 1e-6 : 1e-2, 0.1);
+        check_close(got[i], got_dec[i], i == 0 && loss_first ? 1e-6 : 1e-2, 0.1);
         check_close(got[i], want[i], 2e-2, 0.1);
       }
     }

@@ -113,6 +113,11 @@ OpSample op_sample(OpId op) {
       return {{at({2, 8, 16}, bf16), at({50, 16}, bf16), at({2, 8}, i32)}, {{"chunk", int64_t{3}}}, {on1({})}};
     case OpId::LinearCrossEntropyGrad:
       return {{at({2, 8, 16}), at({50, 16}), at({2, 8}, i64), at({})}, {}, {on1({2, 8, 16}), on1({50, 16})}};
+    // bf16 operands: an f32 loss and its f32 cotangent, bf16 gradients.
+    case OpId::LinearCrossEntropyWithGrad:
+      return {{at({2, 8, 16}, bf16), at({50, 16}, bf16), at({2, 8}, i32), at({})},
+              {{"chunk", int64_t{3}}},
+              {on1({}), on1({2, 8, 16}, bf16), on1({50, 16}, bf16)}};
     // One of 4 ranks' slices of a vocabulary of 50: ceil(50 / 4) = 13 rows.
     case OpId::LinearCrossEntropyStats:
       return {{at({2, 8, 16}, bf16), at({13, 16}, bf16), at({2, 8}, i32), at({}, i64)},

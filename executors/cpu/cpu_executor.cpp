@@ -30,7 +30,8 @@ bool holds_bf16(OpId op) {
   const OpCategory c = op_info(op).category;
   if (c == OpCategory::shape || c == OpCategory::buffer || c == OpCategory::matmul) return true;
   for (OpId id : {OpId::Linear, OpId::ScaledDotProductAttention, OpId::LinearCrossEntropy,
-                  OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyStats, OpId::LinearCrossEntropyStatsGrad,
+                  OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyWithGrad, OpId::LinearCrossEntropyStats,
+                  OpId::LinearCrossEntropyStatsGrad,
                   OpId::ScaledDotProductAttentionGrad, OpId::ConvertElementType, OpId::Where, OpId::Eq,
                   OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge, OpId::Take, OpId::Full, OpId::Iota})
     if (op == id) return true;
@@ -110,8 +111,8 @@ class CpuExecutor final : public Executor {
   // blocks and the gemms' packed operands are still per-thread buffers
   // (scratch_floats), outside the memory plan.
   int64_t scratch_bytes(const BoundSymbol& b, const std::vector<const TensorType*>& in) const override {
-    for (OpId id : {OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyStats,
-                    OpId::LinearCrossEntropyStatsGrad})
+    for (OpId id : {OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyWithGrad,
+                    OpId::LinearCrossEntropyStats, OpId::LinearCrossEntropyStatsGrad})
       if (b.op == id) return cpu::head_scratch(b, *in.at(0), *in.at(1)).bytes;
     return 0;
   }

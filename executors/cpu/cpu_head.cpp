@@ -41,10 +41,12 @@ HeadScratch head_scratch(const BoundSymbol& b, const TensorType& h, const Tensor
   HeadScratch s;
   s.chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(rows, 1));
   s.zb_at = s.dw_at = s.bytes = aligned(s.chunk * v * static_cast<int64_t>(sizeof(float)));
-  const bool backward = b.op == OpId::LinearCrossEntropyGrad || b.op == OpId::LinearCrossEntropyStatsGrad;
+  const bool backward = b.op == OpId::LinearCrossEntropyGrad || b.op == OpId::LinearCrossEntropyWithGrad ||
+                        b.op == OpId::LinearCrossEntropyStatsGrad;
   if (!backward || head_product_dtype(h.dtype) != DType::bf16) return s;
   s.dw_at = s.bytes += aligned(s.chunk * v * static_cast<int64_t>(sizeof(uint16_t)));
-  if (b.outputs.at(1).type.dtype != DType::f32) s.bytes += aligned(v * c * static_cast<int64_t>(sizeof(float)));
+  if (b.outputs.back().type.dtype != DType::f32)  // dw, each op's last output
+    s.bytes += aligned(v * c * static_cast<int64_t>(sizeof(float)));
   return s;
 }
 

@@ -75,6 +75,7 @@ double row_sum(const float* p, int64_t n);
 // (the chunks they share: cpu_head.h)
 FSDPC_CPU_KERNEL(linear_cross_entropy_kernel);
 FSDPC_CPU_KERNEL(linear_cross_entropy_grad_kernel);
+FSDPC_CPU_KERNEL(linear_cross_entropy_with_grad_kernel);
 FSDPC_CPU_KERNEL(linear_cross_entropy_stats_kernel);
 FSDPC_CPU_KERNEL(linear_cross_entropy_stats_grad_kernel);
 // cpu_attention.cpp

@@ -358,6 +358,11 @@ std::vector<Data> run_composite(const BoundSymbol& b, const std::vector<Input>& 
     case OpId::RmsNorm: return {rms_norm(b, in)};
     case OpId::LinearCrossEntropy: return {linear_cross_entropy(in)};
     case OpId::LinearCrossEntropyGrad: return linear_cross_entropy_grad(in);
+    case OpId::LinearCrossEntropyWithGrad: {
+      std::vector<Data> out = linear_cross_entropy_grad(in);
+      out.insert(out.begin(), linear_cross_entropy(in));
+      return out;
+    }
     case OpId::LinearCrossEntropyStats: return linear_cross_entropy_stats(b, in);
     case OpId::LinearCrossEntropyStatsGrad: return linear_cross_entropy_stats_grad(b, in);
     case OpId::ScaledDotProductAttentionGrad: return sdpa_grad(b, in);

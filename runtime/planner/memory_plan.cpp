@@ -12,6 +12,7 @@
 #include "executors/device_backend.h"
 #include "ir/error.h"
 #include "ir/printer.h"
+#include "passes/head_grad_forward.h"
 #include "runtime/planner/allocator_model.h"
 #include "runtime/planner/step_replay.h"
 
@@ -27,7 +28,8 @@ using planner_detail::StepReplay;
 
 namespace {
 
-// Engine::forward_args: inputs copied in (activations), parameters by reference.
+// Engine::forward_args: inputs (and a cotangent) copied in (activations),
+// parameters by reference.
 std::vector<int> forward_args(StepReplay& r, const Trace& forward, const RankState& s) {
   std::vector<int> args;
   size_t p = 0;
@@ -355,11 +357,13 @@ void train_step(AllocatorModel& mem, StepMemory& out, const EngineTraces& traces
   out.reserved = mem.reserved();
 }
 
-// Engine::forward: the validation loss between steps.
+// Engine::forward: the validation loss between steps (the training
+// forward without the head's gradients).
 void evaluation(AllocatorModel& mem, StepMemory& out, const StepTraces& t, const RankState& s) {
   StepReplay r(mem, out, false);
   r.phase("evaluation forward");
-  for (const Held& h : r.run(t.forward, forward_args(r, t.forward, s))) mem.drop(h.id);
+  const Trace forward = without_head_grads(t.forward);
+  for (const Held& h : r.run(forward, forward_args(r, forward, s))) mem.drop(h.id);
   r.point(0, "outputs read and freed");
   out.reserved = mem.reserved();
 }
