@@ -153,3 +153,40 @@ TEST_CASE("the CUDA executor reports scratch only for the fused head", "[cuda][f
   CHECK(cuda::is_head_op(OpId::LinearCrossEntropyStatsGrad));
   CHECK_FALSE(cuda::is_head_op(OpId::CrossEntropy));
 }
+
+// gpt2-tiny placed on cuda:0 and compiled (zero3 over 2 ranks; tp 2): the
+// execution traces run the fused head's ops on the CUDA executor, and no
+// statement is left of the unfused head's cross_entropy.
+TEST_CASE("on a CUDA device fuse_head fuses the head and the CUDA executor claims its ops", "[cuda][fuse_head]") {
+  for (int tp : {1, 2})
+    for (DType precision : {DType::f32, DType::bf16}) {
+      INFO("tp " << tp << ", " << dtype_name(precision));
+      const std::unique_ptr<Model> m = make_model("gpt2-tiny");
+      CaptureOptions co;
+      co.batch = 2;
+      co.seq = 16;
+      PipelineOptions o;
+      o.mesh = flat_mesh(tp == 1 ? 2 : 1);
+      o.mesh.tp = tp;
+      o.tensor_parallel_plan = m->tensor_parallel_plan();
+      o.precision = precision;
+      const std::vector<Stage> stages = compile(place(capture(*m, co), kGpu), o);
+      int forward = 0, backward = 0;
+      for (const Trace& t : stages.back().traces) {
+        const Trace exec = execution_trace(t, Target::cuda);
+        for (const BoundSymbol& b : exec.bsyms) {
+          CHECK(b.op != OpId::CrossEntropy);
+          const bool fwd = b.op == (tp == 1 ? OpId::LinearCrossEntropy : OpId::LinearCrossEntropyStats);
+          const bool bwd = b.op == (tp == 1 ? OpId::LinearCrossEntropyGrad : OpId::LinearCrossEntropyStatsGrad);
+          if (!fwd && !bwd) continue;
+          INFO(op_name(b.op) << " defining " << b.outputs[0].name);
+          CHECK(b.executor == "cuda");
+          CHECK(b.outputs[0].type.device == kGpu);
+          forward += fwd;
+          backward += bwd;
+        }
+      }
+      CHECK(forward == 1);
+      CHECK(backward == 1);
+    }
+}
