@@ -3,12 +3,15 @@
 // block by and the executor's scratch_bytes reports to the memory plan, the
 // same function for both; and, through the pipeline, that a model placed on
 // a CUDA device gets fuse_head's ops and that the CUDA executor claims all
-// four (cuda_head.cpp), so no [tokens, vocab] value is left to run. The
+// four (cuda_head.cpp), so no [tokens, vocab] value is left to run, and
+// that `fsdpc dump --memory --executor cuda` counts the head's block. The
 // kernels themselves are compared with the CPU's in
 // test/gpu/gpu_nn_kernels_test.cpp on a GPU.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,8 @@
 #include "ir/printer.h"
 #include "passes/pipeline.h"
 #include "passes/place.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
 
 using namespace fsdpc;
 using fsdpc::cuda::HeadPlan;
@@ -189,4 +194,26 @@ TEST_CASE("on a CUDA device fuse_head fuses the head and the CUDA executor claim
       CHECK(forward == 1);
       CHECK(backward == 1);
     }
+}
+
+// The plan a CUDA run is checked against holds the head's block while each
+// head statement runs: gpt2-tiny's 8 tokens x 256 classes in one chunk, an
+// 8 KiB f32 block, and in the forward its 8 row losses (f64) beside it.
+TEST_CASE("fsdpc dump --memory --executor cuda counts the fused head's scratch", "[cuda][fuse_head][memory_plan]") {
+  const std::string out = fsdpc::testing::scratch("plan.json").string();
+  const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc(
+      "dump --model gpt2-tiny --seq 4 --batch 2 --executor cuda --memory --format json -o '" + out + "'",
+      {.merge = true});
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::ifstream in(out);
+  const nlohmann::json plan = nlohmann::json::parse(in);
+  std::vector<std::string> during;
+  for (const nlohmann::json& phase : plan["steady"]["phases"])
+    for (const nlohmann::json& p : phase["points"])
+      if (const std::string what = p["what"].get<std::string>(); what.find("kernel scratch") != std::string::npos)
+        during.push_back(what);
+  REQUIRE(during.size() == 2);
+  CHECK_THAT(during[0], Catch::Contains("cuda_linear_cross_entropy(") && Catch::Contains("8.2 KiB of kernel scratch"));
+  CHECK_THAT(during[1], Catch::Contains("cuda_linear_cross_entropy_grad(") && Catch::Contains("8.0 KiB of kernel scratch"));
 }
