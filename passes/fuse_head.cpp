@@ -51,7 +51,9 @@ class Finder {
     if (ce.inputs.size() != 2 || ce.inputs[0].is_scalar()) return std::nullopt;
     const std::string& logits = ce.inputs[0].name;
     const BoundSymbol* p = sole_use_def(logits);
-    if (!p || p->outputs[0].type.device.kind != DeviceKind::cpu) return std::nullopt;
+    // On any device: the CPU and the CUDA executor both have the fused
+    // kernels (executors/cpu/cpu_head.h, executors/cuda/cuda_head.cpp).
+    if (!p) return std::nullopt;
     // A head captured in bf16 has a bf16 loss; the fused op's is f32.
     const DType dt = p->outputs[0].type.dtype;
     if (linear_cross_entropy_loss_dtype(dt) != dt) return std::nullopt;

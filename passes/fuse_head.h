@@ -3,8 +3,8 @@
 // feeds cross_entropy, so that the [tokens, vocab] logits are never a value
 // of the trace. Its gradient (passes/vjp_rules_nn.cpp) is then
 // linear_cross_entropy_grad, which recomputes the logits chunk by chunk of
-// rows; the CPU kernels (executors/cpu/cpu_linear_cross_entropy.cpp) hold
-// one [chunk, vocab] block at a time. For GPT-2 at 2 x 1024 tokens the
+// rows; the CPU and CUDA kernels (executors/cpu/cpu_linear_cross_entropy.cpp,
+// executors/cuda/cuda_head.cpp) hold one [chunk, vocab] block at a time. For GPT-2 at 2 x 1024 tokens the
 // unfused head keeps a 412 MB f32 logits value for the backward and builds
 // several more of that size there; fused, neither side holds one.
 //
@@ -13,9 +13,8 @@
 //   linear(h, w)                 GPT-2's tied wte, Llama's and Qwen2's lm_head
 //   matmul(h, permute(w, [1, 0])) a hand-written head (w [V, C])
 // A linear with a bias, another permutation, a product used elsewhere or
-// returned, mixed dtypes, or logits on a device other than the CPU (the CUDA
-// executor has no fused kernel yet: there the head stays as it is) are left
-// unfused. The pipeline runs this before tp, which splits a fused head by
+// returned, or mixed dtypes are left unfused. Heads on the CPU and on CUDA
+// devices alike are fused: both executors have the kernels. The pipeline runs this before tp, which splits a fused head by
 // vocabulary into each rank's linear_cross_entropy_stats and the collectives
 // that combine them (passes/tensor_parallel_vocab.cpp), so that under tp no
 // [tokens, vocab / T] value exists either; an unfused head's cross_entropy

@@ -39,12 +39,10 @@ Trace head_grad_forward(const Trace& trace) {
   for (const Proxy& a : trace.args) has_cotangent = has_cotangent || a.name == kCotangent;
   if (!has_cotangent) return trace;
 
-  std::map<HeadKey, size_t> loss_at;  // the losses a kernel computes on the CPU
+  std::map<HeadKey, size_t> loss_at;
   for (size_t i = 0; i < trace.bsyms.size(); ++i) {
     const BoundSymbol& b = trace.bsyms[i];
-    if (b.op == OpId::LinearCrossEntropy && tensors(b, 3) &&
-        b.outputs.at(0).type.device.kind == DeviceKind::cpu)
-      loss_at.emplace(key_of(b), i);
+    if (b.op == OpId::LinearCrossEntropy && tensors(b, 3)) loss_at.emplace(key_of(b), i);
   }
   std::unordered_map<size_t, size_t> grad_of;  // loss statement -> its gradient's
   for (size_t i = 0; i < trace.bsyms.size(); ++i) {

@@ -25,7 +25,7 @@
 //       `cotangent`), no fusion regions, no `del` yet.
 // Post: verify() passes. Each linear_cross_entropy_grad whose input 3 is
 //       the `cotangent` argument, and the linear_cross_entropy of the same
-//       h, w, targets and chunk on the CPU, are one
+//       h, w, targets and chunk, are one
 //       linear_cross_entropy_with_grad at the loss's place, with the
 //       gradient's attributes (chunk, dw_dtype) and both statements'
 //       output names. Everything else is kept in order; provenance

@@ -150,7 +150,8 @@ bool has_stage(const Walk& w, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("fuse_head fuses linear(h, w) and matmul(h, permute(w)) feeding cross_entropy", "[fuse_head]") {
+TEST_CASE("fuse_head fuses linear(h, w) and matmul(h, permute(w)) feeding cross_entropy, on the CPU and on CUDA",
+          "[fuse_head]") {
   for (const std::string head : {"linear", "matmul"}) {
     INFO(head);
     const Trace t = head_trace(head);
@@ -173,6 +174,12 @@ TEST_CASE("fuse_head fuses linear(h, w) and matmul(h, permute(w)) feeding cross_
     CHECK(lce.output().name == t.bsyms.back().output().name);
     CHECK(f.returns == t.returns);
   }
+  // On a CUDA device too: its executor has the kernels (executors/cuda/cuda_head.cpp).
+  const Device gpu{DeviceKind::cuda, 0};
+  const Trace on_gpu = fuse_head(head_trace("linear", false, gpu), LossChunk{});
+  REQUIRE(count_op(on_gpu, OpId::LinearCrossEntropy) == 1);
+  CHECK(count_op(on_gpu, OpId::Linear) == 0);
+  CHECK(on_gpu.bsyms.back().output().type.device == gpu);
   const Trace chunked = fuse_head(head_trace("linear"), LossChunk{true, 7});
   REQUIRE(count_op(chunked, OpId::LinearCrossEntropy) == 1);
   CHECK(chunked.bsyms.back().attrs.get_int("chunk") == 7);
@@ -186,9 +193,6 @@ TEST_CASE("fuse_head leaves a head it cannot fuse as it is", "[fuse_head]") {
   };
   SECTION("a bias") { unchanged(head_trace("biased")); }
   SECTION("the logits used elsewhere") { unchanged(head_trace("linear", true)); }
-  SECTION("on a CUDA device, where no executor has the fused kernel") {
-    unchanged(head_trace("linear", false, Device{DeviceKind::cuda, 0}));
-  }
   SECTION("--loss-chunk off") { CHECK(fuse_head(head_trace("linear"), LossChunk{false, 0}) == head_trace("linear")); }
 }
 

@@ -6,6 +6,7 @@
 
 #include "executors/cuda/cuda_fusion.h"
 #include "executors/cuda/cuda_kernels.h"
+#include "executors/cuda/head_plan.h"
 #include "ir/scalar_expr.h"
 
 namespace fsdpc {
@@ -97,6 +98,14 @@ class CudaExecutor final : public Executor {
   // Fusion regions are formed after claiming (passes/fuse.h) and run as
   // NVRTC-compiled kernels (cuda_fusion.h).
   KernelFn kernel(OpId op) const override { return op == OpId::Fusion ? cuda::fusion_kernel : cuda::kernel_of(op); }
+
+  // The fused head's block (cuda/head_plan.h), planned as its kernels plan
+  // it. The other kernels' scratch (attention's scores, reductions'
+  // partials, cross_entropy's row losses) comes from CudaContext::scratch,
+  // accounted by the allocator but not yet predicted.
+  int64_t scratch_bytes(const BoundSymbol& b, const std::vector<const TensorType*>& in) const override {
+    return cuda::is_head_op(b.op) ? cuda::plan_head(b, *in.at(0), *in.at(1)).bytes : 0;
+  }
 };
 
 }  // namespace

@@ -58,6 +58,13 @@ FSDPC_CUDA_KERNEL(layer_norm_kernel);
 FSDPC_CUDA_KERNEL(cross_entropy_kernel);
 FSDPC_CUDA_KERNEL(silu_kernel);
 FSDPC_CUDA_KERNEL(rms_norm_kernel);
+// cuda_head.cpp (cuBLASLt and kernels/linear_cross_entropy.cu): the fused
+// head and tp's vocabulary slice of it
+FSDPC_CUDA_KERNEL(linear_cross_entropy_kernel);
+FSDPC_CUDA_KERNEL(linear_cross_entropy_grad_kernel);
+FSDPC_CUDA_KERNEL(linear_cross_entropy_with_grad_kernel);
+FSDPC_CUDA_KERNEL(linear_cross_entropy_stats_kernel);
+FSDPC_CUDA_KERNEL(linear_cross_entropy_stats_grad_kernel);
 // cuda_attention.cpp (cuBLAS's cublasGemmStridedBatchedEx and kernels/softmax.cu)
 FSDPC_CUDA_KERNEL(sdpa_kernel);
 

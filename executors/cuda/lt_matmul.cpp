@@ -328,7 +328,10 @@ void lt_matmul(CudaContext& ctx, const GemmPlan& plan, const void* a, const void
   lt_type(out_dtype);
   FSDPC_CHECK(out_dtype == dtype || out_dtype == DType::f32)
       << "lt_matmul: " << dtype_name(dtype) << " operands into " << dtype_name(out_dtype);
+  FSDPC_CHECK(plan.beta == 0.0f || plan.beta == 1.0f) << "lt_matmul: beta " << plan.beta << " (0 or 1)";
+  FSDPC_CHECK(plan.beta == 0.0f || !plan.bias) << "lt_matmul: a bias added into an accumulating product";
   if (plan.empty()) return;
+  if (plan.k == 0 && plan.beta != 0.0f) return;  // C + 0
   if (plan.k == 0) {
     FSDPC_CHECK(plan.ldc == plan.n) << "lt_matmul: an empty product into a strided output";
     fill_empty_product(plan, bias, c, out_dtype, ctx.compute());
@@ -362,7 +365,9 @@ void lt_matmul(CudaContext& ctx, const GemmPlan& plan, const void* a, const void
   LtEntry& e = it->second;
   if (bias) set_desc<const void*>(e.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
 
-  const float alpha = plan.alpha, beta = 0.0f;
+  // beta is a host scalar of the call, not of the descriptor: the cached
+  // algorithm serves both (C and D are the same matrix either way).
+  const float alpha = plan.alpha, beta = plan.beta;
   const auto* pa = static_cast<const char*>(a);
   const auto* pb = static_cast<const char*>(b);
   auto* pc = static_cast<char*>(c);
@@ -370,7 +375,7 @@ void lt_matmul(CudaContext& ctx, const GemmPlan& plan, const void* a, const void
     int64_t off_a = 0, off_b = 0, off_c = 0;
     outer_offsets(plan, call, off_a, off_b, off_c);
     void* out = pc + off_c * out_elem;
-    // C^T = B^T A^T: our b is cuBLASLt's A, our a its B; C is D (beta 0).
+    // C^T = B^T A^T: our b is cuBLASLt's A, our a its B; C is D.
     FSDPC_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), e.desc, &alpha, pb + off_b * elem, e.a, pa + off_a * elem, e.b,
                                       &beta, out, e.d, out, e.d, &e.algo, ctx.workspace(), ctx.workspace_bytes(),
                                       ctx.compute()));

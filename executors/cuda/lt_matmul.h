@@ -30,6 +30,8 @@ struct OuterLoop {
 
 // One row-major problem, per batch entry:
 //   C[m, n] = alpha * op(A)[m, k] · op(B)[k, n] (+ bias[n] on every row)
+//             (+ beta * C: a product added into C, the fused head's dw over
+//             its chunks of rows)
 // A is stored [m, k] (row stride lda), or [k, m] when trans_a; B is stored
 // [k, n], or [n, k] when trans_b (linear's weight, attention's keys).
 struct GemmPlan {
@@ -43,6 +45,7 @@ struct GemmPlan {
   std::vector<OuterLoop> outer;  // outermost first; empty: one call
   bool bias = false;             // bias[n] through CUBLASLT_EPILOGUE_BIAS
   float alpha = 1.0f;            // attention's scale; not part of the cache key
+  float beta = 0.0f;             // 0 or 1 (accumulate); not part of the cache key
   Shape out;                     // C's shape, contiguous row-major
 
   int64_t calls() const;  // cuBLASLt calls: product of the outer counts
@@ -95,7 +98,7 @@ uint32_t lt_alignment(const void* ptr, int64_t elem_bytes, const std::vector<int
 // A/B/C/bias, f32 accumulation and scale). `bias` must be non-null exactly
 // when plan.bias. Never synchronises the host. K = 0 writes zeros (or the
 // bias) without calling cuBLASLt, whose support for empty reductions
-// varies by version.
+// varies by version; with beta 1 it leaves C as it is.
 // `dtype` is a's and b's; c (and the bias) are `out_dtype`, which is
 // `dtype` or, for bf16 operands, f32: the accumulator written unrounded.
 void lt_matmul(CudaContext& ctx, const GemmPlan& plan, const void* a, const void* b, const void* bias, void* c,

@@ -1,5 +1,6 @@
 // The matmul and nn CUDA kernels (matmul, linear, gelu, softmax,
-// layer_norm, scaled_dot_product_attention, cross_entropy) against the CPU
+// layer_norm, scaled_dot_product_attention, cross_entropy, the fused head's
+// four ops) against the CPU
 // executor on random shapes and GPT-2-sized ones, as gpu_kernels_test.cpp
 // does the rest: f32 to 1e-5 relative, bf16 to 1e-2, ops whose outputs
 // cancel held to a tenth of the largest output (kernel_harness.h). A run
@@ -112,4 +113,160 @@ TEST_CASE("gpu kernels: scaled_dot_product_attention (causal and not) and cross_
     const Arg targets = h.r.indices(rows, i % 2 ? DType::i32 : DType::i64, s.back());
     h.check_f32_bf16(OpId::CrossEntropy, {h.r.tensor(s, DType::f32, 3.0), targets});
   }
+}
+
+namespace {
+
+// A fused head's case: h [rows..., c], w [v, c], `chunk` rows a block (0:
+// the kernel's byte budget).
+struct HeadShape {
+  Shape rows;
+  int64_t v, c, chunk;
+};
+
+Attrs chunk_attrs(const HeadShape& s) { return s.chunk ? Attrs{{"chunk", s.chunk}} : Attrs{}; }
+
+Shape h_shape(const HeadShape& s) {
+  Shape h = s.rows;
+  h.push_back(s.c);
+  return h;
+}
+
+// A rank-0 tensor (g, a slice's offset), not a literal.
+Arg scalar_tensor(DType d, double v) {
+  Arg a;
+  a.type.dtype = d;
+  a.data = {v};
+  return a;
+}
+Arg f32_scalar(double v) { return scalar_tensor(DType::f32, v); }
+
+// h and w in `d` (bf16: the f32 draw rounded), then the other operands as given.
+std::vector<Arg> head_args(Arg hv, Arg wv, DType d, std::vector<Arg> rest) {
+  std::vector<Arg> args = d == DType::bf16 ? as_bf16({std::move(hv), std::move(wv)})
+                                           : std::vector<Arg>{std::move(hv), std::move(wv)};
+  args.insert(args.end(), rest.begin(), rest.end());
+  return args;
+}
+
+// Odd shapes; a vocabulary no chunk divides; one chunk; a chunk of one
+// row; rows from two dims; the byte budget's chunk over GPT-2's vocabulary.
+const std::vector<HeadShape> kHeadShapes = {
+    {{13}, 1031, 24, 7}, {{2, 9}, 257, 33, 1},   {{5}, 97, 16, 100},  {{37}, 2000, 40, 5},
+    {{1}, 1, 8, 0},      {{3, 7}, 50257, 64, 0}, {{300}, 129, 17, 0}, {{0}, 11, 8, 3}};
+
+}  // namespace
+
+// The fused head (executors/cuda/cuda_head.cpp) against the CPU's chunked
+// kernels (executors/cpu/cpu_head.h), the same trace on both sides: f32, and
+// bf16 operands (the logits rounded to bf16 where the decomposition rounds
+// them, dw narrowed once, or kept f32 by dw_dtype), i32 and i64 targets.
+TEST_CASE("gpu kernels: linear_cross_entropy, its gradient and both at once", "[gpu][kernels][fuse_head]") {
+  Harness h;
+  int i = 0;
+  for (const HeadShape& s : kHeadShapes) {
+    INFO("rows " << shape_str(s.rows) << ", V " << s.v << ", C " << s.c << ", chunk " << s.chunk);
+    const Arg hv = h.r.tensor(h_shape(s)), wv = h.r.tensor({s.v, s.c}, DType::f32, 0.5);
+    const Arg targets = h.r.indices(s.rows, i++ % 2 ? DType::i32 : DType::i64, s.v);
+    for (DType d : {DType::f32, DType::bf16}) {
+      INFO(dtype_name(d));
+      h.check_as_stored(OpId::LinearCrossEntropy, head_args(hv, wv, d, {targets}), chunk_attrs(s));
+      const std::vector<Arg> grad = head_args(hv, wv, d, {targets, f32_scalar(0.75)});
+      h.check_as_stored(OpId::LinearCrossEntropyGrad, grad, chunk_attrs(s));
+      h.check_as_stored(OpId::LinearCrossEntropyWithGrad, grad, chunk_attrs(s));
+      Attrs wide = chunk_attrs(s);
+      wide.set("dw_dtype", std::string("f32"));
+      if (d == DType::bf16) h.check_as_stored(OpId::LinearCrossEntropyGrad, grad, wide);
+      if (d == DType::bf16) h.check_as_stored(OpId::LinearCrossEntropyWithGrad, grad, wide);
+    }
+  }
+}
+
+// One tensor-parallel rank's slice at a time: the vocabulary split T ways,
+// the last slice padded past V, and (V 9 over 4) a slice of padding only
+// (lse -inf, zero gradients). The gradient's lse is the CPU's own.
+TEST_CASE("gpu kernels: linear_cross_entropy_stats and its gradient over padded slices",
+          "[gpu][kernels][fuse_head][tp]") {
+  Harness h;
+  struct Split {
+    HeadShape whole;
+    int tp;
+  };
+  const std::vector<Split> splits = {{{{13}, 1031, 24, 7}, 2}, {{{2, 9}, 257, 33, 1}, 3}, {{{5}, 9, 16, 100}, 4},
+                                     {{{3, 7}, 50257, 64, 0}, 2}, {{{37}, 2000, 40, 5}, 3}};
+  int i = 0;
+  for (const auto& [whole, tp] : splits) {
+    const int64_t per = (whole.v + tp - 1) / tp;
+    const HeadShape s{whole.rows, per, whole.c, whole.chunk};
+    const DType index = i++ % 2 ? DType::i32 : DType::i64;
+    const Arg targets = h.r.indices(s.rows, index, whole.v);
+    Attrs attrs = chunk_attrs(s);
+    attrs.set("vocab", whole.v);
+    for (int rank = 0; rank < tp; ++rank) {
+      INFO("rows " << shape_str(s.rows) << ", V " << whole.v << " over " << tp << ", rank " << rank << ", chunk "
+                   << s.chunk);
+      const Arg hv = h.r.tensor(h_shape(s)), wv = h.r.tensor({per, s.c}, DType::f32, 0.5);
+      const Arg offset = scalar_tensor(index, static_cast<double>(rank * per));
+      for (DType d : {DType::f32, DType::bf16}) {
+        INFO(dtype_name(d));
+        const std::vector<Arg> stats = head_args(hv, wv, d, {targets, offset});
+        h.check_as_stored(OpId::LinearCrossEntropyStats, stats, attrs);
+        // lse from the CPU's stats, so exp(z - lse) is a softmax's.
+        std::vector<Data> inputs;
+        for (const Arg& a : stats) inputs.push_back(a.data);
+        const std::vector<Arg> lse_tl =
+            h.run(one_op_trace(OpId::LinearCrossEntropyStats, stats, attrs, Device{}), inputs, false);
+        const Arg dlse = h.r.tensor(s.rows, DType::f32, 0.1), dtl = h.r.tensor(s.rows, DType::f32, 0.1);
+        std::vector<Arg> grad = stats;
+        grad.insert(grad.end(), {lse_tl[0], dlse, dtl});
+        h.check_as_stored(OpId::LinearCrossEntropyStatsGrad, grad, attrs);
+        if (d == DType::bf16) {
+          Attrs wide = attrs;
+          wide.set("dw_dtype", std::string("f32"));
+          h.check_as_stored(OpId::LinearCrossEntropyStatsGrad, grad, wide);
+        }
+      }
+    }
+  }
+}
+
+// What the CPU refuses (a target out of range) the GPU cannot see without
+// synchronising: the row is poisoned instead, as cross_entropy's kernel
+// does (kernels/linear_cross_entropy.h). And the chunked sums have a fixed
+// order: the same inputs give the same bits.
+TEST_CASE("gpu kernels: the fused head's out-of-range targets give NaN; its results repeat bit for bit",
+          "[gpu][kernels][fuse_head]") {
+  Harness h;
+  const HeadShape s{{6}, 50, 8, 4};
+  const Arg hv = h.r.tensor(h_shape(s)), wv = h.r.tensor({s.v, s.c}, DType::f32, 0.5);
+  Arg targets = h.r.indices(s.rows, DType::i64, s.v);
+  auto run_gpu = [&](OpId op, const std::vector<Arg>& args, const Attrs& attrs) {
+    std::vector<Data> inputs;
+    for (const Arg& a : args) inputs.push_back(a.data);
+    return h.run(one_op_trace(op, args, attrs, kGpu), inputs, true);
+  };
+  const std::vector<Arg> grad = {hv, wv, targets, f32_scalar(1.0)};
+  const std::vector<Arg> once = run_gpu(OpId::LinearCrossEntropyGrad, grad, chunk_attrs(s));
+  const std::vector<Arg> again = run_gpu(OpId::LinearCrossEntropyGrad, grad, chunk_attrs(s));
+  CHECK(once[0].data == again[0].data);
+  CHECK(once[1].data == again[1].data);
+  const Data loss = run_gpu(OpId::LinearCrossEntropy, {hv, wv, targets}, chunk_attrs(s))[0].data;
+  CHECK(loss == run_gpu(OpId::LinearCrossEntropy, {hv, wv, targets}, chunk_attrs(s))[0].data);
+  CHECK(std::isfinite(loss[0]));
+
+  targets.data[4] = static_cast<double>(s.v);  // past the vocabulary
+  CHECK(std::isnan(run_gpu(OpId::LinearCrossEntropy, {hv, wv, targets}, chunk_attrs(s))[0].data[0]));
+  const std::vector<Arg> poisoned = run_gpu(OpId::LinearCrossEntropyGrad, {hv, wv, targets, f32_scalar(1.0)},
+                                            chunk_attrs(s));
+  for (int64_t r = 0; r < 6; ++r)
+    CHECK(std::isnan(poisoned[0].data[static_cast<size_t>(r * s.c)]) == (r == 4));  // dh: row 4 only
+  CHECK(std::isnan(poisoned[1].data[0]));                                            // dw: every entry
+  Attrs attrs = chunk_attrs(s);
+  attrs.set("vocab", s.v);
+  targets.data[4] = -1.0;
+  const Arg offset = scalar_tensor(DType::i64, 0.0);
+  const std::vector<Arg> stats = run_gpu(OpId::LinearCrossEntropyStats, {hv, wv, targets, offset}, attrs);
+  CHECK(std::isnan(stats[0].data[4]));
+  CHECK(std::isnan(stats[1].data[4]));
+  CHECK(std::isfinite(stats[0].data[3]));
 }

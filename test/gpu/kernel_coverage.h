@@ -17,10 +17,13 @@ inline constexpr OpId kComparedByKernelsTest[] = {
     OpId::Take, OpId::IndexAdd,
     OpId::Full, OpId::Iota, OpId::Pack, OpId::Unpack, OpId::Quantize, OpId::Dequantize};
 
-// gpu_nn_kernels_test.cpp: matmul and the nn composites' fused kernels.
+// gpu_nn_kernels_test.cpp: matmul and the nn composites' fused kernels, the
+// fused head's among them.
 inline constexpr OpId kComparedByNnKernelsTest[] = {
     OpId::Matmul, OpId::Linear, OpId::Gelu, OpId::Silu, OpId::Softmax, OpId::LayerNorm, OpId::RmsNorm,
     OpId::ScaledDotProductAttention,
-    OpId::CrossEntropy};
+    OpId::CrossEntropy,
+    OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad, OpId::LinearCrossEntropyWithGrad,
+    OpId::LinearCrossEntropyStats, OpId::LinearCrossEntropyStatsGrad};
 
 }  // namespace fsdpc::gpu_test

@@ -120,7 +120,9 @@ bool is_one_of(OpId op, std::initializer_list<OpId> ops) { return std::find(ops.
 
 double cancelling_floor(OpId op) {
   return is_one_of(op, {OpId::Matmul, OpId::Linear, OpId::ScaledDotProductAttention, OpId::LayerNorm, OpId::Gelu,
-                        OpId::CrossEntropy, OpId::IndexAdd}) ? 0.1 : 1e-6;
+                        OpId::CrossEntropy, OpId::IndexAdd, OpId::LinearCrossEntropy, OpId::LinearCrossEntropyGrad,
+                        OpId::LinearCrossEntropyWithGrad,
+                        OpId::LinearCrossEntropyStats, OpId::LinearCrossEntropyStatsGrad}) ? 0.1 : 1e-6;
 }
 
 bool exact_in_bf16(OpId op) {
@@ -242,6 +244,30 @@ void Harness::check(OpId op, const std::vector<Arg>& args, const Attrs& attrs) {
     else
       rtol = 1e-2;
     check_close(got[i].data, w, !is_float(got[i].type.dtype), rtol, cancelling_floor(op));
+  }
+}
+
+void Harness::check_as_stored(OpId op, const std::vector<Arg>& args, const Attrs& attrs) {
+  compared_ops().insert(op);
+  std::vector<Data> inputs;
+  bool bf16 = false;
+  for (const Arg& a : args) {
+    if (a.scalar) continue;
+    inputs.push_back(a.data);
+    bf16 = bf16 || a.type.dtype == DType::bf16;
+  }
+  const Trace cpu_trace = one_op_trace(op, args, attrs, Device{});
+  const Trace gpu_trace = one_op_trace(op, args, attrs, kGpu);
+  INFO(print_trace(gpu_trace));
+  const std::vector<Arg> want = run(cpu_trace, inputs, false);
+  const std::vector<Arg> got = run(gpu_trace, inputs, true);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("output " << i);
+    REQUIRE(got[i].type.shape == want[i].type.shape);
+    REQUIRE(got[i].type.dtype == want[i].type.dtype);
+    REQUIRE(got[i].type.device == kGpu);
+    check_close(got[i].data, want[i].data, !is_float(got[i].type.dtype), bf16 ? 1e-2 : 1e-5, cancelling_floor(op));
   }
 }
 

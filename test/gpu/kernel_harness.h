@@ -122,6 +122,11 @@ struct Harness {
   void check(OpId op, const std::vector<Arg>& args, const Attrs& attrs = {});
   // Float ops: in f32, then with every f32 tensor stored as bf16.
   void check_f32_bf16(OpId op, const std::vector<Arg>& args, const Attrs& attrs = {});
+  // As check, but the CPU runs the very trace the GPU does, bf16 tensors
+  // included: for ops whose CPU kernels hold bf16 values where the GPU's
+  // do (the fused head rounds its logits to bf16), so that even their f32
+  // outputs agree to f32 rounding in f32 and to 1e-2 with bf16 operands.
+  void check_as_stored(OpId op, const std::vector<Arg>& args, const Attrs& attrs = {});
 };
 
 // Declares, at namespace scope, the ops this executable's cases compare (a

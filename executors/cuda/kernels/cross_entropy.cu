@@ -6,14 +6,14 @@
 //
 // A row keeps its max m and the "rest" r = sum exp(z - m) over every
 // element but one max (whose term is exactly 1), so logsumexp = m +
-// log1p(r): a confident right answer's small loss keeps f32 precision,
-// where log(1 + r) in f32 would lose everything below 1e-7.
+// log1p(r) (max_rest.cuh, shared with the fused head's kernels).
 #include "executors/cuda/kernels/cross_entropy.h"
 
 #include <cmath>
 
 #include "executors/cuda/cuda_check.h"
 #include "executors/cuda/kernels/device_util.cuh"
+#include "executors/cuda/kernels/max_rest.cuh"
 #include "executors/cuda/launch.h"
 #include "executors/cuda/nn_plan.h"
 
@@ -25,41 +25,6 @@ constexpr float kNegInf = -INFINITY;
 // Threads of the summing block: a fixed count, so the order of the sum
 // (and with it the result) does not depend on the device.
 constexpr int kMeanBlock = 256;
-
-// The max m of the elements seen and r = sum exp(x - m) over all of them
-// but one max. Empty: m = -inf, r = 0. No member initializers: it lives
-// in __shared__ memory.
-struct MaxRest {
-  float m, r;
-};
-
-// Adds x. A new max turns the old one into an ordinary term (1 before
-// rescaling; exp(-inf) = 0 drops the empty start's). -inf adds nothing; a
-// NaN makes r NaN, poisoning the row as on the CPU.
-__device__ __forceinline__ MaxRest push(MaxRest a, float x) {
-  if (x > a.m) {
-    a.r = (a.r + 1.0f) * expf(a.m - x);
-    a.m = x;
-  } else if (x != kNegInf) {
-    a.r += expf(x - a.m);
-  }
-  return a;
-}
-
-// The merge for warp_reduce / block_reduce. Symmetric bit for bit, so
-// both lanes of a shuffle pair, and in the end the whole row, hold the same
-// result: the smaller max's partial joins the larger's (its own max
-// becoming an ordinary term); equal maxes keep one.
-struct MergeMaxRest {
-  __device__ __forceinline__ MaxRest operator()(MaxRest a, MaxRest b) const {
-    const float m = fmaxf(a.m, b.m);
-    if (m == kNegInf) return {m, a.r + b.r};
-    if (a.m == b.m) return {m, (a.r + b.r) + 1.0f};
-    const MaxRest& big = a.m > b.m ? a : b;
-    const MaxRest& small = a.m > b.m ? b : a;
-    return {m, big.r + (small.r + 1.0f) * expf(small.m - m)};
-  }
-};
 
 // losses[row] = logsumexp(z) - z[target], NaN for a target out of range.
 // The row loop's bounds are uniform over a warp (kWarpRows) or a block, so
@@ -74,7 +39,7 @@ __global__ void row_loss_kernel(const T* __restrict__ logits, const TIdx* __rest
   for (; row < rows; row += step) {
     const T* z = logits + row * classes;
     MaxRest acc{kNegInf, 0.0f};
-    for (int64_t j = rank; j < classes; j += size) acc = push(acc, to_f32(z[j]));
+    for (int64_t j = rank; j < classes; j += size) acc = push_max_rest(acc, to_f32(z[j]));
     if constexpr (kWarpRows)
       acc = warp_reduce(acc, MergeMaxRest{});
     else
