@@ -12,7 +12,7 @@
 #
 # Defaults follow the memory issue: 12-layer 768-wide GPT-2 (the gpt2 preset),
 # sequence 1024, 2 sequences per rank, N = 2, zero3, AdamW. Override with
-# MODEL, SEQ, PER_RANK, NP, STEPS, STRATEGY. auto:BYTES gets a budget halfway
+# MODEL, SEQ, PER_RANK, NP, STEPS, STRATEGY, RUNS. auto:BYTES gets a budget halfway
 # between block's and auto's activation peak (live bytes beyond the
 # parameters, as `fsdpc dump --stats` counts them and the budget is read).
 # Needs python3 (standard library only) to read the JSON records.
@@ -34,8 +34,13 @@ block_live=$(live_beyond_params block)
 auto_live=$(live_beyond_params auto)
 budget=$(( (block_live + auto_live) / 2 ))
 
-# Each run as MODE/LOSS_CHUNK.
+# Each run as MODE/LOSS_CHUNK; RUNS picks some (none/off, the baseline, is
+# always run), e.g. RUNS="none/auto block/auto block/off".
 runs=(none/auto selective/auto auto/auto "auto:$budget/auto" block/auto none/off selective/off block/off)
+if [[ -n ${RUNS:-} ]]; then
+  read -r -a runs <<<"$RUNS"
+  [[ " ${runs[*]} " == *" none/off "* ]] || runs+=(none/off)
+fi
 for run in "${runs[@]}"; do
   m=${run%/*} chunk=${run##*/} name=${run//[:\/]/_}
   log="$work/$name.jsonl"

@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/builder.h"
 
@@ -77,7 +78,7 @@ Trace without_head_grads(const Trace& forward) {
   for (const BoundSymbol& b : forward.bsyms) any = any || b.op == OpId::LinearCrossEntropyWithGrad;
   if (!any) return forward;
   Trace out = without_statements(forward, forward.provenance);
-  std::unordered_map<std::string, int> gradients;  // the with_grad outputs no longer made
+  std::unordered_set<std::string> gradients;  // the with_grad outputs no longer made
   // Whether anything but the gradients (and a compiled forward's frees)
   // reads the cotangent: no model here does, and then it goes.
   bool reads_cotangent = false;
@@ -101,7 +102,7 @@ Trace without_head_grads(const Trace& forward) {
     b.emit_named(OpId::LinearCrossEntropy, {s.inputs[0], s.inputs[1], s.inputs[2]}, std::move(attrs),
                  {s.outputs[0].name});
     out.bsyms.back().executor = s.executor;
-    gradients[s.outputs[1].name] = gradients[s.outputs[2].name] = 1;
+    gradients.insert({s.outputs[1].name, s.outputs[2].name});
   }
   // The returns without the gradients (a forward returns them among the
   // values saved for the backward).

@@ -578,8 +578,9 @@ TEST_CASE("local times each matmul shape the candidates run, once, and the simul
   if (together) CHECK_THAT(shapes["source"].get<std::string>(), Contains("fsdpc matmul-probe"));
   // gpt2-tiny's forward and backward: its projections' matmuls, attention,
   // the matmuls of their gradients (some reading a transpose in place), and
-  // the head fused with its loss (passes/fuse_head.h), which runs its
-  // products inside its own kernels and is timed whole, forward and backward.
+  // the head fused with its loss and its gradients (passes/fuse_head.h,
+  // passes/head_grad_forward.h), which runs its products inside its own
+  // kernel and is timed whole.
   std::set<std::string> ops;
   for (const auto& [key, seconds] : shapes["seconds"].items()) {
     ops.insert(key.substr(0, key.find_first_of(" |")));
@@ -588,8 +589,7 @@ TEST_CASE("local times each matmul shape the candidates run, once, and the simul
   }
   CHECK(shapes["seconds"].size() >= 5);
   CHECK(ops.count("matmul"));
-  CHECK(ops.count("linear_cross_entropy"));
-  CHECK(ops.count("linear_cross_entropy_grad"));
+  CHECK(ops.count("linear_cross_entropy_with_grad"));
   CHECK(ops.count("scaled_dot_product_attention"));
   // Cached: a second run measures none and gives the same table.
   const Run again = fsdpc_run("advise --model gpt2-tiny --world-size 2 --hardware local --format json");

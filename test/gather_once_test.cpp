@@ -75,13 +75,18 @@ std::vector<std::vector<Value>> forward_args(const Trace& fwd, const Case& c, in
         in[r].push_back(param(r, p));
         continue;
       }
+      if (p.name == "cotangent") {  // the fused head's gradients in the forward (head_grad_forward)
+        in[r].push_back(Value{p.type, {1.0 / c.micro}});
+        continue;
+      }
       const int64_t first = (m * dp + place_of(c.mesh, r).d) * kRows;
       in[r].push_back(rows(inputs.at(p.name), first, first + kRows));
     }
   return in;
 }
 
-// One micro-batch: forward, then backward with cotangent 1/K; adds each
+// One micro-batch: forward, then backward with cotangent 1/K (the forward's
+// under head_grad_forward); adds each
 // rank's gradients into `sum` and returns the ranks' losses.
 std::vector<double> micro_step(const StepTraces& t, const Case& c, std::vector<std::vector<Value>> in,
                                std::vector<std::vector<Value>>& sum) {
@@ -92,9 +97,9 @@ std::vector<double> micro_step(const StepTraces& t, const Case& c, std::vector<s
   for (size_t r = 0; r < outs.size(); ++r) {
     losses.push_back(outs[r].at(0).data.at(0));
     bargs[r].assign(outs[r].begin() + static_cast<long>(n_out), outs[r].end());
-    bargs[r].push_back(Value{t.backward.args.back().type, {1.0 / c.micro}});
+    if (t.backward.args.back().name == "cotangent")  // unless the forward took it
+      bargs[r].push_back(Value{t.backward.args.back().type, {1.0 / c.micro}});
   }
-  REQUIRE(t.backward.args.back().name == "cotangent");
   const std::vector<std::vector<Value>> grads = reference::run_spmd(t.backward, c.mesh, bargs);
   if (sum.empty()) {
     sum = grads;
@@ -248,13 +253,15 @@ TEST_CASE("gathered step: every all_gather before the first wait; the model move
     CHECK(trace_stats(g.micro.backward).collective_count == 0);
     // Per step: gathered once and reduced once, against K gathers (zero3:
     // forward and backward, but for the units it keeps from the last
-    // forward to the first backward) and K reductions.
+    // forward to the first backward, and the head's weight, whose gradient
+    // the forward computes: gpt2-tiny's wte, an eighth of its parameters)
+    // and K reductions.
     const TraceStats fwd = trace_stats(t.sync.forward), bwd = trace_stats(t.sync.backward);
     const double once = gather.of(OpId::AllGather).bytes;
     const double sync_gathered =
         k * (fwd.of(OpId::AllGather).bytes + bwd.of(OpId::AllGather).bytes);
     if (s == Strategy::zero2) CHECK(sync_gathered == Approx(k * once));
-    else CHECK((sync_gathered > 1.9 * k * once && sync_gathered <= 2 * k * once));
+    else CHECK((sync_gathered > 1.75 * k * once && sync_gathered < 2 * k * once));
     // once per step instead of K times
     CHECK(bwd.of(OpId::ReduceScatter).bytes == Approx(reduce.of(OpId::ReduceScatter).bytes));
   }

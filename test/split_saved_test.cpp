@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "frontend/models/registry.h"
 #include "ir/ops.h"
@@ -136,8 +137,10 @@ namespace {
 // dx = g · wte, and per block each matmul's weight (dx = g · Wᵀ) and each
 // layer norm's weight (dx scales by γ). Never read: wpe (its gradient is a
 // scatter of g by position), any bias (db = Σ g), the layer norms' biases.
+// (Not wte: the head's gradients come from the forward, head_grad_forward,
+// and the embedding's scatter reads only the tokens.)
 std::vector<std::string> weights_read() {
-  std::vector<std::string> w = {"wte.weight"};
+  std::vector<std::string> w;
   for (int i = 0; i < 2; ++i)
     for (const char* p : {"ln_1.weight", "attn.c_attn.weight", "attn.c_proj.weight", "ln_2.weight", "mlp.c_fc.weight",
                           "mlp.c_proj.weight"})
@@ -165,23 +168,23 @@ const std::vector<std::string> kBlock = {
 TEST_CASE("split: gpt2-tiny saves per block 10 activations and, under zero3, only weights VJPs read",
           "[split][passes]") {
   const Split z3 = split_of("gpt2-tiny", Strategy::zero3);
-  // Arguments first (the tokens: idx for the embeddings' scatter, targets
-  // for cross_entropy's VJP; then the shards of the weights read), then
-  // definitions in forward order.
-  std::vector<std::string> expected = {"idx", "targets"};
+  // Arguments first (the tokens: idx for the embeddings' scatter; then the
+  // shards of the weights read), then definitions in forward order.
+  std::vector<std::string> expected = {"idx"};
   for (const std::string& w : weights_read()) expected.push_back(w);
   for (int block = 0; block < 2; ++block) expected.insert(expected.end(), kBlock.begin(), kBlock.end());
-  // ln_f's x and output (the fused head's input: linear_cross_entropy_grad
-  // recomputes the logits from it and wte, so they are not saved;
-  // passes/fuse_head.h).
-  for (const char* op : {"add", "layer_norm"}) expected.push_back(op);
+  // ln_f's x, then the fused head's dh and dw, computed with the loss
+  // (passes/head_grad_forward.h: nothing of the head is recomputed, so
+  // neither its input nor the targets are saved).
+  for (const char* op : {"add", "linear_cross_entropy_with_grad", "linear_cross_entropy_with_grad"})
+    expected.push_back(op);
   CHECK(describe(z3) == expected);
   check_all_read(z3);
 
   // zero3 re-gathers exactly those weights; no bias, no wpe, no ln bias.
   const std::vector<std::string> read = weights_read();
   CHECK(regathered(z3) == std::set<std::string>(read.begin(), read.end()));
-  CHECK(regathered(z3).size() == 14);  // of 28 parameters
+  CHECK(regathered(z3).size() == 13);  // of 28 parameters
 
   // zero2 saves the same weights gathered (and re-gathers nothing).
   const Split z2 = split_of("gpt2-tiny", Strategy::zero2);
@@ -193,7 +196,7 @@ TEST_CASE("split: gpt2-tiny saves per block 10 activations and, under zero3, onl
     else if (d != "idx" && d != "targets") ++activations;
   }
   CHECK(gathered == std::set<std::string>(read.begin(), read.end()));
-  CHECK(activations == 2 * kBlock.size() + 2);  // the same activations as zero3
+  CHECK(activations == 2 * kBlock.size() + 3);  // the same activations as zero3
   check_all_read(z2);
 }
 
@@ -209,14 +212,21 @@ size_t count_ops(const Trace& t, OpId op) {
   return n;
 }
 
+// Saved activation bytes: not the parameters, nor the fused head's
+// gradients (parameter-sized dw, saved alike in every mode).
 int64_t saved_bytes(const Split& s) {
   std::unordered_map<std::string, const Proxy*> type;
+  std::unordered_set<std::string> head_grads;
   for (const Proxy& a : s.forward.args) type[a.name] = &a;
   for (const BoundSymbol& b : s.forward.bsyms)
-    for (const Proxy& o : b.outputs) type[o.name] = &o;
+    for (size_t i = 0; i < b.outputs.size(); ++i) {
+      type[b.outputs[i].name] = &b.outputs[i];
+      if (b.op == OpId::LinearCrossEntropyWithGrad && i > 0) head_grads.insert(b.outputs[i].name);
+    }
   int64_t bytes = 0;
   for (const std::string& n : s.saved)
-    if (!type.at(n)->is_param()) bytes += numel(type.at(n)->type.shape) * static_cast<int64_t>(dtype_size(type.at(n)->type.dtype));
+    if (!type.at(n)->is_param() && !head_grads.count(n))
+      bytes += numel(type.at(n)->type.shape) * static_cast<int64_t>(dtype_size(type.at(n)->type.dtype));
   return bytes;
 }
 
@@ -237,11 +247,12 @@ TEST_CASE("remat block: gpt2-tiny saves each block's input and recomputes the bl
   const Split none = split_of("gpt2-tiny", Strategy::zero3);
   const Split block = split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::block));
   // Per block only its input (the residual stream entering it); then, in the
-  // root unit as before, ln_f's x and ln_f's output (the fused head's input).
+  // root unit as before, ln_f's x and the fused head's dh and dw.
   std::vector<std::string> activations;
   for (const std::string& d : describe(block))
     if (d != "idx" && d != "targets" && d.find('.') == std::string::npos) activations.push_back(d);
-  CHECK(activations == std::vector<std::string>{"add", "add", "add", "layer_norm"});
+  CHECK(activations == std::vector<std::string>{"add", "add", "add", "linear_cross_entropy_with_grad",
+                                                "linear_cross_entropy_with_grad"});
   check_all_read(block);
   // The backward recomputes every block's forward up to what its VJPs read:
   // c_attn, attention, attn.c_proj (the residual ln_2 reads) and mlp.c_fc;
@@ -274,7 +285,8 @@ TEST_CASE("remat selective: saves matmul and attention outputs and recomputes no
     if (d != "idx" && d != "targets" && d.find('.') == std::string::npos) activations.push_back(d);
   for (const std::string& d : activations) {
     INFO(d);
-    CHECK((d == "add" || d == "linear" || d == "matmul" || d == "scaled_dot_product_attention" || d == "layer_norm"));
+    CHECK((d == "add" || d == "linear" || d == "matmul" || d == "scaled_dot_product_attention" || d == "layer_norm" ||
+           d == "linear_cross_entropy_with_grad"));
   }
   CHECK(saved_bytes(sel) < saved_bytes(none));
   CHECK(activation_peak(split_of("gpt2-tiny", Strategy::zero3, remat(RematMode::selective), 64)) <
