@@ -14,6 +14,7 @@
 #include "executors/cuda/cuda_check.h"
 #include "executors/cuda/kernels/device_util.cuh"
 #include "executors/cuda/kernels/max_rest.cuh"
+#include "executors/cuda/kernels/ordered_mean.cuh"
 #include "executors/cuda/launch.h"
 #include "executors/cuda/nn_plan.h"
 
@@ -22,9 +23,6 @@ namespace fsdpc::cuda {
 namespace {
 
 constexpr float kNegInf = -INFINITY;
-// Threads of the summing block: a fixed count, so the order of the sum
-// (and with it the result) does not depend on the device.
-constexpr int kMeanBlock = 256;
 
 // losses[row] = logsumexp(z) - z[target], NaN for a target out of range.
 // The row loop's bounds are uniform over a warp (kWarpRows) or a block, so
@@ -51,24 +49,6 @@ __global__ void row_loss_kernel(const T* __restrict__ logits, const TIdx* __rest
   }
 }
 
-// One block of kMeanBlock threads: strided partial sums, a butterfly per
-// warp, then thread 0 adds the warps' sums in order.
-template <class T>
-__global__ void mean_kernel(const float* __restrict__ losses, T* __restrict__ out, int64_t rows) {
-  __shared__ double partial[kMeanBlock / kWarp];
-  double s = 0.0;
-  for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) s += losses[i];
-  s = warp_reduce(s, [](double a, double b) { return a + b; });
-  if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0.0;
-    for (int w = 0; w < kMeanBlock / kWarp; ++w) total += partial[w];
-    // No rows: 0 / 0, NaN, as the CPU and the reference give.
-    out[0] = from_f32<T>(static_cast<float>(total / static_cast<double>(rows)));
-  }
-}
-
 template <class T, class TIdx>
 void cross_entropy(const T* logits, const TIdx* targets, T* out, float* row_losses, int64_t rows,
                    int64_t classes, cudaStream_t stream) {
@@ -85,7 +65,7 @@ void cross_entropy(const T* logits, const TIdx* targets, T* out, float* row_loss
           <<<r.launch.grid, r.launch.block, 0, stream>>>(logits, targets, row_losses, rows, classes);
     FSDPC_CUDA_CHECK_LAUNCH();
   }
-  mean_kernel<T><<<1, kMeanBlock, 0, stream>>>(row_losses, out, rows);
+  ordered_mean_kernel<float, T><<<1, kOrderedMeanBlock, 0, stream>>>(row_losses, out, rows);
   FSDPC_CUDA_CHECK_LAUNCH();
 }
 

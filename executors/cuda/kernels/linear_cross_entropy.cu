@@ -18,16 +18,13 @@
 #include "executors/cuda/cuda_check.h"
 #include "executors/cuda/kernels/device_util.cuh"
 #include "executors/cuda/kernels/max_rest.cuh"
+#include "executors/cuda/kernels/ordered_mean.cuh"
 #include "executors/cuda/launch.h"
 #include "executors/cuda/nn_plan.h"
 
 namespace fsdpc::cuda {
 
 namespace {
-
-// Threads of the summing block: a fixed count, so the order of the sum
-// (and with it the mean) does not depend on the device.
-constexpr int kMeanBlock = 256;
 
 __device__ __forceinline__ int64_t index_at(const HeadIndex& ix, int64_t i) {
   return ix.i64 ? static_cast<const int64_t*>(ix.data)[i] : static_cast<const int32_t*>(ix.data)[i];
@@ -79,22 +76,6 @@ __global__ void losses_kernel(HeadChunk c, double* __restrict__ losses) {
                                           (static_cast<double>(s.m) - logit(z, t, c.round_bf16))
                                     : NAN;
     }
-  }
-}
-
-// One block of kMeanBlock threads: strided partial sums, a butterfly per
-// warp, then thread 0 adds the warps' sums in order.
-__global__ void mean_kernel(const double* __restrict__ losses, float* __restrict__ out, int64_t rows) {
-  __shared__ double partial[kMeanBlock / kWarp];
-  double s = 0.0;
-  for (int64_t i = threadIdx.x; i < rows; i += kMeanBlock) s += losses[i];
-  s = warp_reduce(s, [](double a, double b) { return a + b; });
-  if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0.0;
-    for (int w = 0; w < kMeanBlock / kWarp; ++w) total += partial[w];
-    out[0] = static_cast<float>(total / static_cast<double>(rows));
   }
 }
 
@@ -182,7 +163,7 @@ void launch_head_losses(const HeadChunk& c, double* losses, cudaStream_t stream)
 
 void launch_head_mean(const double* losses, int64_t rows, float* out, cudaStream_t stream) {
   FSDPC_CHECK(rows >= 0) << "fused head: the mean of " << rows << " rows";
-  mean_kernel<<<1, kMeanBlock, 0, stream>>>(losses, out, rows);
+  ordered_mean_kernel<double, float><<<1, kOrderedMeanBlock, 0, stream>>>(losses, out, rows);
   FSDPC_CUDA_CHECK_LAUNCH();
 }
 
