@@ -307,7 +307,7 @@ Trace grad(const Trace& trace, const GradOptions& options) {
   const NameMap casts = parameter_casts(trace);
   const NameMap acc = options.accumulate_grads ? add_acc_args(joint, trace, casts) : NameMap{};
   Proxy cotangent;
-  cotangent.name = "cotangent";
+  cotangent.name = kCotangentArg;
   cotangent.type = loss.type;
   cotangent.type.dist = DistType::none;
   for (const Proxy& a : joint.args)

@@ -35,4 +35,8 @@ struct GradOptions {
 // name is not a float non-parameter argument.
 Trace grad(const Trace& trace, const GradOptions& options = {});
 
+// The name of the joint trace's argument that carries the loss's cotangent
+// (a backward's, or after head_grad_forward a forward's, by the same name).
+inline constexpr const char* kCotangentArg = "cotangent";
+
 }  // namespace fsdpc

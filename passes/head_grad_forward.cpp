@@ -10,13 +10,12 @@
 #include <unordered_set>
 
 #include "ir/builder.h"
+#include "passes/grad.h"
 
 namespace fsdpc {
 
 namespace {
 
-// grad()'s name for the loss's cotangent argument of a joint trace.
-constexpr const char* kCotangent = "cotangent";
 
 // What makes a loss statement and its gradient a pair: h, w, targets and
 // the chunk the gradient copied from the loss.
@@ -37,7 +36,7 @@ bool tensors(const BoundSymbol& b, size_t n) {
 
 Trace head_grad_forward(const Trace& trace) {
   bool has_cotangent = false;
-  for (const Proxy& a : trace.args) has_cotangent = has_cotangent || a.name == kCotangent;
+  for (const Proxy& a : trace.args) has_cotangent = has_cotangent || a.name == kCotangentArg;
   if (!has_cotangent) return trace;
 
   std::map<HeadKey, size_t> loss_at;
@@ -48,7 +47,7 @@ Trace head_grad_forward(const Trace& trace) {
   std::unordered_map<size_t, size_t> grad_of;  // loss statement -> its gradient's
   for (size_t i = 0; i < trace.bsyms.size(); ++i) {
     const BoundSymbol& b = trace.bsyms[i];
-    if (b.op != OpId::LinearCrossEntropyGrad || !tensors(b, 4) || b.inputs[3].name != kCotangent) continue;
+    if (b.op != OpId::LinearCrossEntropyGrad || !tensors(b, 4) || b.inputs[3].name != kCotangentArg) continue;
     auto loss = loss_at.find(key_of(b));
     if (loss != loss_at.end() && loss->second < i) grad_of.emplace(loss->second, i);
   }
@@ -84,12 +83,12 @@ Trace without_head_grads(const Trace& forward) {
   bool reads_cotangent = false;
   for (const BoundSymbol& s : forward.bsyms)
     if (s.op != OpId::Del && s.op != OpId::LinearCrossEntropyWithGrad)
-      for (const Operand& in : s.inputs) reads_cotangent = reads_cotangent || (!in.is_scalar() && in.name == kCotangent);
+      for (const Operand& in : s.inputs) reads_cotangent = reads_cotangent || (!in.is_scalar() && in.name == kCotangentArg);
   TraceBuilder b(out);
   for (const BoundSymbol& s : forward.bsyms) {
     if (s.op == OpId::Del && !reads_cotangent) {
       BoundSymbol kept = s;
-      std::erase_if(kept.inputs, [](const Operand& in) { return !in.is_scalar() && in.name == kCotangent; });
+      std::erase_if(kept.inputs, [](const Operand& in) { return !in.is_scalar() && in.name == kCotangentArg; });
       if (!kept.inputs.empty()) b.append(std::move(kept));
       continue;
     }
@@ -115,7 +114,7 @@ Trace without_head_grads(const Trace& forward) {
   };
   out.returns = keep(forward.returns);
   if (!reads_cotangent)
-    std::erase_if(out.args, [](const Proxy& a) { return a.name == kCotangent; });
+    std::erase_if(out.args, [](const Proxy& a) { return a.name == kCotangentArg; });
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "ir/builder.h"
+#include "passes/grad.h"
 #include "ir/error.h"
 
 namespace fsdpc {
@@ -102,7 +103,7 @@ SplitResult pipeline_p2p(const SplitResult& stage, const PipelineStagePeers& p) 
         << "forward: the stage returns more than its boundary value " << p.output;
     send_leaf(out.forward, outputs.items[0], p, p.stage + 1);
     sync_counters();
-    Trace received = receive_arg(out.backward, "cotangent", p, p.stage + 1);
+    Trace received = receive_arg(out.backward, kCotangentArg, p, p.stage + 1);
     out.backward = std::move(received);
   }
   out.forward.provenance = out.backward.provenance = "p2p";

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "passes/grad.h"
 #include "ir/meta.h"
 #include "ir/uses.h"
 
@@ -19,8 +20,6 @@ namespace fsdpc {
 
 namespace {
 
-// grad()'s name for the loss's cotangent argument of a joint trace.
-constexpr const char* kCotangent = "cotangent";
 
 bool narrow_float(DType d) { return d == DType::bf16 || d == DType::f16; }
 
@@ -72,7 +71,7 @@ std::optional<Trace> widen_once(const Trace& trace) {
   std::unordered_map<std::string, int> uses = use_counts(trace);
 
   // Values computed from the loss's cotangent: the backward's.
-  std::unordered_set<std::string> gradient = {kCotangent};
+  std::unordered_set<std::string> gradient = {kCotangentArg};
   for (const BoundSymbol& b : trace.bsyms)
     for (const Operand& in : b.inputs)
       if (!in.is_scalar() && gradient.count(in.name)) {

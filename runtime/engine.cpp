@@ -13,6 +13,7 @@
 #include "executors/cpu/cpu_executor.h"
 #include "executors/fusion/fusion_kernel.h"
 #include "ir/error.h"
+#include "passes/grad.h"
 #include "passes/head_grad_forward.h"
 #include "passes/tensor_parallel_plan.h"
 #include "runtime/clip.h"
@@ -209,7 +210,7 @@ std::vector<TensorValue> Engine::forward_args(const Trace& forward, const std::v
   for (size_t i = 0; i < forward.args.size(); ++i) {
     const Proxy& a = forward.args[i];
     if (a.is_param()) continue;
-    if (a.name == "cotangent") {  // the fused head's gradients in the forward (passes/head_grad_forward.h)
+    if (a.name == kCotangentArg) {  // the fused head's gradients in the forward (passes/head_grad_forward.h)
       args[i] = cotangent_value(a.type, cotangent);
       continue;
     }
@@ -261,7 +262,7 @@ std::vector<TensorValue> Engine::backward_args(const Trace& backward, std::vecto
   std::vector<TensorValue> bargs = std::move(saved);
   for (size_t i = bargs.size(); i < backward.args.size(); ++i) {
     const std::string& name = backward.args[i].name;
-    if (name == "cotangent") {
+    if (name == kCotangentArg) {
       bargs.push_back(cotangent_value(backward.args[i].type, cotangent));
       continue;
     }

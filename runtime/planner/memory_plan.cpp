@@ -12,6 +12,7 @@
 #include "executors/device_backend.h"
 #include "ir/error.h"
 #include "ir/printer.h"
+#include "passes/grad.h"
 #include "passes/head_grad_forward.h"
 #include "runtime/planner/allocator_model.h"
 #include "runtime/planner/step_replay.h"
@@ -56,7 +57,7 @@ std::vector<int> backward_args(StepReplay& r, const Trace& backward, std::vector
                                const std::vector<Held>& acc) {
   for (size_t i = bargs.size(); i < backward.args.size(); ++i) {
     const std::string& name = backward.args[i].name;
-    if (name == "cotangent") {
+    if (name == kCotangentArg) {
       bargs.push_back(r.mem().allocate(bytes_of(backward.args[i].type), MemCategory::activations));
       r.point(0, "cotangent copied in");
       continue;
