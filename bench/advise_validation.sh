@@ -24,7 +24,10 @@
 #        MODELS (default "gpt2-tiny 4x512"); RATE (tc rate for the link,
 #        e.g. 1gbit; default unshaped); CALIBRATE=1 (see calibrate below);
 #        PROFILE_OUT=FILE keeps a copy of the netns-veth profile it made
-#        (hardware/netns-veth.json is one)
+#        (hardware/netns-veth.json is one); ADVISE_FLAGS: more flags for
+#        every advise, e.g. "--mesh 2,1 --strategies hybrid --outer-steps 50
+#        --outer-dtype bf16" (DiLoCo beside synchronous hybrid, each DiLoCo
+#        row measured over whole rounds: usage.md's advise section)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -160,6 +163,10 @@ for c in j["candidates"]:
         r["step_error"] = round(c["step_seconds"] / m["step_seconds"] - 1, 3)
         r["measured_peak"] = m["peak_bytes"]
         r["peak_error"] = round(c["peak_bytes"] / m["peak_bytes"] - 1, 5)
+        if "diloco" in m:  # how its exchanges were counted, and what a round's cost
+            r["measured_outer_ms"] = round(m["diloco"]["outer_seconds"] * 1e3, 1)
+            r["predicted_outer_ms"] = round(c["diloco"]["outer_seconds"] * 1e3, 1)
+            r["measured_rounds"] = m["diloco"]["rounds"]
     else:
         r["error"] = m.get("error", "not run")
     rows.append(r)
@@ -212,10 +219,10 @@ for setting in $settings; do
     # shellcheck disable=SC2046
     case $setting in
       cluster) "${lock[@]}" bash "$root/tools/netns_cluster.sh" --pin ${RATE:+--rate "$RATE"} -- "$fsdpc" advise \
-                 $(model_flags "$model") --world-size 2 --hardware "$hw" --measure \
+                 $(model_flags "$model") --world-size 2 --hardware "$hw" ${ADVISE_FLAGS:-} --measure \
                  "${steps_flag[@]}" --format json -o "$out" 2>"$work/err" ;;
       local*) "${lock[@]}" "$fsdpc" advise $(model_flags "$model") --world-size "${setting#local}" --hardware "$hw" \
-                --measure "${steps_flag[@]}" --format json -o "$out" 2>"$work/err" ;;
+                ${ADVISE_FLAGS:-} --measure "${steps_flag[@]}" --format json -o "$out" 2>"$work/err" ;;
     esac
     if [[ ! -s $out ]]; then
       echo "advise_validation.sh: $setting $model failed: $(tail -1 "$work/err")" >&2

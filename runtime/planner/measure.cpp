@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -25,52 +26,53 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One candidate's run of `steps` steps; its files go in `dir`. Appends the
-// times of its steady steps to `times` and records the peak and step count
-// in `m`. Left out: the first step, which compiles, JIT-builds kernels and
-// allocates, and from a run of four or more also the second, which first
-// touches the optimizer's state (AdamW's moments; a 4x512 GPT-2's second
-// step on 2 ranks took 814 ms where the later ones took 616). A run of one
-// step keeps it.
-void run_one(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags, int steps,
-             const Candidate& c, const fs::path& dir, Measurement& m, std::vector<double>& times) {
+// One candidate's run of `steps` steps as `flags`; its files go in `dir`.
+// Returns every logged step (a failure sets m.error) and records the peak
+// and the step count in `m`.
+std::vector<StepRecord> run_one(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags,
+                                int steps, const std::string& flags, const fs::path& dir, Measurement& m) {
   m.ran = true;
   const fs::path log = dir / "log.jsonl", err = dir / "stderr.txt";
   fs::remove(log);
   const int code = run_under_mpirun(mpirun, s.world,
-                                    "train " + model_flags + " " + c.flags() + " --precision " + std::string(dtype_name(s.precision)) +
+                                    "train " + model_flags + " " + flags + " --precision " + std::string(dtype_name(s.precision)) +
                                         " --steps " + std::to_string(steps) + " --log-json " + shell_quote(log.string()),
                                     err.string());
   if (code != 0) {
     m.error = "exit " + std::to_string(code) + ": " + last_line(err.string());
-    return;
+    return {};
   }
-  std::vector<double> ms;
+  std::vector<StepRecord> run;
   std::ifstream in(log);
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     try {
       const nlohmann::json rec = nlohmann::json::parse(line);
-      ms.push_back(rec.at("step_ms").get<double>());
+      // The log counts steps from 0; the optimizer's count after step s, s + 1,
+      // is what DiLoCo's rounds are laid out by.
+      run.push_back({rec.at("step").get<int64_t>() + 1, rec.at("step_ms").get<double>(), rec.value("outer_step", false)});
       m.peak_bytes = std::max(m.peak_bytes, rec.at("peak_bytes").at("total").get<int64_t>());
     } catch (const std::exception& e) {
       m.error = "unreadable --log-json line: " + std::string(e.what());
-      return;
+      return {};
     }
   }
-  m.steps += static_cast<int>(ms.size());
-  if (ms.empty()) {
-    m.error = "exit 0 but no step was logged";
-    return;
-  }
-  const size_t warm = ms.size() >= 4 ? 2 : ms.size() > 1 ? 1 : 0;
-  times.insert(times.end(), ms.begin() + static_cast<std::ptrdiff_t>(warm), ms.end());
+  m.steps += static_cast<int>(run.size());
+  if (run.empty()) m.error = "exit 0 but no step was logged";
+  return run;
 }
 
-double median_seconds(std::vector<double> ms) {
+// The steps a run leaves out as warm-up: the first, which compiles,
+// JIT-builds kernels and allocates, and from a run of four or more also the
+// second, which first touches the optimizer's state (AdamW's moments; a
+// 4x512 GPT-2's second step on 2 ranks took 814 ms where the later ones took
+// 616). A run of one step keeps it.
+size_t warm_up_steps(size_t logged) { return logged >= 4 ? 2 : logged > 1 ? 1 : 0; }
+
+double median_ms(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   const size_t n = ms.size();
-  return (n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2) / 1e3;
+  return n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
 }
 
 }  // namespace
@@ -85,6 +87,65 @@ int auto_measure_steps(double predicted_seconds) {
   if (!(predicted_seconds > 0)) return kFloor;
   const double k = 1.0 + std::ceil(kMeasureSeconds / predicted_seconds);
   return static_cast<int>(std::clamp(k, static_cast<double>(kFloor), static_cast<double>(kCeiling)));
+}
+
+int measure_round_steps(const DilocoOptions& d) {
+  if (!d.enabled()) return 0;
+  // Each fragment's slot holds its issuing step, TAU steps in flight and as
+  // many with nothing in flight, so that most steps without an exchange
+  // (the median) are plain inner steps: 2F(TAU + 1), at least 4, at most H.
+  const int slots = d.outer_fragments * 2 * (d.outer_delay + 1);
+  return std::min(d.outer_steps, std::max(4, slots));
+}
+
+void summarise_runs(const std::vector<std::vector<StepRecord>>& runs, const DilocoOptions& d, Measurement& m) {
+  std::vector<double> inner, all;
+  for (const std::vector<StepRecord>& run : runs)
+    for (size_t i = warm_up_steps(run.size()); i < run.size(); ++i) {
+      all.push_back(run[i].ms);
+      if (!run[i].outer) inner.push_back(run[i].ms);
+    }
+  if (all.empty()) return;
+  const int h = measure_round_steps(d);
+  if (h == 0) {
+    m.step_seconds = median_ms(all) / 1e3;
+    return;
+  }
+  // DiLoCo: the median step without an exchange, plus what whole rounds took
+  // beyond that many such steps, spread over the candidate's H. A round is
+  // steps qh + 1 .. (q + 1)h for q >= 1: fragment 0 first meets after step
+  // h, and with a delay lands in the round after, so the first round lacks
+  // a landing (and holds the warm-up). An exchange in flight at the run's
+  // end lands at teardown, in no logged step.
+  const double plain = median_ms(inner.empty() ? all : inner);
+  double round_ms = 0;
+  int whole = 0;
+  for (const std::vector<StepRecord>& run : runs) {
+    std::map<int64_t, double> by_step;
+    for (const StepRecord& r : run) by_step[r.step] = r.ms;
+    for (int64_t q = 1;; ++q) {
+      double sum = 0;
+      int64_t k = q * h + 1;
+      for (; k <= (q + 1) * h; ++k) {
+        const auto it = by_step.find(k);
+        if (it == by_step.end()) break;
+        sum += it->second;
+      }
+      if (k <= (q + 1) * h) break;  // the run ended inside it
+      round_ms += sum;
+      ++whole;
+    }
+  }
+  m.round_steps = h;
+  if (whole == 0) {  // too short for a round (--measure-steps): the inner step alone, said in the report
+    m.step_seconds = plain / 1e3;
+    return;
+  }
+  // A round's extra time is at least nothing: below it is the noise of the
+  // plain steps (an outer step cheaper than their spread).
+  m.outer_seconds = std::max(0.0, round_ms / whole - h * plain) / 1e3;
+  m.rounds = whole;
+  m.step_seconds = plain / 1e3 + m.outer_seconds / d.outer_steps;
 }
 
 std::string shell_quote(const std::string& s) {
@@ -196,7 +257,7 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
   // spans the whole run.
   constexpr int kRounds = 3;
   const int rounds = steps > 0 ? 1 : kRounds;
-  std::vector<std::vector<double>> times(cs.size());
+  std::vector<std::vector<std::vector<StepRecord>>> runs(cs.size());
   for (Candidate& c : cs) {
     if (s.target != Target::cpu)
       c.measured.error = "not run: measuring runs the cpu executor only";
@@ -207,15 +268,25 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
     for (size_t i = 0; i < cs.size(); ++i) {
       Candidate& c = cs[i];
       if (!c.measured.error.empty()) continue;
-      const int k = steps > 0 ? steps : 2 + std::max(2, (auto_measure_steps(c.sim.seconds) + rounds - 1) / rounds);
+      int k = steps > 0 ? steps : 2 + std::max(2, (auto_measure_steps(c.sim.seconds) + rounds - 1) / rounds);
+      // DiLoCo runs as the user would but meets every h steps (its round's
+      // work does not depend on H, only how often it comes): an H of 500
+      // would take minutes a candidate before its first outer step.
+      Candidate as_run = c;
+      if (const int h = measure_round_steps(c.diloco); h > 0) {
+        as_run.diloco.outer_steps = h;
+        if (steps == 0) k = std::max(k, 2 * h);  // the first round is not counted (summarise_runs)
+      }
       const std::string round =
           rounds > 1 ? " (round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + ")" : std::string();
-      std::fprintf(stderr, "measuring %zu/%zu%s: %s, %d steps ...\n", i + 1, cs.size(), round.c_str(),
-                   c.name().c_str(), k);
-      run_one(s, mpirun, model_flags, k, c, dir, c.measured, times[i]);
+      const std::string meets =
+          as_run.diloco.enabled() ? ", meeting every " + std::to_string(as_run.diloco.outer_steps) : std::string();
+      std::fprintf(stderr, "measuring %zu/%zu%s: %s, %d steps%s ...\n", i + 1, cs.size(), round.c_str(),
+                   c.name().c_str(), k, meets.c_str());
+      runs[i].push_back(run_one(s, mpirun, model_flags, k, as_run.flags(), dir, c.measured));
     }
   for (size_t i = 0; i < cs.size(); ++i)
-    if (cs[i].measured.ok() && !times[i].empty()) cs[i].measured.step_seconds = median_seconds(times[i]);
+    if (cs[i].measured.ok()) summarise_runs(runs[i], cs[i].diloco, cs[i].measured);
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

@@ -42,12 +42,15 @@ std::string measured_cells(const Measurement& m, const Candidate& c) {
 Json measured_json(const Candidate& c) {
   const Measurement& m = c.measured;
   if (!m.ok()) return Json{{"ran", m.ran}, {"error", m.error}};
-  return Json{{"ran", true},
-              {"steps", m.steps},
-              {"step_seconds", m.step_seconds},
-              {"predicted_over_measured", c.sim.seconds / m.step_seconds},
-              {"peak_bytes", m.peak_bytes},
-              {"peak_matches", m.peak_bytes == c.peak_bytes}};
+  Json j{{"ran", true},
+         {"steps", m.steps},
+         {"step_seconds", m.step_seconds},
+         {"predicted_over_measured", c.sim.seconds / m.step_seconds},
+         {"peak_bytes", m.peak_bytes},
+         {"peak_matches", m.peak_bytes == c.peak_bytes}};
+  if (m.round_steps > 0)  // DiLoCo: how its exchanges were counted
+    j["diloco"] = Json{{"round_steps", m.round_steps}, {"rounds", m.rounds}, {"outer_seconds", m.outer_seconds}};
+  return j;
 }
 
 }  // namespace
@@ -142,6 +145,21 @@ std::string plan_table(const Plan& p, const std::string& model, bool measured) {
                   "after each run's warm-up); the measured peak equals the plan's in %zu of %zu\n",
                   ok, cs.size(), s.world, counts.c_str(), equal, ok);
     out += line;
+    for (const Candidate& c : cs) {
+      const Measurement& m = c.measured;
+      if (!m.ok() || m.round_steps == 0) continue;
+      if (m.rounds > 0)
+        std::snprintf(line, sizeof line,
+                      "  %s met every %d steps: the median step without an exchange, plus %.1f ms a round (over %d "
+                      "rounds) spread over %d steps\n",
+                      c.name().c_str(), m.round_steps, m.outer_seconds * 1e3, m.rounds, c.diloco.outer_steps);
+      else
+        std::snprintf(line, sizeof line,
+                      "  %s met every %d steps, but no run held a whole round after its first: its step leaves the "
+                      "exchanges out (--measure-steps at least %d counts them)\n",
+                      c.name().c_str(), m.round_steps, 2 * m.round_steps);
+      out += line;
+    }
   }
   return out;
 }

@@ -37,10 +37,17 @@ namespace fsdpc {
 // train` for a few steps. `error` is set when it was not run or failed.
 struct Measurement {
   bool ran = false;       // launched (it may still have failed)
-  double step_seconds = 0;  // median over each run's steps after its warm-up (1 or 2 steps)
+  // The median over each run's steps after its warm-up (1 or 2 steps); for
+  // DiLoCo the median step without an exchange plus outer_seconds / H.
+  double step_seconds = 0;
   int64_t peak_bytes = 0;   // peak_bytes.total, the largest of any step
   int steps = 0;            // records read, over every run (round)
   std::string error;        // "exit 1: <last stderr line>", "not run: ..."
+  // DiLoCo: the runs met every round_steps (measure_round_steps); a round's
+  // time beyond as many plain steps, over `rounds` whole rounds (0: the runs
+  // held none, and step_seconds is the plain step alone).
+  int round_steps = 0, rounds = 0;
+  double outer_seconds = 0;
   bool ok() const { return ran && error.empty(); }
 };
 
@@ -263,6 +270,27 @@ std::string last_line(const std::string& file);
 // fsdpc::Error says why it gave nothing: no mpirun, its exit code and last
 // stderr line, or no output.
 std::string run_probe(int world, const std::string& input, const std::function<std::string(const std::string&)>& args);
+
+// One logged step of a --measure run: the optimizer's count after it (from
+// 1 in a fresh run), its time, and whether the replicas exchanged after it
+// (--log-json's "outer_step").
+struct StepRecord {
+  int64_t step = 0;
+  double ms = 0;
+  bool outer = false;
+};
+
+// DiLoCo under --measure: the --outer-steps its runs use (0 without DiLoCo),
+// 2F(TAU + 1) steps, at least 4, at most H. A round's outer work is the same
+// for any H, and an H of 500 would run minutes before the first exchange.
+int measure_round_steps(const DilocoOptions& d);
+
+// A candidate's measured step from its runs (one per interleaved round):
+// the median step after the warm-ups; for DiLoCo (d enabled), the median
+// step without an exchange plus whole rounds' extra time spread over H, a
+// round being steps qh + 1 .. (q + 1)h for q >= 1 (so a run needs 2h steps).
+void summarise_runs(const std::vector<std::vector<StepRecord>>& runs, const DilocoOptions& d, Measurement& m);
+
 // Runs `mpirun -np world fsdpc train <model_flags> <candidate flags> --steps
 // K` for each candidate that fits (in order, progress on stderr) and fills
 // its `measured`; a failing run is recorded in its row, never thrown.

@@ -1,0 +1,163 @@
+// fsdpc advise --measure for DiLoCo: its runs meet every few steps, and the
+// measured step is the plain inner step plus a round's extra time spread
+// over the candidate's H, as the prediction prices it. The arithmetic on
+// logged steps made up here, then a real measurement under mpirun.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "runtime/planner/planner.h"
+#include "test/run_cli.h"
+#include "test/scratch.h"
+
+using Catch::Contains;
+using fsdpc::DilocoOptions;
+using fsdpc::Measurement;
+using fsdpc::StepRecord;
+using Json = nlohmann::json;
+
+namespace {
+
+DilocoOptions diloco(int h, int fragments = 1, int delay = 0) {
+  DilocoOptions d;
+  d.outer_steps = h;
+  d.outer_fragments = fragments;
+  d.outer_delay = delay;
+  return d;
+}
+
+// Steps 1..n of `plain` ms, the two warm-up steps 900 ms, and the steps in
+// `outer` taking `outer_ms` and flagged.
+std::vector<StepRecord> run(int n, double plain, const std::set<int>& outer, double outer_ms) {
+  std::vector<StepRecord> r;
+  for (int k = 1; k <= n; ++k)
+    r.push_back(k <= 2            ? StepRecord{k, 900, false}
+                : outer.count(k) ? StepRecord{k, outer_ms, true}
+                                 : StepRecord{k, plain, false});
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("measure_round_steps: 2F(TAU + 1) steps a round, at least 4, at most H; none without DiLoCo") {
+  CHECK(fsdpc::measure_round_steps(DilocoOptions{}) == 0);
+  CHECK(fsdpc::measure_round_steps(diloco(500)) == 4);
+  CHECK(fsdpc::measure_round_steps(diloco(50, 4, 2)) == 24);
+  CHECK(fsdpc::measure_round_steps(diloco(50, 3, 0)) == 6);
+  CHECK(fsdpc::measure_round_steps(diloco(10, 4, 2)) == 10);
+  CHECK(fsdpc::measure_round_steps(diloco(3)) == 3);
+}
+
+TEST_CASE("summarise_runs: the median step after the warm-up without DiLoCo") {
+  Measurement m;
+  fsdpc::summarise_runs({run(7, 10, {}, 0), run(6, 12, {}, 0)}, DilocoOptions{}, m);
+  CHECK(m.step_seconds == Approx(0.010));  // the median of five 10s and four 12s
+  CHECK(m.round_steps == 0);
+  CHECK(m.outer_seconds == 0);
+}
+
+TEST_CASE("summarise_runs: DiLoCo's step is the plain step plus whole rounds' extra time over H") {
+  SECTION("one exchange a round of 4, two runs of two counted rounds") {
+    // Rounds 5-8 and 9-12: three plain 100 ms steps and one of 160 ms, 60 ms
+    // beyond 4 plain steps, a 50th of it a step at H = 50.
+    Measurement m;
+    const auto r = run(12, 100, {4, 8, 12}, 160);
+    fsdpc::summarise_runs({r, r}, diloco(50), m);
+    CHECK(m.round_steps == 4);
+    CHECK(m.rounds == 4);
+    CHECK(m.outer_seconds == Approx(0.060));
+    CHECK(m.step_seconds == Approx(0.100 + 0.060 / 50));
+  }
+  SECTION("the first round is not counted: steps 1-4 hold the warm-up") {
+    std::vector<StepRecord> r = run(8, 100, {4, 8}, 140);
+    r[2].ms = r[3].ms = 300;  // steps 3 and 4
+    Measurement m;
+    fsdpc::summarise_runs({r}, diloco(20), m);
+    CHECK(m.rounds == 1);
+    CHECK(m.outer_seconds == Approx(0.040));
+    CHECK(m.step_seconds == Approx(0.100 + 0.040 / 20));
+  }
+  SECTION("streaming: steps in flight are slower, and count in the round's extra time") {
+    // F = 2, TAU = 2: rounds of 12. Fragment 0 issues after steps 12, 24,
+    // 36 (flagged, 130 ms), one step in flight (110 ms), its landing
+    // (flagged, 120 ms); fragment 1 likewise after steps 6, 18, 30. A round:
+    // 2 x (130 + 110 + 120) + 6 x 100 = 1320 ms, 120 beyond 12 plain steps.
+    std::vector<StepRecord> r;
+    for (int k = 1; k <= 36; ++k) {
+      const int at = k % 6;
+      r.push_back(k <= 2     ? StepRecord{k, 900, false}
+                  : at == 0 ? StepRecord{k, 130, true}
+                  : at == 1 ? StepRecord{k, 110, false}
+                  : at == 2 ? StepRecord{k, 120, true}
+                            : StepRecord{k, 100, false});
+    }
+    Measurement m;
+    fsdpc::summarise_runs({r}, diloco(100, 2, 2), m);
+    CHECK(m.round_steps == 12);
+    CHECK(m.rounds == 2);  // 13-24 and 25-36
+    CHECK(m.outer_seconds == Approx(0.120));
+    CHECK(m.step_seconds == Approx(0.100 + 0.120 / 100));
+  }
+  SECTION("a run too short for a counted round gives the plain step, and says none was counted") {
+    Measurement m;
+    fsdpc::summarise_runs({run(7, 100, {4}, 400)}, diloco(50), m);
+    CHECK(m.round_steps == 4);
+    CHECK(m.rounds == 0);
+    CHECK(m.outer_seconds == 0);
+    CHECK(m.step_seconds == Approx(0.100));
+  }
+  SECTION("an exchange cheaper than the plain steps' spread costs nothing, not less") {
+    std::vector<StepRecord> r = run(8, 100, {4, 8}, 101);
+    r[4].ms = 96;  // step 5: the round 5-8 took 397 ms, 3 below 4 plain steps
+    Measurement m;
+    fsdpc::summarise_runs({r}, diloco(50), m);
+    CHECK(m.rounds == 1);
+    CHECK(m.outer_seconds == 0);
+    CHECK(m.step_seconds == Approx(0.100));
+  }
+}
+
+TEST_CASE("advise --measure runs a DiLoCo candidate meeting every 4 steps and counts its exchanges", "[mpi]") {
+  const std::string mpirun = std::string("FSDPC_MPIRUN='") + FSDPC_MPIEXEC + "'";
+  const std::string cache = "XDG_CACHE_HOME='" + fsdpc::testing::scratch("cache").string() + "' ";
+  // A hybrid 2x1 mesh on 2 ranks: replicas of one rank each, the shipped
+  // netns-veth profile (no measuring of this host first), 8 steps a run:
+  // rounds 1-4 (not counted) and 5-8.
+  const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc(
+      "advise --model gpt2-tiny --world-size 2 --mesh 2,1 --strategies hybrid --hardware netns-veth "
+      "--outer-steps 50 --outer-dtype bf16 --measure --measure-steps 8 --format json",
+      {.env = cache + mpirun});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Contains("diloco:50:bf16, 8 steps, meeting every 4 ..."));
+  const Json j = Json::parse(r.out);
+  int diloco_rows = 0;
+  for (const Json& c : j["candidates"]) {
+    INFO(c.dump());
+    const Json& m = c["measured"];
+    REQUIRE_FALSE(m.contains("error"));
+    CHECK(m["peak_bytes"].get<int64_t>() == c["peak_bytes"].get<int64_t>());
+    if (!c.contains("diloco")) {
+      CHECK_FALSE(m.contains("diloco"));
+      continue;
+    }
+    ++diloco_rows;
+    CHECK(m["steps"].get<int>() == 8);
+    CHECK(m["diloco"]["round_steps"].get<int>() == 4);
+    CHECK(m["diloco"]["rounds"].get<int>() == 1);
+    CHECK(m["diloco"]["outer_seconds"].get<double>() >= 0);
+  }
+  CHECK(diloco_rows > 0);
+}
+
+TEST_CASE("advise --measure names a DiLoCo row whose runs held no whole round", "[mpi]") {
+  const std::string mpirun = std::string("FSDPC_MPIRUN='") + FSDPC_MPIEXEC + "'";
+  const std::string cache = "XDG_CACHE_HOME='" + fsdpc::testing::scratch("cache").string() + "' ";
+  const fsdpc::testing::Run r = fsdpc::testing::run_fsdpc(
+      "advise --model gpt2-tiny --world-size 2 --mesh 2,1 --strategies hybrid --hardware netns-veth "
+      "--outer-steps 50 --measure --measure-steps 3",
+      {.env = cache + mpirun});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("met every 4 steps, but no run held a whole round after its first"));
+}
