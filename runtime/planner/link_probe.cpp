@@ -20,7 +20,11 @@
 //    memory the rank's own thread copies them in MPI's progress calls, so
 //    communication "behind" compute still takes the compute's time. The
 //    model priced both at nothing before, and predicted 2-rank steps 10-31%
-//    short.
+//    short. On a slow link a gather outlasts kGap small matmuls, and the
+//    difference would be the wait for the link, not host work (at 100
+//    Mbit/s: "host_bandwidth" 11.6 MB/s, the link's own rate), so each
+//    chain's matmuls grow until kGap of them take twice the gather's
+//    transfer as the link figures above price it.
 // The runtime's collective watch (the watchdog and its flight recorder) is
 // installed as train installs it. Every rank runs the same number of
 // repetitions (no time budget: ranks would disagree on it and hang), and
@@ -30,6 +34,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -62,6 +67,7 @@ struct ChainShape {
   int64_t side, shard;
 };
 constexpr ChainShape kSmallChain{8, 256}, kLargeChain{96, 64 * 1024};
+constexpr int64_t kMaxSide = 2048;  // a 2048^3 matmul: about 0.1 s on one core here
 
 Proxy f32_arg(const std::string& name, Shape shape) {
   Proxy p;
@@ -192,6 +198,23 @@ std::string link_probe(int64_t large_bytes) {
   const double latency = small[0] / (world - 1);
   const double bandwidth = ring / spread[0], scatter_bandwidth = ring / spread[1];
   const double reduce_bandwidth = 2 * ring / spread[2];  // all_reduce: the ring twice
+  // `shape` with matmuls large enough that kGap of them take twice its
+  // gather's transfer (latency and bandwidth as just measured): the side
+  // scaled by the cube root of the shortfall, measured again, at most 4
+  // times and up to kMaxSide. Every rank reads the slowest rank's time, so
+  // all choose the same side.
+  auto hiding = [&](ChainShape shape) {
+    const double transfer = latency * (world - 1) + 4.0 * static_cast<double>(shape.shard) * (world - 1) / bandwidth;
+    for (int round = 0; round < 4 && shape.side < kMaxSide; ++round) {
+      int issued = 0;
+      const double window =
+          kGap * slowest_rank(median(probe.seconds({chain_trace(shape, false, world, issued)}, 1).at(0))) / kStatements;
+      if (window >= 2 * transfer) break;
+      const double grow = std::max(1.25, std::cbrt(2 * transfer / std::max(window, 1e-9)));
+      shape.side = std::min(kMaxSide, (static_cast<int64_t>(std::ceil(static_cast<double>(shape.side) * grow)) + 7) / 8 * 8);
+    }
+    return shape;
+  };
   // Host seconds a gathered collective costs the compute stream in each
   // chain, and what a rank sends of it.
   auto chain = [&](ChainShape shape, int per_batch, nlohmann::ordered_json& j) {
@@ -209,8 +232,10 @@ std::string link_probe(int64_t large_bytes) {
     return slowest_rank(median(extra)) / issued;
   };
   nlohmann::ordered_json small_chain, large_chain;
-  const double small_cost = chain(kSmallChain, 10, small_chain);
-  const double large_cost = chain(kLargeChain, 4, large_chain);
+  const ChainShape small_shape = hiding(kSmallChain), large_shape = hiding(kLargeChain);
+  // A chain grown for a slow link runs for seconds: one run a batch.
+  const double small_cost = chain(small_shape, small_shape.side == kSmallChain.side ? 10 : 1, small_chain);
+  const double large_cost = chain(large_shape, large_shape.side == kLargeChain.side ? 4 : 1, large_chain);
   // A difference of two timings can come out at or below zero on a noisy
   // host; a collective's host work is never free.
   const double host = std::max(1e-7, small_cost);
