@@ -29,7 +29,7 @@ namespace {
 // One candidate's run of `steps` steps as `flags`; its files go in `dir`.
 // Returns every logged step (a failure sets m.error) and records the peak
 // and the step count in `m`.
-std::vector<StepRecord> run_one(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags,
+std::vector<LoggedStep> run_one(const AdviseSetup& s, const std::string& mpirun, const std::string& model_flags,
                                 int steps, const std::string& flags, const fs::path& dir, Measurement& m) {
   m.ran = true;
   const fs::path log = dir / "log.jsonl", err = dir / "stderr.txt";
@@ -42,7 +42,7 @@ std::vector<StepRecord> run_one(const AdviseSetup& s, const std::string& mpirun,
     m.error = "exit " + std::to_string(code) + ": " + last_line(err.string());
     return {};
   }
-  std::vector<StepRecord> run;
+  std::vector<LoggedStep> run;
   std::ifstream in(log);
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
@@ -98,9 +98,9 @@ int measure_round_steps(const DilocoOptions& d) {
   return std::min(d.outer_steps, std::max(4, slots));
 }
 
-void summarise_runs(const std::vector<std::vector<StepRecord>>& runs, const DilocoOptions& d, Measurement& m) {
+void summarise_runs(const std::vector<std::vector<LoggedStep>>& runs, const DilocoOptions& d, Measurement& m) {
   std::vector<double> inner, all;
-  for (const std::vector<StepRecord>& run : runs)
+  for (const std::vector<LoggedStep>& run : runs)
     for (size_t i = warm_up_steps(run.size()); i < run.size(); ++i) {
       all.push_back(run[i].ms);
       if (!run[i].outer) inner.push_back(run[i].ms);
@@ -120,9 +120,9 @@ void summarise_runs(const std::vector<std::vector<StepRecord>>& runs, const Dilo
   const double plain = median_ms(inner.empty() ? all : inner);
   double round_ms = 0;
   int whole = 0;
-  for (const std::vector<StepRecord>& run : runs) {
+  for (const std::vector<LoggedStep>& run : runs) {
     std::map<int64_t, double> by_step;
-    for (const StepRecord& r : run) by_step[r.step] = r.ms;
+    for (const LoggedStep& r : run) by_step[r.step] = r.ms;
     for (int64_t q = 1;; ++q) {
       double sum = 0;
       int64_t k = q * h + 1;
@@ -257,7 +257,7 @@ void measure_candidates(const AdviseSetup& s, const std::string& mpirun, const s
   // spans the whole run.
   constexpr int kRounds = 3;
   const int rounds = steps > 0 ? 1 : kRounds;
-  std::vector<std::vector<std::vector<StepRecord>>> runs(cs.size());
+  std::vector<std::vector<std::vector<LoggedStep>>> runs(cs.size());
   for (Candidate& c : cs) {
     if (s.target != Target::cpu)
       c.measured.error = "not run: measuring runs the cpu executor only";

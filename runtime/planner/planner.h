@@ -274,7 +274,7 @@ std::string run_probe(int world, const std::string& input, const std::function<s
 // One logged step of a --measure run: the optimizer's count after it (from
 // 1 in a fresh run), its time, and whether the replicas exchanged after it
 // (--log-json's "outer_step").
-struct StepRecord {
+struct LoggedStep {
   int64_t step = 0;
   double ms = 0;
   bool outer = false;
@@ -289,7 +289,7 @@ int measure_round_steps(const DilocoOptions& d);
 // the median step after the warm-ups; for DiLoCo (d enabled), the median
 // step without an exchange plus whole rounds' extra time spread over H, a
 // round being steps qh + 1 .. (q + 1)h for q >= 1 (so a run needs 2h steps).
-void summarise_runs(const std::vector<std::vector<StepRecord>>& runs, const DilocoOptions& d, Measurement& m);
+void summarise_runs(const std::vector<std::vector<LoggedStep>>& runs, const DilocoOptions& d, Measurement& m);
 
 // Runs `mpirun -np world fsdpc train <model_flags> <candidate flags> --steps
 // K` for each candidate that fits (in order, progress on stderr) and fills
