@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <map>
 #include <set>
 #include <thread>
 
@@ -20,8 +19,6 @@ using Json = nlohmann::json;
 namespace fs = std::filesystem;
 using fsdpc::testing::advise;
 using fsdpc::testing::cached_two_rank_profile;
-using fsdpc::testing::candidate_row;
-using fsdpc::testing::cpu_profile;
 using fsdpc::testing::fsdpc_run;
 using fsdpc::testing::Run;
 using fsdpc::testing::scratch;

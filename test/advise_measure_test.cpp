@@ -197,17 +197,25 @@ TEST_CASE("summarise_runs: DiLoCo's step is the plain step plus whole rounds' ex
   }
 }
 
-TEST_CASE("advise --measure runs a DiLoCo candidate meeting every 4 steps and counts its exchanges", "[mpi]") {
-  const std::string mpirun = std::string("FSDPC_MPIRUN='") + FSDPC_MPIEXEC + "'";
-  // A hybrid 2x1 mesh on 2 ranks: replicas of one rank each, the shipped
-  // netns-veth profile (no measuring of this host first), 8 steps a run:
-  // rounds 1-4 (not counted) and 5-8.
-  const Run r = fsdpc_run(
-      "advise --model gpt2-tiny --world-size 2 --mesh 2,1 --strategies hybrid --hardware netns-veth "
-      "--outer-steps 50 --outer-dtype bf16 --measure --measure-steps 8 --format json",
-      mpirun);
+namespace {
+
+// advise --measure on gpt2-tiny's hybrid 2x1 mesh (replicas of one rank
+// each) with DiLoCo rows, priced on the shipped netns-veth profile (nothing
+// of this host measured first).
+Run measure_diloco(const std::string& flags) {
+  const Run r = fsdpc_run("advise --model gpt2-tiny --world-size 2 --mesh 2,1 --strategies hybrid --hardware "
+                          "netns-veth --measure " + flags,
+                          std::string("FSDPC_MPIRUN='") + FSDPC_MPIEXEC + "'");
   INFO(r.err);
   REQUIRE(r.code == 0);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("advise --measure runs a DiLoCo candidate meeting every 4 steps and counts its exchanges", "[mpi]") {
+  // 8 steps a run: rounds 1-4 (not counted) and 5-8.
+  const Run r = measure_diloco("--outer-steps 50 --outer-dtype bf16 --measure-steps 8 --format json");
   CHECK_THAT(r.err, Contains("diloco:50:bf16, 8 steps, meeting every 4 ..."));
   const Json j = Json::parse(r.out);
   int diloco_rows = 0;
@@ -230,12 +238,6 @@ TEST_CASE("advise --measure runs a DiLoCo candidate meeting every 4 steps and co
 }
 
 TEST_CASE("advise --measure names a DiLoCo row whose runs held no whole round", "[mpi]") {
-  const std::string mpirun = std::string("FSDPC_MPIRUN='") + FSDPC_MPIEXEC + "'";
-  const Run r = fsdpc_run(
-      "advise --model gpt2-tiny --world-size 2 --mesh 2,1 --strategies hybrid --hardware netns-veth "
-      "--outer-steps 50 --measure --measure-steps 3",
-      mpirun);
-  INFO(r.err);
-  REQUIRE(r.code == 0);
+  const Run r = measure_diloco("--outer-steps 50 --measure-steps 3");
   CHECK_THAT(r.out, Contains("met every 4 steps, but no run held a whole round after its first"));
 }

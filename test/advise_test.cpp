@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "test/advise_cli.h"
 #include "test/golden.h"
@@ -20,7 +19,6 @@ using Catch::Contains;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 using fsdpc::testing::advise;
-using fsdpc::testing::cached_two_rank_profile;
 using fsdpc::testing::candidate_row;
 using fsdpc::testing::cpu_profile;
 using fsdpc::testing::fsdpc_run;
