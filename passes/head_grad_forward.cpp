@@ -16,7 +16,6 @@ namespace fsdpc {
 
 namespace {
 
-
 // What makes a loss statement and its gradient a pair: h, w, targets and
 // the chunk the gradient copied from the loss.
 using HeadKey = std::tuple<std::string, std::string, std::string, int64_t>;

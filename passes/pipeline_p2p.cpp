@@ -20,8 +20,8 @@
 #include <algorithm>
 
 #include "ir/builder.h"
-#include "passes/grad.h"
 #include "ir/error.h"
+#include "passes/grad.h"
 
 namespace fsdpc {
 

@@ -12,14 +12,13 @@
 #include <vector>
 
 #include "ir/builder.h"
-#include "passes/grad.h"
 #include "ir/meta.h"
 #include "ir/uses.h"
+#include "passes/grad.h"
 
 namespace fsdpc {
 
 namespace {
-
 
 bool narrow_float(DType d) { return d == DType::bf16 || d == DType::f16; }
 

@@ -232,7 +232,6 @@ TEST_CASE("advise --measure runs a DiLoCo candidate meeting every 4 steps and co
     CHECK(m["steps"].get<int>() == 8);
     CHECK(m["diloco"]["round_steps"].get<int>() == 4);
     CHECK(m["diloco"]["rounds"].get<int>() == 1);
-    CHECK(m["diloco"]["outer_seconds"].get<double>() >= 0);
   }
   CHECK(diloco_rows > 0);
 }

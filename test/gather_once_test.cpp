@@ -12,10 +12,11 @@
 
 #include "executors/reference/reference.h"
 #include "frontend/models/registry.h"
-#include "runtime/step_traces.h"
 #include "ir/error.h"
 #include "ir/verifier.h"
+#include "passes/grad.h"
 #include "passes/stats.h"
+#include "runtime/step_traces.h"
 #include "test/parity_values.h"
 
 using namespace fsdpc;
@@ -75,7 +76,7 @@ std::vector<std::vector<Value>> forward_args(const Trace& fwd, const Case& c, in
         in[r].push_back(param(r, p));
         continue;
       }
-      if (p.name == "cotangent") {  // the fused head's gradients in the forward (head_grad_forward)
+      if (p.name == fsdpc::kCotangentArg) {  // the fused head's gradients in the forward (head_grad_forward)
         in[r].push_back(Value{p.type, {1.0 / c.micro}});
         continue;
       }
@@ -97,7 +98,7 @@ std::vector<double> micro_step(const StepTraces& t, const Case& c, std::vector<s
   for (size_t r = 0; r < outs.size(); ++r) {
     losses.push_back(outs[r].at(0).data.at(0));
     bargs[r].assign(outs[r].begin() + static_cast<long>(n_out), outs[r].end());
-    if (t.backward.args.back().name == "cotangent")  // unless the forward took it
+    if (t.backward.args.back().name == fsdpc::kCotangentArg)  // unless the forward took it
       bargs[r].push_back(Value{t.backward.args.back().type, {1.0 / c.micro}});
   }
   const std::vector<std::vector<Value>> grads = reference::run_spmd(t.backward, c.mesh, bargs);

@@ -11,6 +11,7 @@
 #include "executors/cpu/cpu_executor.h"
 #include "executors/reference/reference.h"
 #include "frontend/models/registry.h"
+#include "passes/grad.h"
 #include "passes/pipeline.h"
 #include "passes/stats.h"
 #include "runtime/interpreter.h"
@@ -62,7 +63,7 @@ TEST_CASE("gpt2-tiny forward and backward run on the CPU and match the reference
   for (const Proxy& p : fwd.args) {
     reference::Value v{p.type, std::vector<double>(static_cast<size_t>(numel(p.type.shape)))};
     for (double& x : v.data) x = p.type.dtype == DType::i64 ? token(rng) : normal(rng);
-    if (p.name == "cotangent") v.data = {1.0};  // the fused head's gradients in the forward
+    if (p.name == fsdpc::kCotangentArg) v.data = {1.0};  // the fused head's gradients in the forward
     ref_args.push_back(std::move(v));
   }
   std::vector<reference::Value> ref_fwd = reference::run(fwd, ref_args);
@@ -90,7 +91,7 @@ TEST_CASE("gpt2-tiny forward and backward run on the CPU and match the reference
   // took it: head_grad_forward).
   std::vector<TensorValue> bargs(out.begin() + 1, out.end());
   std::vector<reference::Value> ref_bargs(ref_fwd.begin() + 1, ref_fwd.end());
-  if (bwd.args.back().name == "cotangent") {
+  if (bwd.args.back().name == fsdpc::kCotangentArg) {
     const TensorType& ct = bwd.args.back().type;
     bargs.push_back(from_doubles(alloc, ct, {1.0}, MemCategory::activations));
     ref_bargs.push_back(reference::Value{ct, {1.0}});

@@ -18,6 +18,7 @@
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/grad.h"
 #include "passes/pipeline.h"
 #include "passes/schedule.h"
 
@@ -285,7 +286,7 @@ std::vector<Values> forward_args(const Trace& captured_trace, const Trace& fwd, 
   for (int r = 0; r < mesh.world(); ++r) {
     const int64_t s = r % mesh.shards;
     for (const Proxy& a : fwd.args) {
-      if (a.name == "cotangent") {  // the fused head's gradients in the forward (head_grad_forward)
+      if (a.name == fsdpc::kCotangentArg) {  // the fused head's gradients in the forward (head_grad_forward)
         args[r].push_back(reference::make_value(a.type, std::vector<double>(numel(a.type.shape), 1.0)));
         continue;
       }
@@ -317,7 +318,7 @@ std::vector<Values> run_both(const Trace& fwd, const Trace& bwd, const std::vect
   for (size_t r = 0; r < out.size(); ++r) {
     bargs[r].assign(out[r].begin() + static_cast<long>(outputs.size()), out[r].end());
     const Proxy& ct = bwd.args.back();
-    if (ct.name == "cotangent")  // unless the forward took it
+    if (ct.name == fsdpc::kCotangentArg)  // unless the forward took it
       bargs[r].push_back(reference::make_value(ct.type, std::vector<double>(numel(ct.type.shape), 1.0)));
     REQUIRE(bargs[r].size() == bwd.args.size());
   }

@@ -49,7 +49,7 @@ Unsharded run_unsharded(const Case& c, int world, std::mt19937& rng) {
   Trace joint = grad(capture(*model, o));
   Unsharded u;
   for (const Proxy& a : joint.args) {
-    if (a.name == "cotangent") break;
+    if (a.name == fsdpc::kCotangentArg) break;
     bool tokens = a.type.dtype == DType::i64;
     u.args.push_back(random_value(a.type, rng, a.is_param() ? 0.3 : 1.0, tokens ? 256 : 0));
   }
@@ -95,7 +95,7 @@ void check_parity(const Case& c) {
   for (int r = 0; r < world; ++r) {
     for (size_t i = 0; i < fwd.args.size(); ++i) {
       const Proxy& p = fwd.args[i];
-      if (p.name == "cotangent") {  // the fused head's gradients in the forward (head_grad_forward)
+      if (p.name == fsdpc::kCotangentArg) {  // the fused head's gradients in the forward (head_grad_forward)
         fwd_args[r].push_back(u.cotangent);
         continue;
       }
@@ -119,7 +119,7 @@ void check_parity(const Case& c) {
     bwd_args[r].assign(fwd_out[r].begin() + 1, fwd_out[r].end());  // saved
     Value ct = u.cotangent;
     if (c.model == "mlp") ct = rows(ct, r * 4, (r + 1) * 4);
-    if (bwd.args.back().name == "cotangent") bwd_args[r].push_back(ct);
+    if (bwd.args.back().name == fsdpc::kCotangentArg) bwd_args[r].push_back(ct);
     REQUIRE(bwd_args[r].size() == bwd.args.size());
     for (size_t i = 0; i < bwd.args.size(); ++i) bwd_args[r][i].type = bwd.args[i].type;
   }
